@@ -1,0 +1,141 @@
+#include "framework/autograd.h"
+
+#include <cassert>
+#include <unordered_map>
+
+#include "framework/ops.h"
+
+namespace minidl {
+
+static thread_local bool grad_mode = true;
+static NodeObserver node_observer;
+
+bool grad_enabled() { return grad_mode; }
+NoGradGuard::NoGradGuard() : prev_(grad_mode) { grad_mode = false; }
+NoGradGuard::~NoGradGuard() { grad_mode = prev_; }
+void set_node_observer(NodeObserver observer) { node_observer = std::move(observer); }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_mode) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, Node::Backward backward) {
+  if (!grad_mode) return out;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!any) return out;
+  out.impl().requires_grad = true;
+  out.impl().grad_fn = std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward)});
+  return out;
+}
+
+// Post-order DFS over non-leaf tensors: inputs before the tensors made from them.
+// Holds references, so tensors stay alive until their node has run.
+static std::vector<std::shared_ptr<TensorImpl>> topo_order(const std::shared_ptr<TensorImpl>& root) {
+  std::vector<std::shared_ptr<TensorImpl>> order;
+  std::unordered_map<TensorImpl*, bool> seen;
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> stack{{root, 0}};
+  seen[root.get()] = true;
+  while (!stack.empty()) {
+    auto& [t, next] = stack.back();
+    if (next < t->grad_fn->inputs.size()) {
+      const std::shared_ptr<TensorImpl>& in = t->grad_fn->inputs[next++].impl_ptr();
+      if (in && in->grad_fn && !seen[in.get()]) {
+        seen[in.get()] = true;
+        stack.push_back({in, 0});
+      }
+    } else {
+      order.push_back(std::move(t));
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+static void accumulate(Tensor& slot, Tensor g) {
+  slot = slot.defined() ? add(slot, g) : std::move(g);
+}
+
+// Stores a leaf's final gradient for this pass and fires its ready hooks.
+static void finish_leaf(TensorImpl* leaf, Tensor g) {
+  if (!g.defined()) return;
+  bool shared = g.impl_ptr().use_count() > 1 || g.impl().storage.use_count() > 1;
+  if (leaf->grad) {
+    g = add(Tensor(leaf->grad), g);
+  } else if (shared) {
+    g = g.detach().clone();  // the optimizer and reducers update grads in place
+  }
+  if (g.dtype() != leaf->dtype) g = cast(g, leaf->dtype);
+  leaf->grad = g.impl_ptr();
+  Tensor grad(leaf->grad);
+  for (auto& hook : leaf->ready_hooks) hook(grad);
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_output) {
+  MINIDL_CHECK(!root.impl().graph_freed,
+               "backward: the graph was already freed by an earlier backward()");
+  MINIDL_CHECK(root.requires_grad(), "backward: tensor ", root.shape(),
+               " does not require grad (no parameter or input with requires_grad reached it)");
+  Tensor g0 = grad_output;
+  if (!g0.defined()) {
+    MINIDL_CHECK(root.numel() == 1, "backward: a gradient can be implied only for a scalar "
+                 "output, got shape ", root.shape(), "; pass grad_output");
+    g0 = Tensor::ones(root.shape(), root.dtype());
+  }
+  MINIDL_CHECK(g0.shape() == root.shape(), "backward: grad_output ", g0.shape(),
+               " does not match output ", root.shape());
+  NoGradGuard no_grad;
+  TensorImpl* r = root.impl_ptr().get();
+  if (!r->grad_fn) {  // backward on a leaf
+    finish_leaf(r, g0);
+    return;
+  }
+  auto order = topo_order(root.impl_ptr());
+  // A leaf's gradient is final once every node that uses it has run.
+  std::unordered_map<TensorImpl*, int> leaf_uses;
+  std::unordered_map<TensorImpl*, Tensor> grads;
+  for (const auto& t : order)
+    for (const Tensor& in : t->grad_fn->inputs)
+      if (in.defined() && in.requires_grad() && !in.impl().grad_fn) ++leaf_uses[in.impl_ptr().get()];
+  grads[r] = g0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    std::shared_ptr<TensorImpl> owner = std::move(*it);  // released after this node
+    TensorImpl* t = owner.get();
+    std::shared_ptr<Node> node = std::move(t->grad_fn);
+    t->graph_freed = true;
+    Tensor g = std::move(grads[t]);
+    grads.erase(t);
+    std::vector<Tensor> gin;
+    if (g.defined()) {
+      if (node_observer) node_observer(node->name, true);
+      gin = node->backward(g);
+      if (node_observer) node_observer(node->name, false);
+      assert(gin.size() == node->inputs.size());
+    }
+    for (size_t i = 0; i < node->inputs.size(); ++i) {
+      const Tensor& in = node->inputs[i];
+      if (!in.defined() || !in.requires_grad()) continue;
+      TensorImpl* p = in.impl_ptr().get();
+      Tensor gi = i < gin.size() ? gin[i] : Tensor();
+      assert(!gi.defined() || gi.shape() == in.shape());
+      if (p->grad_fn) {
+        if (gi.defined()) accumulate(grads[p], std::move(gi));
+        continue;
+      }
+      if (gi.defined()) accumulate(grads[p], std::move(gi));
+      if (--leaf_uses[p] == 0) {
+        auto found = grads.find(p);
+        if (found != grads.end()) {
+          Tensor done = std::move(found->second);
+          grads.erase(found);
+          finish_leaf(p, std::move(done));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace minidl

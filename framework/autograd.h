@@ -1,0 +1,54 @@
+// Define-by-run autograd.
+//
+// Every op whose inputs require grad (while grad mode is on) gives its output
+// a Node: the inputs and a closure mapping the output's gradient to the
+// inputs' gradients. Tensor::backward() sorts the graph topologically, walks
+// it once in reverse, accumulates leaf gradients into .grad(), fires each
+// leaf's grad-ready hooks as soon as its gradient is final, and frees the
+// graph.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace minidl {
+
+struct Node {
+  // Returns one gradient per input (undefined where an input needs none).
+  using Backward = std::function<std::vector<Tensor>(const Tensor& grad)>;
+  const char* name = "";
+  std::vector<Tensor> inputs;
+  Backward backward;
+};
+
+bool grad_enabled();
+
+// Disables graph recording in its scope (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when any input requires grad and grad mode is on.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+// Attaches a node to `out` if any input requires grad; returns out.
+Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, Node::Backward backward);
+
+// Runs backward from `root` (see Tensor::backward).
+void run_backward(const Tensor& root, const Tensor& grad_output);
+
+// Observers of backward progress, for timelines: called before and after each
+// node's closure with the node's name.
+using NodeObserver = std::function<void(const char* name, bool begin)>;
+void set_node_observer(NodeObserver observer);
+
+}  // namespace minidl

@@ -1,0 +1,32 @@
+// CPU kernels on raw float32 pointers: GEMM through CBLAS, im2col/col2im,
+// pooling. Letters: N batch, C channels, H W input size, KH KW kernel,
+// OH OW output size, OC output channels. All arrays are contiguous row-major.
+#pragma once
+#include <cstdint>
+
+namespace minidl::cpu {
+
+// C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (cblas_sgemm).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, const float* b, float beta, float* c);
+
+struct ConvGeometry {
+  int64_t C, H, W, KH, KW, stride, pad, OH, OW;
+};
+// im: [C, H, W] -> col: [C*KH*KW, OH*OW] (zero where the window hits padding)
+void im2col(const ConvGeometry& g, const float* im, float* col);
+// col: [C*KH*KW, OH*OW] -> im: [C, H, W], summing overlapping windows (im += ...)
+void col2im(const ConvGeometry& g, const float* col, float* im);
+
+struct PoolGeometry {
+  int64_t NC, H, W, K, stride, pad, OH, OW;
+};
+// x: [NC, H, W] -> y: [NC, OH, OW], argmax: [NC, OH, OW] flat index into H*W
+void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
+// gy: [NC, OH, OW] -> gx: [NC, H, W] (gx zeroed first)
+void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx);
+// Average over the window's cells, padding counted (PyTorch's count_include_pad).
+void avg_pool_forward(const PoolGeometry& g, const float* x, float* y);
+void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
+
+}  // namespace minidl::cpu

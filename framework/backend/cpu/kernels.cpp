@@ -1,0 +1,141 @@
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "framework/backend/cpu/cpu.h"
+
+namespace minidl::cpu {
+
+// im [C, H, W] -> col [C*KH*KW, OH*OW]
+void im2col(const ConvGeometry& g, const float* im, float* col) {
+  const int64_t ohw = g.OH * g.OW;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ki = 0; ki < g.KH; ++ki)
+      for (int64_t kj = 0; kj < g.KW; ++kj) {
+        float* out = col + ((c * g.KH + ki) * g.KW + kj) * ohw;
+        const float* src = im + c * g.H * g.W;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          int64_t h = oh * g.stride - g.pad + ki;
+          float* row = out + oh * g.OW;
+          if (h < 0 || h >= g.H) {
+            std::memset(row, 0, g.OW * sizeof(float));
+            continue;
+          }
+          const float* srow = src + h * g.W;
+          if (g.stride == 1) {  // contiguous run with zero edges
+            int64_t lo = std::max<int64_t>(0, g.pad - kj), hi = std::min(g.OW, g.W + g.pad - kj);
+            for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0;
+            if (hi > lo) std::memcpy(row + lo, srow + lo - g.pad + kj, (hi - lo) * sizeof(float));
+            for (int64_t ow = std::max(hi, lo); ow < g.OW; ++ow) row[ow] = 0;
+          } else {
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              int64_t w = ow * g.stride - g.pad + kj;
+              row[ow] = (w >= 0 && w < g.W) ? srow[w] : 0.f;
+            }
+          }
+        }
+      }
+}
+
+// col [C*KH*KW, OH*OW] -> im [C, H, W] (accumulates)
+void col2im(const ConvGeometry& g, const float* col, float* im) {
+  const int64_t ohw = g.OH * g.OW;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ki = 0; ki < g.KH; ++ki)
+      for (int64_t kj = 0; kj < g.KW; ++kj) {
+        const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ohw;
+        float* dst = im + c * g.H * g.W;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          int64_t h = oh * g.stride - g.pad + ki;
+          if (h < 0 || h >= g.H) continue;
+          const float* row = in + oh * g.OW;
+          float* drow = dst + h * g.W;
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            int64_t w = ow * g.stride - g.pad + kj;
+            if (w >= 0 && w < g.W) drow[w] += row[ow];
+          }
+        }
+      }
+}
+
+// x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW]
+void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) {
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+  for (int64_t p = 0; p < g.NC; ++p) {
+    const float* xp = x + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float best = -std::numeric_limits<float>::infinity();
+        int32_t arg = -1;
+        for (int64_t i = 0; i < g.K; ++i) {
+          int64_t h = oh * g.stride - g.pad + i;
+          if (h < 0 || h >= g.H) continue;
+          for (int64_t j = 0; j < g.K; ++j) {
+            int64_t w = ow * g.stride - g.pad + j;
+            if (w < 0 || w >= g.W) continue;
+            float v = xp[h * g.W + w];
+            if (v > best || arg < 0 || v != v) {  // NaN propagates
+              best = v;
+              arg = static_cast<int32_t>(h * g.W + w);
+            }
+          }
+        }
+        int64_t o = (p * g.OH + oh) * g.OW + ow;
+        y[o] = best;
+        argmax[o] = arg;
+      }
+  }
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W]
+void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx) {
+  std::memset(gx, 0, g.NC * g.H * g.W * sizeof(float));
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+  for (int64_t p = 0; p < g.NC; ++p)
+    for (int64_t o = 0; o < g.OH * g.OW; ++o) {
+      int64_t i = p * g.OH * g.OW + o;
+      if (argmax[i] >= 0) gx[p * g.H * g.W + argmax[i]] += gy[i];
+    }
+}
+
+// x [NC, H, W] -> y [NC, OH, OW]
+void avg_pool_forward(const PoolGeometry& g, const float* x, float* y) {
+  const float inv = 1.0f / static_cast<float>(g.K * g.K);
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+  for (int64_t p = 0; p < g.NC; ++p)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float s = 0;
+        for (int64_t i = 0; i < g.K; ++i) {
+          int64_t h = oh * g.stride - g.pad + i;
+          if (h < 0 || h >= g.H) continue;
+          for (int64_t j = 0; j < g.K; ++j) {
+            int64_t w = ow * g.stride - g.pad + j;
+            if (w >= 0 && w < g.W) s += x[(p * g.H + h) * g.W + w];
+          }
+        }
+        y[(p * g.OH + oh) * g.OW + ow] = s * inv;
+      }
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W]
+void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx) {
+  const float inv = 1.0f / static_cast<float>(g.K * g.K);
+  std::memset(gx, 0, g.NC * g.H * g.W * sizeof(float));
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+  for (int64_t p = 0; p < g.NC; ++p)
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        float v = gy[(p * g.OH + oh) * g.OW + ow] * inv;
+        for (int64_t i = 0; i < g.K; ++i) {
+          int64_t h = oh * g.stride - g.pad + i;
+          if (h < 0 || h >= g.H) continue;
+          for (int64_t j = 0; j < g.K; ++j) {
+            int64_t w = ow * g.stride - g.pad + j;
+            if (w >= 0 && w < g.W) gx[(p * g.H + h) * g.W + w] += v;
+          }
+        }
+      }
+}
+
+}  // namespace minidl::cpu

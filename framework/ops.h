@@ -1,0 +1,71 @@
+// Functional ops with autograd. Each is defined, forward and backward side by
+// side, in framework/ops/*.cpp. Float ops compute in float32; float16 inputs
+// are computed in float32 and the result cast back to float16.
+// Every shape or dtype error throws minidl::Error naming the op and both sides.
+#pragma once
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/tensor.h"
+
+namespace minidl {
+
+// ---- elementwise (binary ops broadcast like NumPy) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor sqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor scalar_like(double value, const Tensor& like);  // 0-d tensor of like's dtype
+Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
+// Sums `grad` down to `shape` (the inverse of broadcasting).
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// ---- reductions (dims empty = all dims) ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Index of the largest value along the last dim: [N, C] -> [N] int64 (no grad).
+Tensor argmax(const Tensor& x);
+
+// ---- linear algebra (cblas_sgemm) ----
+// a [M, K] x b [K, N] -> [M, N]; a [B, M, K] x b [B, K, N] or [K, N] -> [B, M, N].
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [N, IN] . w[OUT, IN]^T + b [OUT] -> [N, OUT] (bias may be undefined).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+
+// ---- softmax family, along `dim` (numerically stable) ----
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+
+// ---- convolution and pooling, NCHW ----
+struct Conv2dArgs {
+  int64_t stride = 1;
+  int64_t padding = 0;  // zero padding on every side
+};
+// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> [N, OC, OH, OW]
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args = {});
+// x [N, C, H, W] -> [N, C, OH, OW]; stride 0 means stride = kernel.
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+
+// ---- shape ops ----
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0);
+Tensor concat(const std::vector<Tensor>& xs);  // along dim 0
+Tensor slice(const Tensor& x, int64_t start, int64_t end);  // rows of dim 0
+// x [N, C], labels [N] (int32/int64) -> [N]: out[i] = x[i, labels[i]].
+Tensor gather(const Tensor& x, const Tensor& labels);
+Tensor cast(const Tensor& x, DType dtype);
+// Where a uniform draw is below p: 0, else x / (1 - p).
+Tensor dropout(const Tensor& x, double p);
+
+}  // namespace minidl

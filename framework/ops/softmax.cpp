@@ -1,0 +1,72 @@
+// softmax and log_softmax along one dim, stable (the max is subtracted first).
+#include <cmath>
+
+#include "framework/ops.h"
+#include "framework/ops/util.h"
+
+namespace minidl {
+namespace {
+
+struct Layout {
+  int64_t outer = 1, d = 1, inner = 1;
+};
+Layout layout_of(const Tensor& x, int64_t dim) {
+  Layout l;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    int64_t s = x.shape()[i];
+    if (i < dim) l.outer *= s;
+    else if (i == dim) l.d = s;
+    else l.inner *= s;
+  }
+  return l;
+}
+
+// x [outer, D, inner] -> y, with log = true giving log_softmax
+Tensor softmax_forward(const Tensor& x, const Layout& l, bool log) {
+  Tensor y = Tensor::empty(x.shape());
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for collapse(2) if (x.numel() > 65536)
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t i = 0; i < l.inner; ++i) {
+      const float* xs = px + o * l.d * l.inner + i;
+      float* ys = py + o * l.d * l.inner + i;
+      float m = xs[0];
+      for (int64_t k = 1; k < l.d; ++k) m = std::max(m, xs[k * l.inner]);
+      double s = 0;
+      for (int64_t k = 0; k < l.d; ++k) s += std::exp(static_cast<double>(xs[k * l.inner] - m));
+      float lse = m + static_cast<float>(std::log(s));
+      for (int64_t k = 0; k < l.d; ++k) {
+        float v = xs[k * l.inner] - lse;
+        ys[k * l.inner] = log ? v : std::exp(v);
+      }
+    }
+  return y;
+}
+
+}  // namespace
+
+// x [..., D, ...] -> softmax along dim; gx = y * (g - sum(g * y))
+Tensor softmax(const Tensor& x, int64_t dim) {
+  require_f32("softmax", x);
+  require_nonempty("softmax", x);
+  dim = normalize_dim(dim, x.dim(), "softmax");
+  Tensor y = softmax_forward(x, layout_of(x, dim), false);
+  return record(y, "softmax", {x}, [yd = y.detach(), dim](const Tensor& g) {
+    Tensor gy = mul(g, yd);
+    return std::vector<Tensor>{sub(gy, mul(yd, sum(gy, {dim}, true)))};
+  });
+}
+
+// x [..., D, ...] -> log_softmax along dim; gx = g - softmax * sum(g)
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  require_f32("log_softmax", x);
+  require_nonempty("log_softmax", x);
+  dim = normalize_dim(dim, x.dim(), "log_softmax");
+  Tensor y = softmax_forward(x, layout_of(x, dim), true);
+  return record(y, "log_softmax", {x}, [yd = y.detach(), dim](const Tensor& g) {
+    return std::vector<Tensor>{sub(g, mul(exp(yd), sum(g, {dim}, true)))};
+  });
+}
+
+}  // namespace minidl

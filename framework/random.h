@@ -1,0 +1,28 @@
+// A seeded random generator whose streams are the same on every machine:
+// mt19937_64 bits mapped to uniforms and normals (Box-Muller) by our own code,
+// not by the implementation-defined std distributions.
+#pragma once
+#include <cstdint>
+#include <random>
+
+namespace minidl {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : engine_(seed) {}
+  void seed(uint64_t s) { engine_.seed(s); has_spare_ = false; }
+  uint64_t next_u64() { return engine_(); }
+  double uniform();                           // [0, 1)
+  double normal();                            // mean 0, std 1
+  int64_t randint(int64_t low, int64_t high);  // [low, high)
+
+ private:
+  std::mt19937_64 engine_;
+  bool has_spare_ = false;
+  double spare_ = 0;
+};
+
+Generator& default_generator();
+void manual_seed(uint64_t seed);  // reseeds the default generator
+
+}  // namespace minidl

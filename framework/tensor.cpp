@@ -1,0 +1,312 @@
+#include "framework/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+
+#include "framework/ops.h"
+#include "framework/random.h"
+
+namespace minidl {
+
+std::string to_string(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t d = dim < 0 ? dim + ndim : dim;
+  MINIDL_CHECK(d >= 0 && d < std::max<int64_t>(ndim, 1), op, ": dim ", dim,
+               " out of range for a tensor of ", ndim, " dims");
+  return d;
+}
+
+// ---- storage ----
+Storage::Storage(size_t n) : nbytes(n) {
+  size_t rounded = (n + 63) / 64 * 64;
+  data = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!data) throw std::bad_alloc();
+}
+Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
+Storage::~Storage() {
+  if (owned) std::free(data);
+}
+
+// ---- metadata ----
+TensorImpl& Tensor::impl() const {
+  MINIDL_CHECK(impl_, "use of an undefined tensor");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::numel() const { return numel_of(shape()); }
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data) + impl().offset;
+}
+
+template <class T>
+T* Tensor::data() const {
+  MINIDL_CHECK(dtype() == dtype_of<T>::value, "data<", dtype_name(dtype_of<T>::value),
+               ">: tensor ", shape(), " has dtype ", dtype_name(dtype()));
+  return static_cast<T*>(raw_data());
+}
+template float* Tensor::data<float>() const;
+template Half* Tensor::data<Half>() const;
+template int32_t* Tensor::data<int32_t>() const;
+template int64_t* Tensor::data<int64_t>() const;
+
+// ---- factories ----
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) MINIDL_CHECK(d >= 0, "empty: negative dimension in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) { return arange(0, static_cast<double>(n), 1, dtype); }
+Tensor Tensor::arange(double start, double end, double step, DType dtype) {
+  MINIDL_CHECK(step != 0, "arange: step must be non-zero");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(start + i * step);
+  return from_vector(v).to(dtype);
+}
+
+template <class T>
+static Tensor from_values(const std::vector<T>& values, const Shape& shape) {
+  Shape s = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
+  MINIDL_CHECK(numel_of(s) == static_cast<int64_t>(values.size()), "from_vector: shape ", s,
+               " holds ", numel_of(s), " elements but ", values.size(), " values were given");
+  Tensor t = Tensor::empty(s, dtype_of<T>::value);
+  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s); }
+Tensor Tensor::from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s); }
+Tensor Tensor::from_vector(const std::vector<int32_t>& v, const Shape& s) { return from_values(v, s); }
+
+Tensor Tensor::of(std::initializer_list<float> v, const Shape& s) {
+  return from_values(std::vector<float>(v), s);
+}
+Tensor Tensor::of_ints(std::initializer_list<int64_t> v, const Shape& s, DType dtype) {
+  return from_values(std::vector<int64_t>(v), s).to(dtype);
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, bool copy) {
+  MINIDL_CHECK(data || numel_of(shape) == 0, "from_blob: null data for shape ", shape);
+  if (copy) {
+    Tensor t = empty(shape, dtype);
+    std::memcpy(t.raw_data(), data, t.nbytes());
+    return t;
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, numel_of(shape) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::randn(const Shape& shape, double mean, double std) {
+  Tensor t = empty(shape);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<float>(mean + std * default_generator().normal());
+  return t;
+}
+Tensor Tensor::rand(const Shape& shape, double low, double high) {
+  Tensor t = empty(shape);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<float>(low + (high - low) * default_generator().uniform());
+  return t;
+}
+Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
+  MINIDL_CHECK(high > low, "randint: empty range [", low, ", ", high, ")");
+  Tensor t = empty(shape, kInt64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = default_generator().randint(low, high);
+  return t.to(dtype);
+}
+
+// ---- element access ----
+static double read_as_double(const Tensor& t, int64_t i) {
+  const void* p = t.raw_data();
+  switch (t.dtype()) {
+    case kFloat32: return static_cast<const float*>(p)[i];
+    case kFloat16: return half_to_float(static_cast<const Half*>(p)[i]);
+    case kInt32: return static_cast<const int32_t*>(p)[i];
+    case kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+  }
+  return 0;
+}
+
+static void write_double(const Tensor& t, int64_t i, double v) {
+  void* p = t.raw_data();
+  switch (t.dtype()) {
+    case kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case kFloat16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
+    case kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+  }
+}
+
+static int64_t flat_index(const Tensor& t, std::initializer_list<int64_t> index, const char* op) {
+  MINIDL_CHECK(static_cast<int64_t>(index.size()) == t.dim(), op, ": ", index.size(),
+               " indices for a tensor of shape ", t.shape());
+  int64_t flat = 0, d = 0;
+  for (int64_t i : index) {
+    MINIDL_CHECK(i >= 0 && i < t.shape()[d], op, ": index ", i, " out of range for dim ", d,
+                 " of size ", t.shape()[d], " (shape ", t.shape(), ")");
+    flat = flat * t.shape()[d++] + i;
+  }
+  return flat;
+}
+
+double Tensor::item() const {
+  MINIDL_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", shape());
+  return read_as_double(*this, 0);
+}
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  return read_as_double(*this, flat_index(*this, index, "at"));
+}
+void Tensor::set(std::initializer_list<int64_t> index, double value) {
+  write_double(*this, flat_index(*this, index, "set"), value);
+}
+std::vector<float> Tensor::to_float_vector() const {
+  std::vector<float> v(numel());
+  for (int64_t i = 0; i < numel(); ++i) v[i] = static_cast<float>(read_as_double(*this, i));
+  return v;
+}
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const T* p = data<T>();
+  return std::vector<T>(p, p + numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+void Tensor::fill_(double value) {
+  if (dtype() == kFloat32) {
+    float* p = data<float>(), v = static_cast<float>(value);
+    std::fill(p, p + numel(), v);
+    return;
+  }
+  for (int64_t i = 0; i < numel(); ++i) write_double(*this, i, value);
+}
+
+void Tensor::copy_(const Tensor& src) {
+  MINIDL_CHECK(src.numel() == numel(), "copy_: source ", src.shape(), " and destination ",
+               shape(), " differ in size");
+  if (src.dtype() == dtype()) {
+    std::memmove(raw_data(), src.raw_data(), nbytes());
+    return;
+  }
+  Tensor c = src.detach().to(dtype());
+  std::memcpy(raw_data(), c.raw_data(), nbytes());
+}
+
+// ---- views ----
+Tensor Tensor::reshape(const Shape& s) const { return minidl::reshape(*this, s); }
+Tensor Tensor::flatten(int64_t start) const { return minidl::flatten(*this, start); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return minidl::transpose(*this, d0, d1); }
+Tensor Tensor::slice(int64_t start, int64_t end) const { return minidl::slice(*this, start, end); }
+Tensor Tensor::clone() const { return *this * 1.0; }
+Tensor Tensor::to(DType t) const { return cast(*this, t); }
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = this->impl().storage;
+  impl->offset = this->impl().offset;
+  impl->shape = shape();
+  impl->dtype = dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---- math forwards ----
+Tensor Tensor::sum(const std::vector<int64_t>& d, bool k) const { return minidl::sum(*this, d, k); }
+Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const { return minidl::mean(*this, d, k); }
+Tensor Tensor::max(const std::vector<int64_t>& d, bool k) const { return minidl::max(*this, d, k); }
+Tensor Tensor::matmul(const Tensor& o) const { return minidl::matmul(*this, o); }
+Tensor Tensor::pow(double e) const { return minidl::pow(*this, e); }
+Tensor Tensor::exp() const { return minidl::exp(*this); }
+Tensor Tensor::log() const { return minidl::log(*this); }
+Tensor Tensor::sqrt() const { return minidl::sqrt(*this); }
+Tensor Tensor::relu() const { return minidl::relu(*this); }
+Tensor Tensor::sigmoid() const { return minidl::sigmoid(*this); }
+Tensor Tensor::tanh() const { return minidl::tanh(*this); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+
+// ---- autograd accessors ----
+Tensor& Tensor::requires_grad_(bool on) {
+  MINIDL_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad");
+  MINIDL_CHECK(!on || is_floating(dtype()), "requires_grad_: only float tensors can require "
+               "grad, got ", dtype_name(dtype()));
+  impl().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+
+void Tensor::set_grad(const Tensor& g) {
+  MINIDL_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient ", g.shape(),
+               " does not match tensor ", shape());
+  impl().grad = g.defined() ? g.impl_ptr() : nullptr;
+}
+
+void Tensor::zero_grad() { impl().grad = nullptr; }
+
+void Tensor::backward(const Tensor& grad_output) const { run_backward(*this, grad_output); }
+
+void Tensor::register_grad_ready_hook(GradHook hook) {
+  MINIDL_CHECK(is_leaf(), "register_grad_ready_hook: only leaf tensors have grad-ready hooks");
+  impl().ready_hooks.push_back(std::move(hook));
+}
+
+// ---- printing ----
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(shape=" << to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype()) << ", [";
+  int64_t n = t.numel(), shown = std::min<int64_t>(n, 20);
+  for (int64_t i = 0; i < shown; ++i) os << (i ? ", " : "") << read_as_double(t, i);
+  if (shown < n) os << ", ...";
+  return os << "])";
+}
+
+}  // namespace minidl

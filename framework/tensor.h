@@ -1,0 +1,166 @@
+// Tensor: an n-dimensional, contiguous, reference-counted array on the CPU.
+//
+// A Tensor is a handle: copies share the same impl (like torch::Tensor).
+// Storage is shared between views: reshape/view/flatten and slice along dim 0
+// never copy; transpose and concat materialise a new contiguous tensor.
+// Autograd state (requires_grad, grad, the node that produced the tensor)
+// lives in the impl; see autograd.h.
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "framework/dtype.h"
+#include "framework/error.h"
+
+namespace minidl {
+
+enum class Device { CPU, CUDA };
+
+// A block of 64-byte aligned bytes, or a view of a caller's buffer.
+struct Storage {
+  explicit Storage(size_t nbytes);
+  Storage(void* external, size_t nbytes);  // not owned
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  bool owned = true;
+};
+
+class Tensor;
+struct Node;
+using GradHook = std::function<void(Tensor& grad)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  size_t offset = 0;  // in bytes
+  Shape shape;
+  DType dtype = kFloat32;
+  Device device = Device::CPU;
+  // autograd
+  bool requires_grad = false;
+  bool graph_freed = false;           // a non-leaf whose graph backward() released
+  std::shared_ptr<TensorImpl> grad;   // leaves: accumulated gradient
+  std::shared_ptr<Node> grad_fn;      // non-leaves: the op that made it
+  std::vector<GradHook> ready_hooks;  // leaves: fire once grad is final in a backward
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined tensor
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories (float32 unless a dtype is given) ----
+  static Tensor empty(const Shape& shape, DType dtype = kFloat32);
+  static Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+  static Tensor ones(const Shape& shape, DType dtype = kFloat32);
+  static Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+  static Tensor arange(int64_t n, DType dtype = kFloat32);  // 0, 1, ..., n-1
+  static Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32);
+  // Copies values; the shape defaults to [values.size()].
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape = {});
+  static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape = {});
+  static Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape = {});
+  // Literals: Tensor::of({1, 2, 3, 4}, {2, 2}); Tensor::of_ints({3, 1}) is int64.
+  static Tensor of(std::initializer_list<float> values, const Shape& shape = {});
+  static Tensor of_ints(std::initializer_list<int64_t> values, const Shape& shape = {},
+                        DType dtype = kInt64);
+  // Copies (or, with copy = false, wraps without owning) a raw buffer.
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, bool copy = true);
+  // Random numbers from the global generator (random.h); same seed, same numbers.
+  static Tensor randn(const Shape& shape, double mean = 0, double std = 1);
+  static Tensor rand(const Shape& shape, double low = 0, double high = 1);
+  static Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64);
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().device; }
+  size_t nbytes() const { return numel() * dtype_size(dtype()); }
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- raw data (checked dtype) ----
+  template <class T> T* data() const;
+  void* raw_data() const;
+
+  // ---- element access for tests and printing ----
+  double item() const;                     // one-element tensors only
+  double at(std::initializer_list<int64_t> index) const;  // any dtype, read as double
+  void set(std::initializer_list<int64_t> index, double value);  // no autograd
+  std::vector<float> to_float_vector() const;  // any dtype, converted
+  template <class T> std::vector<T> to_vector() const;  // exact dtype
+
+  // ---- views and copies ----
+  Tensor reshape(const Shape& shape) const;  // one dim may be -1; shares storage
+  Tensor view(const Shape& shape) const { return reshape(shape); }
+  Tensor flatten(int64_t start_dim = 0) const;  // dims start_dim.. merged
+  Tensor transpose(int64_t d0, int64_t d1) const;  // copies
+  Tensor t() const { return transpose(0, 1); }
+  Tensor slice(int64_t start, int64_t end) const;  // rows [start, end) of dim 0; shares storage
+  Tensor clone() const;                            // a copy, in the graph
+  Tensor detach() const;                           // same storage, out of the graph
+  Tensor to(DType dtype) const;                    // cast (autograd through float types)
+  void copy_(const Tensor& src);                   // in-place, no autograd; same numel
+  void fill_(double value);                        // in-place, no autograd
+
+  // ---- math (see ops.h for the full list) ----
+  Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor max(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor matmul(const Tensor& o) const;
+  Tensor pow(double e) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& requires_grad_(bool on = true);  // leaves only
+  bool is_leaf() const { return impl().grad_fn == nullptr && !impl().graph_freed; }
+  Tensor grad() const;          // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& g);  // replace the gradient (reducers, optimizers)
+  void zero_grad();             // drops the gradient (PyTorch's set_to_none)
+  // Backpropagates from this scalar (or with an explicit output gradient).
+  void backward(const Tensor& grad_output = Tensor()) const;
+  // Calls hook(grad) each time backward() has finished accumulating this leaf's
+  // gradient for the pass: the data-parallel reducer starts allreduce from it.
+  void register_grad_ready_hook(GradHook hook);
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// Shape helpers shared by ops.
+int64_t numel_of(const Shape& shape);
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
+
+}  // namespace minidl
