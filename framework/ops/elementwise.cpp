@@ -64,6 +64,10 @@ Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* op, F f) {
       sb.push_back(tb[d]);
     }
   }
+  if (size.empty()) {  // every dim is 1
+    po[0] = f(pa[0], pb[0]);
+    return out;
+  }
   const int64_t inner = size.back(), ia = sa.back(), ib = sb.back(), rows = n / inner;
 #pragma omp parallel for if (n > 65536)
   for (int64_t r = 0; r < rows; ++r) {
