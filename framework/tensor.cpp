@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
+#include <mutex>
+#include <unordered_map>
 
 #include "framework/ops.h"
 #include "framework/random.h"
@@ -30,14 +32,60 @@ int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
 }
 
 // ---- storage ----
-Storage::Storage(size_t n) : nbytes(n) {
-  size_t rounded = (n + 63) / 64 * 64;
-  data = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (!data) throw std::bad_alloc();
-}
+namespace {
+
+// Keeps freed blocks of 4 KiB and up for reuse by the next allocation of the
+// same size: a training step allocates the same shapes every step, and fresh
+// pages from the OS cost a page fault each. Bounded; never destroyed, so
+// tensors that outlive static destruction can still return their blocks.
+class BlockCache {
+ public:
+  static BlockCache& get() {
+    static BlockCache* cache = new BlockCache;
+    return *cache;
+  }
+  void* allocate(size_t bytes) {
+    if (bytes >= kMinBlock) {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void release(void* p, size_t bytes) {
+    if (bytes >= kMinBlock) {
+      std::lock_guard lock(mutex_);
+      if (cached_ + bytes <= kMaxCached) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  static constexpr size_t kMinBlock = 4096, kMaxCached = size_t(256) << 20;
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+size_t block_size(size_t n) { return n ? (n + 63) / 64 * 64 : 64; }
+
+}  // namespace
+
+Storage::Storage(size_t n) : data(BlockCache::get().allocate(block_size(n))), nbytes(n) {}
 Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
 Storage::~Storage() {
-  if (owned) std::free(data);
+  if (owned) BlockCache::get().release(data, block_size(nbytes));
 }
 
 // ---- metadata ----
@@ -234,7 +282,12 @@ Tensor Tensor::reshape(const Shape& s) const { return minidl::reshape(*this, s);
 Tensor Tensor::flatten(int64_t start) const { return minidl::flatten(*this, start); }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return minidl::transpose(*this, d0, d1); }
 Tensor Tensor::slice(int64_t start, int64_t end) const { return minidl::slice(*this, start, end); }
-Tensor Tensor::clone() const { return *this * 1.0; }
+Tensor Tensor::clone() const {
+  if (is_floating(dtype())) return *this * 1.0;
+  Tensor t = empty(shape(), dtype());  // integers: no autograd, a plain copy
+  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  return t;
+}
 Tensor Tensor::to(DType t) const { return cast(*this, t); }
 
 Tensor Tensor::detach() const {

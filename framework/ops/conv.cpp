@@ -1,6 +1,4 @@
 // conv2d (im2col + GEMM per sample, samples in parallel) and 2-D pooling.
-#include <omp.h>
-
 #include <cstring>
 
 #include "framework/backend/cpu/cpu.h"
@@ -17,6 +15,10 @@ int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
 }  // namespace
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
+// Letters: L = OH*OW, CKK = C*KH*KW. The whole batch is one GEMM:
+// col [CKK, N*L] holds every sample's im2col side by side, y2 [OC, N*L] =
+// w [OC, CKK] col, then y2 is permuted to NCHW. col is kept for the weight
+// gradient, so backward does not redo im2col.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args) {
   require_f32("conv2d", x);
   require_f32("conv2d", w, "weight");
@@ -36,65 +38,62 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
   const cpu::ConvGeometry geo{C, H, W, KH, KW, args.stride, args.padding,
                               out_size(H, KH, args.stride, args.padding),
                               out_size(W, KW, args.stride, args.padding)};
-  const int64_t ohw = geo.OH * geo.OW, ckk = C * KH * KW;
+  const int64_t L = geo.OH * geo.OW, CKK = C * KH * KW, NL = N * L;
+  Tensor col = Tensor::empty({CKK, NL});
+  const float* px = x.data<float>();
+  float* pc = col.data<float>();
+#pragma omp parallel for if (N > 1)
+  for (int64_t n = 0; n < N; ++n) cpu::im2col(geo, px + n * C * H * W, pc + n * L, NL);
+  Tensor y2 = Tensor::empty({OC, NL});
+  cpu::gemm(false, false, OC, NL, CKK, 1.f, w.data<float>(), pc, 0.f, y2.data<float>());
+  // y2 [OC, N, L] -> y [N, OC, L], adding the bias
   Tensor y = Tensor::empty({N, OC, geo.OH, geo.OW});
-  const float *px = x.data<float>(), *pw = w.data<float>();
+  const float* py2 = y2.data<float>();
   const float* pb = b.defined() ? b.data<float>() : nullptr;
   float* py = y.data<float>();
-#pragma omp parallel
-  {
-    std::vector<float> col(ckk * ohw);
-#pragma omp for
-    for (int64_t n = 0; n < N; ++n) {
-      float* yn = py + n * OC * ohw;
-      cpu::im2col(geo, px + n * C * H * W, col.data());
-      for (int64_t o = 0; o < OC; ++o) std::fill(yn + o * ohw, yn + (o + 1) * ohw, pb ? pb[o] : 0.f);
-      // yn [OC, OH*OW] += w [OC, CKK] col [CKK, OH*OW]
-      cpu::gemm(false, false, OC, ohw, ckk, 1.f, pw, col.data(), 1.f, yn);
+#pragma omp parallel for collapse(2) if (N * OC * L > 65536)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o) {
+      const float* src = py2 + o * NL + n * L;
+      float* dst = py + (n * OC + o) * L;
+      const float bias = pb ? pb[o] : 0.f;
+      for (int64_t i = 0; i < L; ++i) dst[i] = src[i] + bias;
     }
-  }
-  return record(y, "conv2d", {x, w, b}, [x, w, b, geo, N, OC](const Tensor& g) {
-    const int64_t C = geo.C, ohw = geo.OH * geo.OW, ckk = C * geo.KH * geo.KW;
-    const int64_t chw = C * geo.H * geo.W;
-    Tensor gx = x.requires_grad() ? Tensor::zeros(x.shape()) : Tensor();
-    const bool want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
-    const float *pg = g.data<float>(), *px = x.data<float>(), *pw = w.data<float>();
-    const int threads = omp_get_max_threads();
-    // Per-thread weight and bias gradients, summed after the loop.
-    std::vector<float> gw_part(want_w ? threads * OC * ckk : 0, 0.f);
-    std::vector<float> gb_part(want_b ? threads * OC : 0, 0.f);
-#pragma omp parallel
-    {
-      const int t = omp_get_thread_num();
-      std::vector<float> col(ckk * ohw);
-#pragma omp for
-      for (int64_t n = 0; n < N; ++n) {
-        const float* gn = pg + n * OC * ohw;  // [OC, OH*OW]
-        if (want_w) {  // gw [OC, CKK] += gn [OC, OHW] col^T [OHW, CKK]
-          cpu::im2col(geo, px + n * chw, col.data());
-          cpu::gemm(false, true, OC, ckk, ohw, 1.f, gn, col.data(), 1.f, gw_part.data() + t * OC * ckk);
-        }
-        if (want_b)
-          for (int64_t o = 0; o < OC; ++o) {
-            float s = 0;
-            for (int64_t i = 0; i < ohw; ++i) s += gn[o * ohw + i];
-            gb_part[t * OC + o] += s;
-          }
-        if (gx.defined()) {  // col [CKK, OHW] = w^T [CKK, OC] gn [OC, OHW]; scatter back
-          cpu::gemm(true, false, ckk, ohw, OC, 1.f, pw, gn, 0.f, col.data());
-          cpu::col2im(geo, col.data(), gx.data<float>() + n * chw);
-        }
+  if (!needs_grad({&x, &w, &b})) return y;
+  if (!w.requires_grad()) col = Tensor();  // only the weight gradient reads it
+  return record(y, "conv2d", {x, w, b}, [x, w, b, geo, N, OC, col](const Tensor& g) {
+    const int64_t C = geo.C, L = geo.OH * geo.OW, CKK = C * geo.KH * geo.KW, NL = N * L;
+    // g [N, OC, L] -> g2 [OC, N*L]
+    Tensor g2 = Tensor::empty({OC, NL});
+    const float* pg = g.data<float>();
+    float* pg2 = g2.data<float>();
+#pragma omp parallel for collapse(2) if (N * OC * L > 65536)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < OC; ++o)
+        std::copy(pg + (n * OC + o) * L, pg + (n * OC + o + 1) * L, pg2 + o * NL + n * L);
+    Tensor gx, gw, gb;
+    if (w.requires_grad()) {  // gw [OC, CKK] = g2 [OC, NL] col^T [NL, CKK]
+      gw = Tensor::empty(w.shape());
+      cpu::gemm(false, true, OC, CKK, NL, 1.f, pg2, col.data<float>(), 0.f, gw.data<float>());
+    }
+    if (b.defined() && b.requires_grad()) {  // gb [OC] = row sums of g2
+      gb = Tensor::empty(b.shape());
+      for (int64_t o = 0; o < OC; ++o) {
+        double s = 0;
+        for (int64_t i = 0; i < NL; ++i) s += pg2[o * NL + i];
+        gb.data<float>()[o] = static_cast<float>(s);
       }
     }
-    auto sum_parts = [threads](const std::vector<float>& parts, Tensor out) {
-      float* po = out.data<float>();
-      const int64_t len = out.numel();
-      for (int t = 0; t < threads; ++t)
-        for (int64_t i = 0; i < len; ++i) po[i] += parts[t * len + i];
-      return out;
-    };
-    Tensor gw = want_w ? sum_parts(gw_part, Tensor::zeros(w.shape())) : Tensor();
-    Tensor gb = want_b ? sum_parts(gb_part, Tensor::zeros(b.shape())) : Tensor();
+    if (x.requires_grad()) {  // gcol [CKK, NL] = w^T [CKK, OC] g2 [OC, NL]; col2im per sample
+      Tensor gcol = Tensor::empty({CKK, NL});
+      cpu::gemm(true, false, CKK, NL, OC, 1.f, w.data<float>(), pg2, 0.f, gcol.data<float>());
+      gx = Tensor::zeros(x.shape());
+      const int64_t chw = C * geo.H * geo.W;
+      float* pgx = gx.data<float>();
+      const float* pgc = gcol.data<float>();
+#pragma omp parallel for if (N > 1)
+      for (int64_t n = 0; n < N; ++n) cpu::col2im(geo, pgc + n * L, pgx + n * chw, NL);
+    }
     return std::vector<Tensor>{gx, gw, gb};
   });
 }

@@ -13,10 +13,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 struct ConvGeometry {
   int64_t C, H, W, KH, KW, stride, pad, OH, OW;
 };
-// im: [C, H, W] -> col: [C*KH*KW, OH*OW] (zero where the window hits padding)
-void im2col(const ConvGeometry& g, const float* im, float* col);
-// col: [C*KH*KW, OH*OW] -> im: [C, H, W], summing overlapping windows (im += ...)
-void col2im(const ConvGeometry& g, const float* col, float* im);
+// im: [C, H, W] -> col: [C*KH*KW, OH*OW] with row stride ld >= OH*OW (zero
+// where the window hits padding). A batch writes sample n at col + n*OH*OW.
+void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld);
+// col: [C*KH*KW, OH*OW] (row stride ld) -> im: [C, H, W], summing overlapping windows
+void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld);
 
 struct PoolGeometry {
   int64_t NC, H, W, K, stride, pad, OH, OW;

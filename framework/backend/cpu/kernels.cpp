@@ -6,13 +6,12 @@
 
 namespace minidl::cpu {
 
-// im [C, H, W] -> col [C*KH*KW, OH*OW]
-void im2col(const ConvGeometry& g, const float* im, float* col) {
-  const int64_t ohw = g.OH * g.OW;
+// im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
+void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t ki = 0; ki < g.KH; ++ki)
       for (int64_t kj = 0; kj < g.KW; ++kj) {
-        float* out = col + ((c * g.KH + ki) * g.KW + kj) * ohw;
+        float* out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         const float* src = im + c * g.H * g.W;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           int64_t h = oh * g.stride - g.pad + ki;
@@ -37,13 +36,12 @@ void im2col(const ConvGeometry& g, const float* im, float* col) {
       }
 }
 
-// col [C*KH*KW, OH*OW] -> im [C, H, W] (accumulates)
-void col2im(const ConvGeometry& g, const float* col, float* im) {
-  const int64_t ohw = g.OH * g.OW;
+// col [C*KH*KW, OH*OW], row stride ld -> im [C, H, W] (accumulates)
+void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t ki = 0; ki < g.KH; ++ki)
       for (int64_t kj = 0; kj < g.KW; ++kj) {
-        const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ohw;
+        const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         float* dst = im + c * g.H * g.W;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           int64_t h = oh * g.stride - g.pad + ki;
@@ -58,32 +56,57 @@ void col2im(const ConvGeometry& g, const float* col, float* im) {
       }
 }
 
-// x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW]
+// x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW] (first maximal cell).
+// Branch-free max then an index search: data-dependent branches on random
+// activations mispredict and cost 30x.
 void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) {
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
   for (int64_t p = 0; p < g.NC; ++p) {
     const float* xp = x + p * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
+    float* yp = y + p * g.OH * g.OW;
+    int32_t* ap = argmax + p * g.OH * g.OW;
+    if (g.K == 2 && g.stride == 2 && g.pad == 0) {  // LeNet's pools: index by arithmetic
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const float *r0 = xp + 2 * oh * g.W + 2 * ow, *r1 = r0 + g.W;
+          float m = std::max(std::max(r0[0], r0[1]), std::max(r1[0], r1[1]));
+          if ((r0[0] != r0[0]) | (r0[1] != r0[1]) | (r1[0] != r1[0]) | (r1[1] != r1[1]))
+            m = std::numeric_limits<float>::quiet_NaN();  // NaN propagates
+          const int64_t f = r0[0] != m, s = r0[1] != m, t = r1[0] != m;  // not-max flags
+          yp[oh * g.OW + ow] = m;
+          ap[oh * g.OW + ow] = static_cast<int32_t>(2 * oh * g.W + 2 * ow + f * (1 + s * (g.W - 1 + t)));
+        }
+      continue;
+    }
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t h0 = oh * g.stride - g.pad;
+      const int64_t hlo = std::max<int64_t>(h0, 0), hhi = std::min(h0 + g.K, g.H);
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        float best = -std::numeric_limits<float>::infinity();
-        int32_t arg = -1;
-        for (int64_t i = 0; i < g.K; ++i) {
-          int64_t h = oh * g.stride - g.pad + i;
-          if (h < 0 || h >= g.H) continue;
-          for (int64_t j = 0; j < g.K; ++j) {
-            int64_t w = ow * g.stride - g.pad + j;
-            if (w < 0 || w >= g.W) continue;
+        const int64_t w0 = ow * g.stride - g.pad;
+        const int64_t wlo = std::max<int64_t>(w0, 0), whi = std::min(w0 + g.K, g.W);
+        float best = xp[hlo * g.W + wlo];
+        bool nan = false;
+        for (int64_t h = hlo; h < hhi; ++h)
+          for (int64_t w = wlo; w < whi; ++w) {
             float v = xp[h * g.W + w];
-            if (v > best || arg < 0 || v != v) {  // NaN propagates
-              best = v;
-              arg = static_cast<int32_t>(h * g.W + w);
+            best = std::max(best, v);
+            nan |= v != v;
+          }
+        if (nan) best = std::numeric_limits<float>::quiet_NaN();  // NaN propagates
+        int64_t arg = hlo * g.W + wlo;
+        for (int64_t h = hlo; h < hhi; ++h)
+          for (int64_t w = wlo; w < whi; ++w) {
+            float v = xp[h * g.W + w];
+            if (v == best || (nan && v != v)) {
+              arg = h * g.W + w;
+              h = hhi;
+              break;
             }
           }
-        }
-        int64_t o = (p * g.OH + oh) * g.OW + ow;
-        y[o] = best;
-        argmax[o] = arg;
+        yp[oh * g.OW + ow] = best;
+        ap[oh * g.OW + ow] = static_cast<int32_t>(arg);
       }
+    }
   }
 }
 
@@ -94,7 +117,7 @@ void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* ar
   for (int64_t p = 0; p < g.NC; ++p)
     for (int64_t o = 0; o < g.OH * g.OW; ++o) {
       int64_t i = p * g.OH * g.OW + o;
-      if (argmax[i] >= 0) gx[p * g.H * g.W + argmax[i]] += gy[i];
+      gx[p * g.H * g.W + argmax[i]] += gy[i];
     }
 }
 
