@@ -15,6 +15,23 @@ NoGradGuard::NoGradGuard() : prev_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = prev_; }
 void set_node_observer(NodeObserver observer) { node_observer = std::move(observer); }
 
+static std::vector<std::pair<int, std::function<void()>>>& end_callbacks() {
+  static std::vector<std::pair<int, std::function<void()>>> list;
+  return list;
+}
+int add_backward_end_callback(std::function<void()> callback) {
+  static int next_id = 0;
+  end_callbacks().emplace_back(++next_id, std::move(callback));
+  return next_id;
+}
+void remove_backward_end_callback(int id) {
+  auto& list = end_callbacks();
+  std::erase_if(list, [id](const auto& entry) { return entry.first == id; });
+}
+static void run_end_callbacks() {
+  for (auto& [id, callback] : end_callbacks()) callback();
+}
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!grad_mode) return false;
   for (const Tensor* t : inputs)
@@ -43,6 +60,8 @@ static std::vector<std::shared_ptr<TensorImpl>> topo_order(const std::shared_ptr
     auto& [t, next] = stack.back();
     if (next < t->grad_fn->inputs.size()) {
       const std::shared_ptr<TensorImpl>& in = t->grad_fn->inputs[next++].impl_ptr();
+      MINIDL_CHECK(!in || !in->graph_freed, "backward: the graph of an intermediate tensor ",
+                   in->shape, " was already freed by an earlier backward() (detach it to reuse it)");
       if (in && in->grad_fn && !seen[in.get()]) {
         seen[in.get()] = true;
         stack.push_back({in, 0});
@@ -91,6 +110,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
   TensorImpl* r = root.impl_ptr().get();
   if (!r->grad_fn) {  // backward on a leaf
     finish_leaf(r, g0);
+    run_end_callbacks();
     return;
   }
   auto order = topo_order(root.impl_ptr());
@@ -136,6 +156,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       }
     }
   }
+  run_end_callbacks();
 }
 
 }  // namespace minidl

@@ -46,6 +46,12 @@ Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, Node::Ba
 // Runs backward from `root` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad_output);
 
+// Called at the end of every backward(), after the last node and hook: the
+// data-parallel wrapper waits for its in-flight allreduces here. Returns an id
+// for remove_backward_end_callback.
+int add_backward_end_callback(std::function<void()> callback);
+void remove_backward_end_callback(int id);
+
 // Observers of backward progress, for timelines: called before and after each
 // node's closure with the node's name.
 using NodeObserver = std::function<void(const char* name, bool begin)>;

@@ -68,4 +68,10 @@ Tensor cast(const Tensor& x, DType dtype);
 // Where a uniform draw is below p: 0, else x / (1 - p).
 Tensor dropout(const Tensor& x, double p);
 
+// ---- losses (framework/ops/loss.cpp) ----
+// Fused softmax cross entropy: logits [N, C] float32, labels [N] int32/int64
+// in [0, C) -> scalar mean_i(-log_softmax(logits)[i, labels[i]]), computed
+// stably; one pass forward, one pass backward (no intermediate graph).
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+
 }  // namespace minidl

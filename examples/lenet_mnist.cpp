@@ -1,0 +1,17 @@
+// LeNet-5 on MNIST (the network is in models.h).
+//
+//   build/bin/lenet_mnist                      # 10 epochs, Momentum 0.9, lr 0.01, batch 64
+//   build/bin/lenet_mnist --dataset fashion    # Fashion-MNIST from dataset-fashion-mnist
+#include "common.h"
+#include "models.h"
+
+int main(int argc, char** argv) {
+  example::Flags flags;
+  CLI::App app{"Train LeNet-5 on MNIST"};
+  example::add_flags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+
+  minidl::manual_seed(flags.seed);
+  example::LeNet5 net;
+  example::run(flags, net);
+}

@@ -1,0 +1,155 @@
+#include "nn/cell.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <typeinfo>
+
+#include "framework/autograd.h"
+
+namespace minidl::nn {
+
+Tensor Cell::forward(const Tensor& x) {
+  throw Error(cat(type_name(), ": forward(x) is not implemented for one input ", x.shape(),
+                  " (override Tensor forward(const Tensor&), or call with the inputs this cell takes)"));
+}
+
+Tensor Cell::forward(const Tensor& a, const Tensor& b) {
+  throw Error(cat(type_name(), ": forward(a, b) is not implemented for two inputs ", a.shape(),
+                  " and ", b.shape(), " (this cell takes one input)"));
+}
+
+std::string Cell::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  return name;
+}
+
+void Cell::check_name(const std::string& name, const char* what) const {
+  MINIDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), ": ", what,
+               " name '", name, "' must be non-empty and contain no '.'");
+  auto taken = [&](const auto& list) {
+    for (const auto& item : list)
+      if (item.first == name) return true;
+    return false;
+  };
+  MINIDL_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), type_name(), ": ", what,
+               " name '", name, "' is already registered");
+}
+
+Tensor Cell::register_parameter(const std::string& name, Tensor value) {
+  check_name(name, "parameter");
+  MINIDL_CHECK(value.defined() && is_floating(value.dtype()), type_name(), ": parameter '", name,
+               "' must be a defined float tensor");
+  value.requires_grad_(true);
+  params_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Cell::register_buffer(const std::string& name, Tensor value) {
+  check_name(name, "buffer");
+  MINIDL_CHECK(value.defined(), type_name(), ": buffer '", name, "' is undefined");
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Cell::add_child(const std::string& name, Cell* child, std::shared_ptr<Cell> owned) {
+  check_name(name, "cell");
+  MINIDL_CHECK(child && child != this, type_name(), ": cell '", name, "' is null or this cell itself");
+  children_.emplace_back(name, child);
+  if (owned) owned_.push_back(std::move(owned));
+}
+
+Cell& Cell::register_cell(const std::string& name, Cell& child) {
+  add_child(name, &child, nullptr);
+  return child;
+}
+
+void Cell::register_cells(std::initializer_list<NamedCell> cells) {
+  for (const NamedCell& c : cells) register_cell(c.name, c.cell);
+}
+
+void Cell::collect(const std::string& prefix, bool buffers, TensorDict& out) const {
+  for (const auto& [name, t] : buffers ? buffers_ : params_) out.insert(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", buffers, out);
+}
+
+TensorDict Cell::named_parameters() const {
+  TensorDict out;
+  collect("", false, out);
+  return out;
+}
+
+TensorDict Cell::named_buffers() const {
+  TensorDict out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<Tensor> Cell::parameters() const {
+  std::vector<Tensor> out;
+  for (const auto& item : named_parameters()) out.push_back(item.second);
+  return out;
+}
+
+std::vector<Tensor> Cell::trainable_params() const {
+  std::vector<Tensor> out;
+  for (const auto& item : named_parameters())
+    if (item.second.requires_grad()) out.push_back(item.second);
+  return out;
+}
+
+void Cell::train(bool on) {
+  training_ = on;
+  for (auto& item : children_) item.second->train(on);
+}
+
+void Cell::zero_grad() {
+  for (Tensor& p : parameters()) p.zero_grad();
+}
+
+TensorDict Cell::state_dict() const {
+  TensorDict out;
+  for (const auto& [name, t] : named_parameters()) out.insert(name, t.detach());
+  for (const auto& [name, t] : named_buffers()) out.insert(name, t.detach());
+  return out;
+}
+
+void Cell::load_state_dict(const TensorDict& dict, bool strict) {
+  const TensorDict own = state_dict();
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (const auto& [name, t] : own) {
+    if (!dict.contains(name)) {
+      missing.push_back(name);
+    } else if (dict.at(name).shape() != t.shape()) {
+      mismatched.push_back(cat(name, " (checkpoint ", dict.at(name).shape(), ", model ", t.shape(), ")"));
+    }
+  }
+  for (const auto& item : dict)
+    if (!own.contains(item.first)) unexpected.push_back(item.first);
+  auto list = [](const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  std::string problems;
+  if (strict && !missing.empty()) problems += cat("\n  missing: ", list(missing));
+  if (strict && !unexpected.empty()) problems += cat("\n  unexpected: ", list(unexpected));
+  if (!mismatched.empty()) problems += cat("\n  shape mismatch: ", list(mismatched));
+  MINIDL_CHECK(problems.empty(), type_name(), "::load_state_dict: the state dict does not fit",
+               problems);
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : own)
+    if (dict.contains(name)) Tensor(t).copy_(dict.at(name));
+}
+
+void Cell::save(const std::string& path) const { save_safetensors(path, state_dict()); }
+
+void Cell::load(const std::string& path, bool strict) {
+  load_state_dict(load_safetensors(path), strict);
+}
+
+}  // namespace minidl::nn

@@ -1,0 +1,235 @@
+#include "parallel/backend/mpi.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "parallel/backend/mpi_check.h"
+
+namespace minidl::parallel::backend {
+
+namespace {
+int g_world_rank = -1;       // for error messages
+bool g_we_started = false;   // mpi_init called MPI_Init_thread (so mpi_finalize may finalise)
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  return (*end == '\0' && x >= 0 && x <= INT_MAX) ? static_cast<int>(x) : fallback;
+}
+
+int world_rank_for_errors() {
+  return g_world_rank >= 0 ? g_world_rank : env_int("OMPI_COMM_WORLD_RANK", -1);
+}
+
+// Destructors cannot throw: a failed MPI call there is reported, not raised.
+void warn_if_failed(int code, const char* call) noexcept {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = "unknown MPI error";
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  std::fprintf(stderr, "minidl: warning: rank %d: %s failed in a destructor: %s\n",
+               world_rank_for_errors(), call, text);
+}
+}  // namespace
+
+void throw_mpi_error(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = "unknown MPI error";
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw Error(cat("MPI error on rank ", world_rank_for_errors(), ": ", call, " failed at ", file,
+                  ":", line, ": ", text, " (code ", code, ")"));
+}
+
+bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+bool mpi_active() {  // both calls are valid at any time and cannot fail
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+void mpi_abort(int exit_code) noexcept {
+  std::fflush(nullptr);
+  if (mpi_active()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+namespace {
+
+MPI_Datatype mpi_type(ElemType t) {
+  switch (t) {
+    case ElemType::Float32: return MPI_FLOAT;
+    case ElemType::Float64: return MPI_DOUBLE;
+    case ElemType::Int32: return MPI_INT32_T;
+    case ElemType::Int64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+// MPI counts are ints.
+int mpi_count(size_t n, const char* op) {
+  MINIDL_CHECK(n <= static_cast<size_t>(INT_MAX), op, ": ", n,
+               " elements exceed MPI's int count limit; split the buffer");
+  return static_cast<int>(n);
+}
+
+class MpiWork final : public Work {
+ public:
+  MPI_Request request = MPI_REQUEST_NULL;
+  ~MpiWork() override {
+    if (request != MPI_REQUEST_NULL && mpi_active())
+      warn_if_failed(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+  void wait() override {
+    if (request != MPI_REQUEST_NULL) MINIDL_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+  }
+  bool test() override {
+    if (request == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    MINIDL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+    MINIDL_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    MINIDL_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  }
+  ~MpiCommunicator() override {
+    if (owned_ && mpi_active()) warn_if_failed(MPI_Comm_free(&comm_), "MPI_Comm_free");
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+  void allreduce(void* data, size_t count, ElemType type, ReduceOp op) override {
+    int n = mpi_count(count, "allreduce");
+    MINIDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), comm_));
+  }
+
+  std::unique_ptr<Work> allreduce_async(void* data, size_t count, ElemType type,
+                                        ReduceOp op) override {
+    int n = mpi_count(count, "allreduce_async");
+    auto work = std::make_unique<MpiWork>();
+    MINIDL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), comm_,
+                                    &work->request));
+    return work;
+  }
+
+  void broadcast(void* data, size_t nbytes, int root) override {
+    check_rank(root, "broadcast", "root");
+    MINIDL_MPI_CHECK(MPI_Bcast(data, mpi_count(nbytes, "broadcast"), MPI_BYTE, root, comm_));
+  }
+
+  void allgather(const void* send, void* recv, size_t nbytes) override {
+    int n = mpi_count(nbytes, "allgather");
+    mpi_count(nbytes * size_, "allgather");
+    MINIDL_MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_));
+  }
+
+  void send(const void* data, size_t nbytes, int dst, int tag) override {
+    check_rank(dst, "send", "destination rank");
+    check_tag(tag, "send");
+    MINIDL_MPI_CHECK(MPI_Send(data, mpi_count(nbytes, "send"), MPI_BYTE, dst, tag, comm_));
+  }
+
+  void recv(void* data, size_t nbytes, int src, int tag) override {
+    check_rank(src, "recv", "source rank");
+    check_tag(tag, "recv");
+    MPI_Status status;
+    MINIDL_MPI_CHECK(
+        MPI_Recv(data, mpi_count(nbytes, "recv"), MPI_BYTE, src, tag, comm_, &status));
+    int got = 0;
+    MINIDL_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &got));
+    MINIDL_CHECK(static_cast<size_t>(got) == nbytes, "recv on rank ", rank_, ": expected ",
+                 nbytes, " bytes from rank ", src, " (tag ", tag, "), got ", got);
+  }
+
+  void barrier() override { MINIDL_MPI_CHECK(MPI_Barrier(comm_)); }
+
+  std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override {
+    detail::check_group_ranks(ranks, size_);
+    int position = -1;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == rank_) position = static_cast<int>(i);
+    MPI_Comm group = MPI_COMM_NULL;
+    MINIDL_MPI_CHECK(MPI_Comm_split(comm_, position >= 0 ? 0 : MPI_UNDEFINED,
+                                    position >= 0 ? position : 0, &group));
+    if (group == MPI_COMM_NULL) return detail::non_member(ranks, rank_);
+    return std::make_shared<MpiCommunicator>(group, /*owned=*/true);
+  }
+
+  void abort(int exit_code) noexcept override { mpi_abort(exit_code); }
+
+ private:
+  void check_rank(int r, const char* op, const char* what) const {
+    MINIDL_CHECK(r >= 0 && r < size_, op, " on rank ", rank_, ": ", what, " ", r,
+                 " is out of range for a communicator of ", size_, " ranks");
+  }
+  void check_tag(int tag, const char* op) const {
+    int* tag_ub = nullptr;
+    int found = 0;
+    MINIDL_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
+    int ub = found && tag_ub ? *tag_ub : 32767;
+    MINIDL_CHECK(tag >= 0 && tag <= ub, op, " on rank ", rank_, ": tag must be in [0, ", ub,
+                 "], got ", tag);
+  }
+
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+MpiWorld mpi_init() {
+  int initialized = 0, finalized = 0;
+  MINIDL_MPI_CHECK(MPI_Finalized(&finalized));
+  MINIDL_CHECK(!finalized, "parallel::init: MPI was already finalised in this process and "
+               "cannot start again");
+  MINIDL_MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) {
+    int provided = 0;
+    MINIDL_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+    g_we_started = true;
+  }
+  MINIDL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MINIDL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank));
+
+  MpiWorld w;
+  w.world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, /*owned=*/false);
+  w.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
+  w.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", -1);
+  if (w.local_rank < 0 || w.local_size < 1) {  // not Open MPI's mpirun: ask MPI
+    MPI_Comm node;
+    MINIDL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world_rank,
+                                         MPI_INFO_NULL, &node));
+    MINIDL_MPI_CHECK(MPI_Comm_rank(node, &w.local_rank));
+    MINIDL_MPI_CHECK(MPI_Comm_size(node, &w.local_size));
+    MINIDL_MPI_CHECK(MPI_Comm_free(&node));
+  }
+  return w;
+}
+
+void mpi_finalize() {
+  if (!g_we_started || !mpi_active()) return;
+  MINIDL_MPI_CHECK(MPI_Finalize());
+}
+
+}  // namespace minidl::parallel::backend

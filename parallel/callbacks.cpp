@@ -1,0 +1,187 @@
+#include "parallel/callbacks.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "framework/error.h"
+#include "nn/cell.h"
+
+namespace minidl {
+namespace {
+
+// The shortest decimal that reads back as the same double (Python's repr).
+std::string shortest(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, res.ptr);
+  if (std::isfinite(v) && s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string clock_string(double seconds) {
+  int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600),
+                  (long long)(s / 60 % 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+}  // namespace
+
+LossMonitor::LossMonitor(int64_t every) : every_(every) {
+  MINIDL_CHECK(every >= 1, "LossMonitor: expected a step interval >= 1, got ", every);
+  is_printer_ = true;
+}
+
+void LossMonitor::on_step_end(const StepEnd& s) {
+  if (rank_ != 0 || s.step % every_ != 0) return;
+  std::printf("epoch: %lld step: %lld, loss is %s\n", (long long)s.epoch, (long long)s.step,
+              shortest(s.loss).c_str());
+  std::fflush(stdout);
+}
+
+TimeMonitor::TimeMonitor() { is_printer_ = true; }
+
+void TimeMonitor::on_epoch_end(const EpochEnd& e) {
+  if (rank_ != 0 || e.steps == 0) return;
+  std::printf("epoch time: %.3f ms, per step time: %.3f ms, samples/s: %.0f\n", e.seconds * 1e3,
+              e.seconds * 1e3 / e.steps, e.samples / std::max(e.seconds, 1e-12));
+  std::fflush(stdout);
+}
+
+ProgressBar::ProgressBar() : tty_(isatty(STDOUT_FILENO) == 1) { is_printer_ = true; }
+
+void ProgressBar::on_train_begin(const TrainBegin& b) { epochs_ = b.epochs; }
+
+void ProgressBar::on_step_end(const StepEnd& s) {
+  if (rank_ != 0) return;
+  if (s.step == 1) {
+    samples_ = 0;
+    seconds_ = 0;
+  }
+  samples_ += s.samples;
+  seconds_ += s.seconds;
+  const double rate = samples_ / std::max(seconds_, 1e-12);
+  const double eta = (s.steps_per_epoch - s.step) * seconds_ / s.step;
+  if (tty_) {
+    const int width = 30;
+    int done = static_cast<int>(width * s.step / std::max<int64_t>(s.steps_per_epoch, 1));
+    std::string bar(done, '=');
+    if (done < width) bar += '>' + std::string(width - done - 1, ' ');
+    std::printf("\r\033[Kepoch %lld/%lld [%s] %lld/%lld loss %.4f  %.0f samples/s  ETA %s",
+                (long long)s.epoch, (long long)epochs_, bar.c_str(), (long long)s.step,
+                (long long)s.steps_per_epoch, s.loss, rate, clock_string(eta).c_str());
+    std::fflush(stdout);
+    return;
+  }
+  const int64_t tenth = std::max<int64_t>(1, s.steps_per_epoch / 10);
+  if (s.step % tenth == 0 || s.step == s.steps_per_epoch) {
+    std::printf("epoch %lld/%lld: step %lld/%lld, loss %.4f, %.0f samples/s, ETA %s\n",
+                (long long)s.epoch, (long long)epochs_, (long long)s.step,
+                (long long)s.steps_per_epoch, s.loss, rate, clock_string(eta).c_str());
+    std::fflush(stdout);
+  }
+}
+
+void ProgressBar::on_epoch_end(const EpochEnd&) {
+  if (rank_ == 0 && tty_) std::printf("\n");
+}
+
+ModelCheckpoint::ModelCheckpoint(std::string prefix, int64_t every_steps)
+    : prefix_(std::move(prefix)), every_steps_(every_steps) {
+  MINIDL_CHECK(every_steps >= 0, "ModelCheckpoint: expected every_steps >= 0, got ", every_steps);
+}
+
+void ModelCheckpoint::save(int64_t epoch, int64_t step) {
+  if (rank_ != 0 || !network_) return;
+  std::string path = cat(prefix_, "-", epoch, "_", step, ".safetensors");
+  network_->save(path);  // safetensors I/O writes a temporary file, then renames
+  saved_.push_back(path);
+}
+
+void ModelCheckpoint::on_step_end(const StepEnd& s) {
+  last_step_ = s.step;
+  if (every_steps_ > 0 && s.global_step % every_steps_ == 0) save(s.epoch, s.step);
+}
+
+void ModelCheckpoint::on_epoch_end(const EpochEnd& e) {
+  if (every_steps_ == 0 || last_step_ % every_steps_ != 0) save(e.epoch, e.steps);
+}
+
+HistoryWriter::HistoryWriter(std::string csv_path, std::string svg_path)
+    : csv_(std::move(csv_path)), svg_(std::move(svg_path)) {}
+
+void HistoryWriter::on_step_end(const StepEnd& s) {
+  rows_.push_back({s.global_step, s.epoch, s.loss, s.accuracy});
+}
+
+void HistoryWriter::on_train_end() {
+  if (rank_ != 0) return;
+  if (!csv_.empty()) {
+    std::ofstream f(csv_);
+    MINIDL_CHECK(f, "HistoryWriter: cannot write ", csv_);
+    f << "step,epoch,loss,accuracy\n";
+    for (const Row& r : rows_)
+      f << r.step << ',' << r.epoch << ',' << shortest(r.loss) << ',' << r.accuracy << '\n';
+  }
+  if (!svg_.empty()) {
+    Series loss{"loss", {}, {}}, acc{"batch accuracy", {}, {}};
+    for (const Row& r : rows_) {
+      loss.x.push_back(r.step);
+      loss.y.push_back(r.loss);
+      acc.x.push_back(r.step);
+      acc.y.push_back(r.accuracy);
+    }
+    write_svg_plot(svg_, "training history", {loss, acc});
+  }
+}
+
+void write_svg_plot(const std::string& path, const std::string& title,
+                    const std::vector<Series>& panels) {
+  const double W = 640, PH = 220, M = 50;  // width, panel height, margin
+  const double H = 40 + panels.size() * (PH + 30);
+  std::ofstream f(path);
+  MINIDL_CHECK(f, "write_svg_plot: cannot write ", path);
+  f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
+    << "<text x='" << W / 2 << "' y='20' text-anchor='middle' font-size='15'>" << title << "</text>\n";
+  for (size_t p = 0; p < panels.size(); ++p) {
+    const Series& s = panels[p];
+    const double top = 40 + p * (PH + 30), left = M, width = W - 2 * M, height = PH - 30;
+    double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+    if (!s.x.empty()) {
+      x0 = *std::min_element(s.x.begin(), s.x.end());
+      x1 = *std::max_element(s.x.begin(), s.x.end());
+      y0 = *std::min_element(s.y.begin(), s.y.end());
+      y1 = *std::max_element(s.y.begin(), s.y.end());
+    }
+    if (x1 == x0) x1 = x0 + 1;
+    if (y1 == y0) y1 = y0 + 1;
+    f << "<text x='" << left << "' y='" << top + 12 << "'>" << s.title << "</text>\n"
+      << "<rect x='" << left << "' y='" << top + 20 << "' width='" << width << "' height='"
+      << height << "' fill='none' stroke='#999'/>\n";
+    for (int t = 0; t <= 4; ++t) {  // y ticks
+      double v = y0 + (y1 - y0) * t / 4, y = top + 20 + height * (1 - t / 4.0);
+      f << "<text x='" << left - 5 << "' y='" << y + 4 << "' text-anchor='end'>" << v << "</text>\n";
+    }
+    f << "<text x='" << left << "' y='" << top + PH + 4 << "'>" << x0 << "</text>"
+      << "<text x='" << left + width << "' y='" << top + PH + 4 << "' text-anchor='end'>" << x1
+      << "</text>\n<polyline fill='none' stroke='#1f77b4' stroke-width='1.2' points='";
+    for (size_t i = 0; i < s.x.size(); ++i)
+      f << left + width * (s.x[i] - x0) / (x1 - x0) << ','
+        << top + 20 + height * (1 - (s.y[i] - y0) / (y1 - y0)) << ' ';
+    f << "'/>\n";
+  }
+  f << "</svg>\n";
+}
+
+}  // namespace minidl

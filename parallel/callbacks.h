@@ -1,0 +1,158 @@
+// Training callbacks for Model::train (MindSpore's names and output formats).
+//
+// A callback sees the training through four events. Pass callbacks by value
+// in a braced list, `model.train(10, ds, {LossMonitor(100), ProgressBar()})`,
+// or as std::shared_ptr when you want to read one afterwards. In data-parallel
+// training the printing callbacks print on rank 0 only; the loss they see is
+// the mean over ranks.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace minidl::nn {
+class Cell;
+}
+
+namespace minidl {
+
+struct TrainBegin {
+  int64_t epochs = 0;
+  int64_t steps_per_epoch = 0;
+  int64_t batch_size = 0;  // per rank
+  int rank = 0, world_size = 1;
+  nn::Cell* network = nullptr;
+};
+
+struct StepEnd {
+  int64_t epoch = 0;        // from 1
+  int64_t step = 0;         // from 1, within the epoch
+  int64_t global_step = 0;  // from 1
+  int64_t steps_per_epoch = 0;
+  int64_t samples = 0;      // in this step, over all ranks
+  double loss = 0;          // this step's loss (mean over ranks)
+  double accuracy = 0;      // this step's batch accuracy (over all ranks)
+  double seconds = 0;       // wall time of the step
+};
+
+struct EpochEnd {
+  int64_t epoch = 0;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double seconds = 0;
+  double mean_loss = 0;
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(const TrainBegin&) {}
+  virtual void on_step_end(const StepEnd&) {}
+  virtual void on_epoch_end(const EpochEnd&) {}
+  virtual void on_train_end() {}
+
+ protected:
+  bool is_printer_ = false;  // printing callbacks speak on rank 0 only
+  int rank_ = 0;
+  nn::Cell* network_ = nullptr;
+  friend class Model;
+};
+
+// Holds any callback: built from a value (copied) or a shared_ptr (shared).
+class CallbackRef {
+ public:
+  template <class C, class = std::enable_if_t<std::is_base_of_v<Callback, std::decay_t<C>>>>
+  CallbackRef(C&& c) : ptr_(std::make_shared<std::decay_t<C>>(std::forward<C>(c))) {}
+  template <class C, class = std::enable_if_t<std::is_base_of_v<Callback, C>>>
+  CallbackRef(std::shared_ptr<C> c) : ptr_(std::move(c)) {}
+  Callback* operator->() const { return ptr_.get(); }
+
+ private:
+  std::shared_ptr<Callback> ptr_;
+};
+
+// Every n steps prints exactly `epoch: E step: S, loss is L`, L in the
+// shortest decimal form that reads back as the same double (Python's repr),
+// e.g. `epoch: 1 step: 100, loss is 7.793933868408203`.
+class LossMonitor : public Callback {
+ public:
+  explicit LossMonitor(int64_t every = 1);
+  void on_step_end(const StepEnd& s) override;
+
+ private:
+  int64_t every_;
+};
+
+// At each epoch's end: `epoch time: T ms, per step time: S ms, samples/s: N`.
+class TimeMonitor : public Callback {
+ public:
+  TimeMonitor();
+  void on_epoch_end(const EpochEnd& e) override;
+};
+
+// A live bar on a terminal (steps, loss, samples/s, ETA), redrawn in place;
+// when stdout is not a terminal, a plain line every tenth of an epoch.
+class ProgressBar : public Callback {
+ public:
+  ProgressBar();
+  void on_train_begin(const TrainBegin& b) override;
+  void on_step_end(const StepEnd& s) override;
+  void on_epoch_end(const EpochEnd& e) override;
+
+ private:
+  bool tty_;
+  int64_t epochs_ = 0, samples_ = 0;
+  std::chrono::steady_clock::time_point epoch_start_;
+  double seconds_ = 0;
+};
+
+// Saves the network's parameters as `<prefix>-<epoch>_<step>.safetensors`
+// every `every_steps` steps (0: off) and at every epoch's end; the file is
+// written to a temporary name and renamed, so a crash never leaves it torn.
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0);
+  void on_step_end(const StepEnd& s) override;
+  void on_epoch_end(const EpochEnd& e) override;
+  const std::vector<std::string>& saved() const { return saved_; }
+
+ private:
+  void save(int64_t epoch, int64_t step);
+  std::string prefix_;
+  int64_t every_steps_;
+  int64_t last_step_ = 0;
+  std::vector<std::string> saved_;
+};
+
+// Records loss and batch accuracy per step; at the end writes them as CSV
+// (`step,epoch,loss,accuracy`) and draws both as an SVG line plot.
+class HistoryWriter : public Callback {
+ public:
+  HistoryWriter(std::string csv_path, std::string svg_path);
+  void on_step_end(const StepEnd& s) override;
+  void on_train_end() override;
+
+  struct Row {
+    int64_t step, epoch;
+    double loss, accuracy;
+  };
+  const std::vector<Row>& rows() const { return rows_; }
+
+ private:
+  std::string csv_, svg_;
+  std::vector<Row> rows_;
+};
+
+// Writes an SVG with one panel per series (x: step), for HistoryWriter and
+// the benchmark plots.
+struct Series {
+  std::string title;
+  std::vector<double> x, y;
+};
+void write_svg_plot(const std::string& path, const std::string& title,
+                    const std::vector<Series>& panels);
+
+}  // namespace minidl

@@ -1,0 +1,160 @@
+#include "parallel/communicator.h"
+
+#include <algorithm>
+#include <string>
+
+namespace minidl::parallel {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+const char* elem_type_name(ElemType t) {
+  switch (t) {
+    case ElemType::Float32: return "float32";
+    case ElemType::Float64: return "float64";
+    case ElemType::Int32: return "int32";
+    case ElemType::Int64: return "int64";
+  }
+  return "?";
+}
+
+size_t elem_type_size(ElemType t) {
+  switch (t) {
+    case ElemType::Float32: case ElemType::Int32: return 4;
+    case ElemType::Float64: case ElemType::Int64: return 8;
+  }
+  return 0;
+}
+
+// ---- Tensor conveniences ----
+
+static void check_cpu(const Tensor& t, const char* op) {
+  MINIDL_CHECK(t.defined(), op, ": undefined tensor");
+  MINIDL_CHECK(t.device() == Device::CPU, op, ": tensor ", t.shape(),
+               " is not on the CPU (this backend moves CPU memory only)");
+}
+
+static ElemType reducible_type(const Tensor& t, const char* op) {
+  check_cpu(t, op);
+  switch (t.dtype()) {
+    case kFloat32: return ElemType::Float32;
+    case kInt32: return ElemType::Int32;
+    case kInt64: return ElemType::Int64;
+    case kFloat16: break;
+  }
+  throw Error(cat(op, ": tensor ", t.shape(), " is float16; a float16 reduction overflows and "
+                  "loses precision, so cast it to float32 first (DistributedGradReducer does)"));
+}
+
+void Communicator::allreduce(const Tensor& t, ReduceOp op) {
+  allreduce(t.raw_data(), t.numel(), reducible_type(t, "allreduce"), op);
+}
+
+namespace {
+// Keeps the tensor whose storage the communication writes alive until it ends.
+class TensorWork final : public Work {
+ public:
+  TensorWork(std::unique_ptr<Work> inner, Tensor t) : inner_(std::move(inner)), t_(std::move(t)) {}
+  ~TensorWork() override { inner_.reset(); }  // waits before t_ is released
+  void wait() override { inner_->wait(); }
+  bool test() override { return inner_->test(); }
+
+ private:
+  std::unique_ptr<Work> inner_;
+  Tensor t_;
+};
+}  // namespace
+
+std::unique_ptr<Work> Communicator::allreduce_async(const Tensor& t, ReduceOp op) {
+  auto inner = allreduce_async(t.raw_data(), t.numel(), reducible_type(t, "allreduce_async"), op);
+  return std::make_unique<TensorWork>(std::move(inner), t);
+}
+
+void Communicator::broadcast(const Tensor& t, int root) {
+  check_cpu(t, "broadcast");
+  broadcast(t.raw_data(), t.nbytes(), root);
+}
+
+Tensor Communicator::allgather(const Tensor& t) {
+  check_cpu(t, "allgather");
+  Shape shape = t.shape();
+  shape.insert(shape.begin(), size());
+  Tensor out = Tensor::empty(shape, t.dtype());
+  allgather(t.raw_data(), out.raw_data(), t.nbytes());
+  return out;
+}
+
+void Communicator::send(const Tensor& t, int dst, int tag) {
+  check_cpu(t, "send");
+  send(t.raw_data(), t.nbytes(), dst, tag);
+}
+
+void Communicator::recv(const Tensor& t, int src, int tag) {
+  check_cpu(t, "recv");
+  recv(t.raw_data(), t.nbytes(), src, tag);
+}
+
+// ---- groups ----
+
+namespace detail {
+
+static std::string list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+void check_group_ranks(const std::vector<int>& ranks, int size) {
+  MINIDL_CHECK(!ranks.empty(), "new_group: expected at least one rank, got []");
+  for (int r : ranks)
+    MINIDL_CHECK(r >= 0 && r < size, "new_group: rank ", r, " in ", list(ranks),
+                 " is out of range for a communicator of ", size, " ranks");
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  MINIDL_CHECK(dup == sorted.end(), "new_group: rank ", dup == sorted.end() ? 0 : *dup,
+               " appears twice in ", list(ranks));
+}
+
+namespace {
+class NonMember final : public Communicator {
+ public:
+  NonMember(std::vector<int> ranks, int parent_rank)
+      : ranks_(std::move(ranks)), parent_rank_(parent_rank) {}
+  int rank() const override { return -1; }
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  const char* backend() const override { return "non-member"; }
+  void allreduce(void*, size_t, ElemType, ReduceOp) override { fail("allreduce"); }
+  std::unique_ptr<Work> allreduce_async(void*, size_t, ElemType, ReduceOp) override {
+    fail("allreduce_async");
+  }
+  void broadcast(void*, size_t, int) override { fail("broadcast"); }
+  void allgather(const void*, void*, size_t) override { fail("allgather"); }
+  void send(const void*, size_t, int, int) override { fail("send"); }
+  void recv(void*, size_t, int, int) override { fail("recv"); }
+  void barrier() override { fail("barrier"); }
+  std::shared_ptr<Communicator> split(const std::vector<int>&) override { fail("split"); }
+  void abort(int) noexcept override {}
+
+ private:
+  [[noreturn]] void fail(const char* op) const {
+    throw Error(cat(op, ": rank ", parent_rank_, " is not a member of the group of ranks ",
+                    list(ranks_), " (from new_group); only its members may use it"));
+  }
+  std::vector<int> ranks_;
+  int parent_rank_;
+};
+}  // namespace
+
+std::shared_ptr<Communicator> non_member(std::vector<int> ranks, int parent_rank) {
+  return std::make_shared<NonMember>(std::move(ranks), parent_rank);
+}
+
+}  // namespace detail
+}  // namespace minidl::parallel

@@ -1,0 +1,291 @@
+#include "parallel/data_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "framework/autograd.h"
+#include "parallel/init.h"
+
+namespace minidl::parallel {
+
+struct DataParallel::State {
+  std::shared_ptr<Communicator> group;
+  std::vector<Tensor> params;                // trainable, registration order
+  std::vector<std::vector<size_t>> buckets;  // indices into params; reverse order
+  std::vector<size_t> bucket_of, offset;     // per parameter: its bucket, its offset there
+  std::vector<std::vector<float>> flat;      // per bucket: the float32 gradients
+
+  // The backward in progress (from its first hook to the end callback).
+  bool active = false;
+  bool communicate = false;  // latched at the first hook
+  std::vector<char> ready;   // per parameter
+  std::vector<size_t> missing;  // per bucket: parameters not yet ready
+  size_t next_start = 0;        // buckets start in index order, the same on every rank
+  std::vector<std::unique_ptr<Work>> works;
+
+  bool explicit_mode = false;  // scale_loss() since the last apply_collective_grads()
+  bool auto_reduced = false;   // the latest backward averaged automatically
+  int no_sync_depth = 0;
+  DataParallelStats stats;
+
+  int size() const { return group->size(); }
+
+  // Casts bucket b's gradients into its flat buffer and starts its allreduce.
+  void start(size_t b) {
+    float* f = flat[b].data();
+    for (size_t i : buckets[b]) {
+      Tensor dst = Tensor::from_blob(f + offset[i], params[i].shape(), kFloat32, /*copy=*/false);
+      Tensor g = params[i].grad();
+      if (g.defined()) dst.copy_(g);
+      else dst.fill_(0);
+    }
+    works[b] = group->allreduce_async(f, flat[b].size(), ElemType::Float32, ReduceOp::Sum);
+  }
+
+  // Waits for every bucket, divides by `divisor` and writes the gradients back.
+  void finish(float divisor) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      works[b]->wait();
+      works[b].reset();
+      float* f = flat[b].data();
+      if (divisor != 1.0f)
+        for (float& x : flat[b]) x /= divisor;
+      for (size_t i : buckets[b]) {
+        Tensor g = Tensor::empty(params[i].shape(), params[i].dtype());
+        g.copy_(Tensor::from_blob(f + offset[i], params[i].shape(), kFloat32, /*copy=*/false));
+        params[i].set_grad(g);
+      }
+    }
+    ++stats.reductions;
+  }
+
+  void begin_pass() {
+    active = true;
+    communicate = size() > 1 && !explicit_mode && no_sync_depth == 0;
+    std::fill(ready.begin(), ready.end(), 0);
+    for (size_t b = 0; b < buckets.size(); ++b) missing[b] = buckets[b].size();
+    next_start = 0;
+    stats.hooks = stats.buckets_started_in_hooks = stats.buckets_started_at_end = 0;
+    stats.hooks_after_first_start = 0;
+  }
+
+  void on_ready(size_t i) {
+    if (!active) begin_pass();
+    ++stats.hooks;
+    if (stats.buckets_started_in_hooks > 0) ++stats.hooks_after_first_start;
+    if (!communicate || ready[i]) return;
+    ready[i] = 1;
+    --missing[bucket_of[i]];
+    while (next_start < buckets.size() && missing[next_start] == 0) {
+      start(next_start++);
+      ++stats.buckets_started_in_hooks;
+    }
+    for (auto& w : works)  // MPI moves requests along only inside MPI calls
+      if (w) w->test();
+  }
+
+  void on_backward_end() {
+    if (!active) return;  // a backward that did not reach the module
+    active = false;
+    auto_reduced = !explicit_mode && no_sync_depth == 0;
+    if (!communicate) return;
+    while (next_start < buckets.size()) {
+      start(next_start++);
+      ++stats.buckets_started_at_end;
+    }
+    finish(static_cast<float>(size()));
+  }
+
+  // An exception escaped the last backward: finish its communication, keep nothing.
+  void abandon() {
+    active = false;
+    for (auto& w : works) {
+      if (w) w->wait();
+      w.reset();
+    }
+  }
+};
+
+namespace {
+
+// "fc1.weight [10, 4]", with the dtype unless float32 and "(frozen)" unless trainable.
+std::string describe(const std::string& name, const Tensor& p) {
+  std::string s = name + " " + to_string(p.shape());
+  if (p.dtype() != kFloat32) s += std::string(" ") + dtype_name(p.dtype());
+  if (!p.requires_grad()) s += " (frozen)";
+  return s;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+// Broadcasts `text` from root (its length first); returns root's text on every rank.
+std::string broadcast_string(Communicator& c, std::string text, int root) {
+  uint64_t n = text.size();
+  c.broadcast(&n, sizeof n, root);
+  text.resize(n);
+  if (n) c.broadcast(text.data(), n, root);
+  return text;
+}
+
+// The collective check of construction step 2.
+void check_same_parameters(Communicator& c, const nn::Cell& module) {
+  std::vector<std::string> mine;
+  std::string joined;
+  for (const auto& [name, p] : module.named_parameters()) {
+    mine.push_back(describe(name, p));
+    joined += mine.back() + "\n";
+  }
+  const int rank = c.rank();
+  std::vector<std::string> theirs = split_lines(broadcast_string(c, joined, 0));
+
+  std::string diff;
+  size_t common = std::min(mine.size(), theirs.size());
+  for (size_t i = 0; i < common && diff.empty(); ++i)
+    if (mine[i] != theirs[i])
+      diff = cat("rank ", rank, " has parameter ", mine[i], " where rank 0 has ", theirs[i],
+                 " (parameter ", i, ")");
+  if (diff.empty() && mine.size() != theirs.size())
+    diff = cat("rank ", rank, " has ", mine.size(), " parameters where rank 0 has ", theirs.size(),
+               mine.size() > theirs.size() ? "; its first extra one is " + mine[common]
+                                           : "; the first it lacks is " + theirs[common]);
+
+  int bad = diff.empty() ? 0 : 1;
+  std::vector<int> flags(c.size());
+  c.allgather(&bad, flags.data(), sizeof bad);
+  int first = -1;
+  std::string ranks;
+  for (int r = 0; r < c.size(); ++r)
+    if (flags[r]) {
+      if (first < 0) first = r;
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    }
+  if (first < 0) return;
+  diff = broadcast_string(c, diff, first);
+  throw Error(cat("DataParallel: ", diff, "; ranks that differ from rank 0: ", ranks,
+                  ". Every rank must build the same model."));
+}
+
+// Construction step 3: rank 0's values, one broadcast per bucket.
+void broadcast_parameters(Communicator& c, const std::vector<Tensor>& params, size_t bucket_bytes) {
+  std::vector<char> buf;
+  for (const auto& bucket : plan_buckets(params, bucket_bytes)) {
+    size_t n = 0;
+    for (size_t i : bucket) n += params[i].nbytes();
+    buf.resize(n);
+    size_t at = 0;
+    for (size_t i : bucket) {
+      std::memcpy(buf.data() + at, params[i].raw_data(), params[i].nbytes());
+      at += params[i].nbytes();
+    }
+    c.broadcast(buf.data(), n, 0);
+    at = 0;
+    for (size_t i : bucket) {
+      std::memcpy(params[i].raw_data(), buf.data() + at, params[i].nbytes());
+      at += params[i].nbytes();
+    }
+  }
+}
+
+}  // namespace
+
+DataParallel::DataParallel(nn::Cell& module, DataParallelOptions options)
+    : module_(module), state_(std::make_shared<State>()) {
+  register_cell("module", module);
+  State& s = *state_;
+  s.group = options.group ? std::move(options.group) : world_ptr();
+  MINIDL_CHECK(s.group->rank() >= 0, "DataParallel: this process is not a member of the group "
+               "(from new_group) it was given; only members may construct it");
+  check_same_parameters(*s.group, module);
+  if (s.size() > 1) broadcast_parameters(*s.group, module.parameters(), options.bucket_bytes);
+
+  s.params = module.trainable_params();
+  std::vector<Tensor> reversed(s.params.rbegin(), s.params.rend());
+  const size_t P = s.params.size();
+  for (auto bucket : plan_buckets(reversed, options.bucket_bytes)) {
+    for (size_t& i : bucket) i = P - 1 - i;
+    s.buckets.push_back(std::move(bucket));
+  }
+  s.bucket_of.resize(P);
+  s.offset.resize(P);
+  for (size_t b = 0; b < s.buckets.size(); ++b) {
+    size_t n = 0;
+    for (size_t i : s.buckets[b]) {
+      s.bucket_of[i] = b;
+      s.offset[i] = n;
+      n += static_cast<size_t>(s.params[i].numel());
+    }
+    s.flat.emplace_back(n);
+  }
+  s.ready.resize(P);
+  s.missing.resize(s.buckets.size());
+  s.works.resize(s.buckets.size());
+
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < P; ++i)
+    s.params[i].register_grad_ready_hook([weak, i](Tensor&) {
+      if (auto st = weak.lock()) st->on_ready(i);
+    });
+  end_callback_id_ = add_backward_end_callback([weak] {
+    if (auto st = weak.lock()) st->on_backward_end();
+  });
+}
+
+DataParallel::~DataParallel() {
+  remove_backward_end_callback(end_callback_id_);
+  try {
+    state_->abandon();
+  } catch (const std::exception&) {  // a failed allreduce has nowhere to go from a destructor
+  }
+}
+
+Tensor DataParallel::forward(const Tensor& x) {
+  if (state_->active) state_->abandon();
+  return module_(x);
+}
+
+Tensor DataParallel::forward(const Tensor& a, const Tensor& b) {
+  if (state_->active) state_->abandon();
+  return module_(a, b);
+}
+
+Tensor DataParallel::scale_loss(const Tensor& loss) {
+  state_->explicit_mode = true;
+  return nranks() == 1 ? loss : loss / static_cast<double>(nranks());
+}
+
+void DataParallel::apply_collective_grads() {
+  State& s = *state_;
+  MINIDL_CHECK(s.explicit_mode || !s.auto_reduced,
+               "DataParallel: apply_collective_grads() after a backward that already averaged "
+               "the gradients automatically (scale_loss() was not called), so they would be "
+               "reduced twice. Use one style per iteration: loss = dp.scale_loss(loss); "
+               "loss.backward(); dp.apply_collective_grads(); or just loss.backward()");
+  MINIDL_CHECK(s.explicit_mode, "DataParallel: apply_collective_grads() needs "
+               "loss = dp.scale_loss(loss) before loss.backward() in this iteration");
+  s.explicit_mode = false;
+  s.auto_reduced = false;
+  if (s.size() == 1) return;
+  for (size_t b = 0; b < s.buckets.size(); ++b) s.start(b);
+  s.finish(1.0f);
+}
+
+DataParallel::NoSyncGuard::NoSyncGuard(DataParallel& dp) : dp_(dp) { ++dp_.state_->no_sync_depth; }
+DataParallel::NoSyncGuard::~NoSyncGuard() { --dp_.state_->no_sync_depth; }
+
+int DataParallel::nranks() const { return state_->size(); }
+Communicator& DataParallel::group() const { return *state_->group; }
+const std::vector<Tensor>& DataParallel::reduced_parameters() const { return state_->params; }
+const std::vector<std::vector<size_t>>& DataParallel::buckets() const { return state_->buckets; }
+const DataParallelStats& DataParallel::stats() const { return state_->stats; }
+
+}  // namespace minidl::parallel

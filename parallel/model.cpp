@@ -1,0 +1,99 @@
+#include "parallel/model.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "framework/ops.h"
+
+namespace minidl {
+namespace {
+
+// Correct predictions in a batch: argmax of logits [B, C] against labels [B].
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  if (logits.dim() != 2) return 0;
+  Tensor pred = argmax(logits.detach());
+  Tensor lab = labels.to(kInt64);
+  const int64_t *p = pred.data<int64_t>(), *l = lab.data<int64_t>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == l[i];
+  return n;
+}
+
+}  // namespace
+
+Model::Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, ModelOptions options)
+    : network_(network), loss_fn_(loss_fn), optimizer_(optimizer), options_(std::move(options)),
+      train_network_(&network) {
+  for (const auto& m : options_.metrics)
+    MINIDL_CHECK(m == "accuracy" || m == "loss", "Model: unknown metric '", m,
+                 "' (expected \"accuracy\" or \"loss\")");
+}
+
+Model::~Model() = default;
+
+int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
+                     std::vector<CallbackRef> callbacks, TrainOptions options) {
+  MINIDL_CHECK(epochs >= 0, "Model::train: expected epochs >= 0, got ", epochs);
+  const int64_t steps_per_epoch = dataset.num_batches();
+  TrainBegin begin{epochs, steps_per_epoch, dataset.batch_size(), 0, 1, &network_};
+  for (auto& cb : callbacks) {
+    cb->rank_ = begin.rank;
+    cb->network_ = &network_;
+    cb->on_train_begin(begin);
+  }
+  int64_t global_step = 0;
+  using clock = std::chrono::steady_clock;
+  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+    train_network_->train();
+    EpochEnd summary{epoch, 0, 0, 0, 0};
+    auto epoch_start = clock::now();
+    int64_t step = 0;
+    for (auto& batch : dataset.epoch(epoch - 1)) {
+      if (options.max_steps >= 0 && global_step >= options.max_steps) break;
+      auto t0 = clock::now();
+      optimizer_.zero_grad();
+      Tensor logits = (*train_network_)(batch.data);
+      Tensor loss = loss_fn_(logits, batch.labels);
+      loss.backward();
+      optimizer_.step();
+      StepEnd s;
+      s.epoch = epoch;
+      s.step = ++step;
+      s.global_step = ++global_step;
+      s.steps_per_epoch = steps_per_epoch;
+      s.samples = batch.data.size(0);
+      s.loss = loss.item();
+      s.accuracy = static_cast<double>(count_correct(logits, batch.labels)) / std::max<int64_t>(1, s.samples);
+      s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      summary.steps = step;
+      summary.samples += s.samples;
+      summary.mean_loss += (s.loss - summary.mean_loss) / step;
+      for (auto& cb : callbacks) cb->on_step_end(s);
+    }
+    summary.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
+    if (step > 0)
+      for (auto& cb : callbacks) cb->on_epoch_end(summary);
+    if (options.max_steps >= 0 && global_step >= options.max_steps) break;
+  }
+  for (auto& cb : callbacks) cb->on_train_end();
+  return global_step;
+}
+
+std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {
+  NoGradGuard no_grad;
+  network_.eval();
+  double loss_sum = 0;
+  int64_t correct = 0, total = 0;
+  for (auto& batch : dataset.epoch(0)) {
+    Tensor logits = network_(batch.data);
+    const int64_t n = batch.data.size(0);
+    loss_sum += loss_fn_(logits, batch.labels).item() * n;
+    correct += count_correct(logits, batch.labels);
+    total += n;
+  }
+  network_.train();
+  MINIDL_CHECK(total > 0, "Model::eval: the dataset is empty");
+  return {{"accuracy", static_cast<double>(correct) / total}, {"loss", loss_sum / total}};
+}
+
+}  // namespace minidl

@@ -1,0 +1,62 @@
+// Model: the train/eval driver (MindSpore's Model).
+//
+//   Model model(net, loss, opt, {.metrics = {"accuracy"}});
+//   model.train(/*epochs=*/10, train, {LossMonitor(100), ProgressBar()});
+//   auto m = model.eval(test);  // m["accuracy"], m["loss"]
+//
+// One step: zero the gradients, loss = loss_fn(network(data), labels),
+// backward, optimizer step. With {.parallel = ParallelMode::DataParallel}
+// the network is wrapped in DataParallel (parameters broadcast from rank 0,
+// gradients averaged over ranks during backward); the dataset must then be
+// sharded by the caller (`.shard(rank(), world_size())`) or is sharded by
+// train() when it is not. Printing callbacks speak on rank 0 only, with the
+// loss averaged over ranks.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "nn/cell.h"
+#include "optim/optimizer.h"
+#include "parallel/callbacks.h"
+
+namespace minidl {
+
+enum class ParallelMode { StandAlone, DataParallel };
+
+struct ModelOptions {
+  std::vector<std::string> metrics = {"accuracy"};  // eval() also always reports "loss"
+  ParallelMode parallel = ParallelMode::StandAlone;
+};
+
+struct TrainOptions {
+  int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
+};
+
+class Model {
+ public:
+  Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, ModelOptions options = {});
+  ~Model();
+
+  // Trains for `epochs` passes over `dataset`; returns the steps taken.
+  int64_t train(int64_t epochs, const data::BatchDataset& dataset,
+                std::vector<CallbackRef> callbacks = {}, TrainOptions options = {});
+  // Mean loss and accuracy over the whole dataset (summed over ranks when
+  // data parallel), in eval mode, without gradients.
+  std::map<std::string, double> eval(const data::BatchDataset& dataset);
+
+  // The cell a step calls: the network, or its DataParallel wrapper.
+  nn::Cell& network() { return *train_network_; }
+
+ private:
+  nn::Cell& network_;
+  nn::Cell& loss_fn_;
+  optim::Optimizer& optimizer_;
+  ModelOptions options_;
+  std::shared_ptr<nn::Cell> wrapper_;  // DataParallel, when asked for
+  nn::Cell* train_network_;
+};
+
+}  // namespace minidl

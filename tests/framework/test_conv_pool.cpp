@@ -1,0 +1,196 @@
+// conv2d against a naive direct convolution (stride 1 and 2, padding 0 and 1,
+// with and without bias), max_pool2d and avg_pool2d by hand, and gradient
+// checks for all three.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_same;
+using minidl::testing::check_values;
+using minidl::testing::distinct;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> y [N, OC, OH, OW],
+// one output at a time with explicit zero padding, summed in double.
+Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                    int64_t pad) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OC = w.size(0), KH = w.size(2), KW = w.size(3);
+  const int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
+  Tensor y = Tensor::zeros({N, OC, OH, OW});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          double s = b.defined() ? b.at({o}) : 0.0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t ki = 0; ki < KH; ++ki)
+              for (int64_t kj = 0; kj < KW; ++kj) {
+                int64_t h = i * stride - pad + ki, v = j * stride - pad + kj;
+                if (h >= 0 && h < H && v >= 0 && v < W) s += x.at({n, c, h, v}) * w.at({o, c, ki, kj});
+              }
+          y.set({n, o, i, j}, s);
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d of a 3x3 ramp with small kernels (hand-computed)") {
+  Tensor x = Tensor::arange(9).reshape({1, 1, 3, 3});  // [[0,1,2],[3,4,5],[6,7,8]]
+  Tensor ones = Tensor::ones({1, 1, 2, 2});
+  Tensor y = conv2d(x, ones, Tensor());
+  CHECK(y.shape() == Shape{1, 1, 2, 2});
+  check_values(y, {8, 12, 20, 24});
+  check_values(conv2d(x, ones, Tensor::of({1})), {9, 13, 21, 25});
+  // x[i, j] - x[i+1, j+1] = -4 everywhere.
+  check_values(conv2d(x, Tensor::of({1, 0, 0, -1}, {1, 1, 2, 2}), Tensor()), {-4, -4, -4, -4});
+  // Stride 2 and padding 1: the windows see [0], [1, 2], [3, 6], [4, 5, 7, 8].
+  Tensor p = conv2d(x, ones, Tensor(), {.stride = 2, .padding = 1});
+  CHECK(p.shape() == Shape{1, 1, 2, 2});
+  check_values(p, {0, 3, 9, 24});
+  // Padding 1 with stride 1 keeps 3x3 for a 3x3 kernel; the centre sums all of x.
+  Tensor same = conv2d(x, Tensor::ones({1, 1, 3, 3}), Tensor(), {.padding = 1});
+  CHECK(same.shape() == Shape{1, 1, 3, 3});
+  check_values(same, {8, 15, 12, 21, 36, 27, 20, 33, 24});
+}
+
+TEST_CASE("conv2d matches a naive direct convolution") {
+  manual_seed(61);
+  Tensor x = Tensor::randn({2, 3, 6, 5});
+  Tensor w = Tensor::randn({4, 3, 3, 2});  // non-square kernel
+  Tensor b = Tensor::randn({4});
+  for (int64_t stride : {1, 2}) {
+    for (int64_t pad : {0, 1}) {
+      for (bool bias : {false, true}) {
+        CAPTURE(stride);
+        CAPTURE(pad);
+        CAPTURE(bias);
+        Tensor bb = bias ? b : Tensor();
+        Tensor got = conv2d(x, w, bb, {.stride = stride, .padding = pad});
+        Tensor want = naive_conv2d(x, w, bb, stride, pad);
+        check_same(got, want, 1e-5);
+      }
+    }
+  }
+  // A 1x1 convolution is a per-pixel matmul over channels.
+  Tensor w1 = Tensor::randn({2, 3, 1, 1});
+  check_same(conv2d(x, w1, Tensor()), naive_conv2d(x, w1, Tensor(), 1, 0), 1e-5);
+}
+
+TEST_CASE("gradients of conv2d: stride 1 and 2, padding 0 and 1, with and without bias") {
+  manual_seed(62);
+  Tensor x = Tensor::randn({2, 2, 4, 4});
+  Tensor w = Tensor::randn({2, 2, 3, 3});
+  Tensor b = Tensor::randn({2});
+  for (int64_t stride : {1, 2}) {
+    for (int64_t pad : {0, 1}) {
+      CAPTURE(stride);
+      CAPTURE(pad);
+      Conv2dArgs args{.stride = stride, .padding = pad};
+      CHECK_GRADCHECK([args](const Inputs& in) { return conv2d(in[0], in[1], in[2], args); },
+                      {x, w, b});
+      CHECK_GRADCHECK([args](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), args); },
+                      {x, w});
+    }
+  }
+}
+
+TEST_CASE("max_pool2d and avg_pool2d (hand-computed)") {
+  Tensor x = Tensor::arange(16).reshape({1, 1, 4, 4});
+  Tensor m = max_pool2d(x, 2);
+  CHECK(m.shape() == Shape{1, 1, 2, 2});
+  check_values(m, {5, 7, 13, 15});
+  check_values(avg_pool2d(x, 2), {2.5, 4.5, 10.5, 12.5});
+  check_values(max_pool2d(x, 4), {15});
+  check_values(avg_pool2d(x, 4), {7.5});
+  // Kernel 3, stride 1: four overlapping windows.
+  check_values(max_pool2d(x, 3, 1), {10, 11, 14, 15});
+  check_values(avg_pool2d(x, 3, 1), {5, 6, 9, 10});
+
+  Tensor r = Tensor::arange(9).reshape({1, 1, 3, 3});
+  check_values(max_pool2d(r, 2, 1), {4, 5, 7, 8});
+  check_values(avg_pool2d(r, 2, 1), {2, 3, 5, 6});
+  // Stride 2 and padding 1: windows [0], [1, 2], [3, 6], [4, 5, 7, 8]; padding counts in the mean.
+  check_values(max_pool2d(r, 2, 2, 1), {0, 2, 6, 8});
+  check_values(avg_pool2d(r, 2, 2, 1), {0, 0.75, 2.25, 6});
+  // Odd sizes drop the incomplete last window.
+  CHECK(max_pool2d(Tensor::zeros({1, 1, 5, 5}), 2).shape() == Shape{1, 1, 2, 2});
+
+  // Negative values: max is not fooled by the zero padding.
+  Tensor neg = Tensor::of({-1, -2, -3, -4}, {1, 1, 2, 2});
+  check_values(max_pool2d(neg, 2, 2, 1), {-1, -2, -3, -4});
+
+  // Batches and channels pool independently.
+  Tensor bc = Tensor::of({1, 2, 3, 4, -1, -2, -3, -4, 10, 0, 0, 0}, {3, 1, 2, 2});
+  check_values(max_pool2d(bc, 2), {4, -1, 10});
+  check_values(avg_pool2d(bc, 2), {2.5, -2.5, 2.5});
+  CHECK(avg_pool2d(bc.reshape({1, 3, 2, 2}), 2).shape() == Shape{1, 3, 1, 1});
+}
+
+TEST_CASE("pooling gradients go to the argmax / spread over the window (hand-computed)") {
+  Tensor x = Tensor::arange(9).reshape({1, 1, 3, 3}).requires_grad_();
+  max_pool2d(x, 2, 1).sum().backward();  // maxima at 4, 5, 7, 8
+  check_values(x.grad(), {0, 0, 0, 0, 1, 1, 0, 1, 1});
+
+  Tensor c = Tensor::of({0, 0, 0, 0, 9, 0, 0, 0, 0}, {1, 1, 3, 3}).requires_grad_();
+  max_pool2d(c, 2, 1).sum().backward();  // every window picks the centre
+  check_values(c.grad(), {0, 0, 0, 0, 4, 0, 0, 0, 0});
+
+  Tensor a = Tensor::zeros({1, 1, 3, 3}).requires_grad_();
+  avg_pool2d(a, 2, 1).sum().backward();  // cells covered by 1, 2 or 4 windows, / 4
+  check_values(a.grad(), {0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25});
+}
+
+TEST_CASE("max_pool2d picks the first of tied cells and propagates NaN") {
+  // All-equal windows: one cell (the first) gets the gradient, on the 2x2
+  // stride-2 path and on the general path.
+  Tensor z = Tensor::zeros({1, 1, 2, 2}).requires_grad_();
+  max_pool2d(z, 2).sum().backward();
+  check_values(z.grad(), {1, 0, 0, 0});
+  Tensor z3 = Tensor::full({1, 1, 3, 3}, 1.0).requires_grad_();
+  max_pool2d(z3, 3, 1).sum().backward();
+  check_values(z3.grad(), {1, 0, 0, 0, 0, 0, 0, 0, 0});
+  // Ties for second place do not matter: the maximum is unique.
+  Tensor t = Tensor::of({1, 1, 1, 4}, {1, 1, 2, 2}).requires_grad_();
+  max_pool2d(t, 2).sum().backward();
+  check_values(t.grad(), {0, 0, 0, 1});
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor n = Tensor::of({1, nan, 2, 3}, {1, 1, 2, 2});
+  CHECK(std::isnan(max_pool2d(n, 2).item()));
+  CHECK(std::isnan(max_pool2d(n, 2, 1).item()));
+  CHECK(std::isnan(max_pool2d(Tensor::of({nan, 1, 2, 3}, {1, 1, 2, 2}), 2, 2, 1).at({0, 0, 0, 0})));
+}
+
+TEST_CASE("conv2d gradient when only the weight or only the input requires grad") {
+  manual_seed(64);
+  Tensor x = Tensor::randn({2, 2, 4, 4}), w = Tensor::randn({3, 2, 3, 3});
+  CHECK_GRADCHECK([x](const Inputs& in) { return conv2d(x, in[0], in[1], {.padding = 1}); },
+                  {w, Tensor::randn({3})});
+  CHECK_GRADCHECK([w](const Inputs& in) { return conv2d(in[0], w, Tensor(), {.stride = 2}); },
+                  {x});
+  // The hand case: d sum(conv(x, w)) / dw[0, 0, i, j] sums the x cells under tap (i, j).
+  Tensor r = Tensor::arange(9).reshape({1, 1, 3, 3});
+  Tensor k = Tensor::zeros({1, 1, 2, 2}).requires_grad_();
+  conv2d(r, k, Tensor()).sum().backward();
+  check_values(k.grad(), {0 + 1 + 3 + 4, 1 + 2 + 4 + 5, 3 + 4 + 6 + 7, 4 + 5 + 7 + 8});
+}
+
+TEST_CASE("gradients of max_pool2d and avg_pool2d") {
+  manual_seed(63);
+  Tensor d = distinct({2, 2, 4, 4}, 1.5);  // distinct values: no ties in reach
+  Tensor x = Tensor::randn({1, 2, 5, 5});
+  CHECK_GRADCHECK([](const Inputs& in) { return max_pool2d(in[0], 2); }, {d});
+  CHECK_GRADCHECK([](const Inputs& in) { return max_pool2d(in[0], 3, 1); }, {d});
+  CHECK_GRADCHECK([](const Inputs& in) { return max_pool2d(in[0], 2, 2, 1); }, {d});
+  CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 2); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 3, 2); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 2, 1, 1); }, {x});
+}

@@ -1,0 +1,138 @@
+// matmul (2-D, 3-D x 3-D, 3-D x 2-D), linear and transpose: hand-computed
+// products, a naive reference, and gradient checks.
+#include <doctest/doctest.h>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_same;
+using minidl::testing::check_values;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+// a [B, M, K] x b [B, K, N] (or [K, N]) by the triple loop, in double.
+Tensor naive_bmm(const Tensor& a, const Tensor& b) {
+  const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(-1);
+  const bool shared = b.dim() == 2;
+  std::vector<float> out(B * M * N);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += a.at({i, m, k}) * (shared ? b.at({k, n}) : b.at({i, k, n}));
+        out[(i * M + m) * N + n] = static_cast<float>(s);
+      }
+  return Tensor::from_vector(out, {B, M, N});
+}
+
+}  // namespace
+
+TEST_CASE("matmul of 2-D matrices (hand-computed)") {
+  Tensor a = Tensor::of({1, 2, 3, 4}, {2, 2}), b = Tensor::of({5, 6, 7, 8}, {2, 2});
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Shape{2, 2});
+  check_values(c, {19, 22, 43, 50});
+  check_values(a.matmul(b), {19, 22, 43, 50});
+
+  Tensor p = Tensor::of({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor q = Tensor::of({7, 8, 9, 10, 11, 12}, {3, 2});
+  check_values(matmul(p, q), {58, 64, 139, 154});
+  Tensor pq = matmul(q, p);  // [3, 2] x [2, 3]
+  CHECK(pq.shape() == Shape{3, 3});
+  check_values(pq, {39, 54, 69, 49, 68, 87, 59, 82, 105});
+  // A row times a column is a [1, 1] dot product.
+  check_values(matmul(Tensor::of({1, 2, 3}, {1, 3}), Tensor::of({4, 5, 6}, {3, 1})), {32});
+}
+
+TEST_CASE("batched matmul: 3-D x 3-D and 3-D x 2-D (hand-computed)") {
+  Tensor a = Tensor::of({1, 2, 3, 4, 1, 0, 0, 2}, {2, 2, 2});
+  Tensor b = Tensor::of({5, 6, 7, 8, 1, 1, 1, 1}, {2, 2, 2});
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Shape{2, 2, 2});
+  check_values(c, {19, 22, 43, 50, 1, 1, 2, 2});
+
+  Tensor w = Tensor::of({5, 6, 7, 8}, {2, 2});
+  Tensor d = matmul(a, w);
+  CHECK(d.shape() == Shape{2, 2, 2});
+  check_values(d, {19, 22, 43, 50, 5, 6, 14, 16});
+}
+
+TEST_CASE("matmul agrees with a naive triple loop") {
+  manual_seed(41);
+  Tensor a = Tensor::randn({3, 4, 5}), b = Tensor::randn({3, 5, 2}), w = Tensor::randn({5, 6});
+  check_same(matmul(a, b), naive_bmm(a, b));
+  check_same(matmul(a, w), naive_bmm(a, w));
+  Tensor a2 = Tensor::randn({7, 5});
+  check_same(matmul(a2, w), naive_bmm(a2.reshape({1, 7, 5}), w).reshape({7, 6}));
+}
+
+TEST_CASE("gradients of matmul: 2-D, 3-D x 3-D and 3-D x 2-D") {
+  manual_seed(42);
+  auto mm = [](const Inputs& in) { return matmul(in[0], in[1]); };
+  CHECK_GRADCHECK(mm, {Tensor::randn({3, 4}), Tensor::randn({4, 2})});
+  CHECK_GRADCHECK(mm, {Tensor::randn({2, 3, 4}), Tensor::randn({2, 4, 2})});
+  CHECK_GRADCHECK(mm, {Tensor::randn({2, 3, 4}), Tensor::randn({4, 2})});
+}
+
+TEST_CASE("matmul gradient only for the operand that requires it") {
+  Tensor a = Tensor::of({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor b = Tensor::of({5, 6, 7, 8}, {2, 2});
+  matmul(a, b).sum().backward();
+  // d sum(a b) / da = 1 b^T: row sums of b, per column of a.
+  check_values(a.grad(), {11, 15, 11, 15});
+  CHECK_FALSE(b.grad().defined());
+}
+
+TEST_CASE("linear computes x w^T + b (hand-computed)") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {2, 2});
+  Tensor w = Tensor::of({1, 0, 1, 1, 0, -1}, {3, 2});
+  Tensor b = Tensor::of({0.5, -1, 2});
+  Tensor y = linear(x, w, b);
+  CHECK(y.shape() == Shape{2, 3});
+  check_values(y, {1.5, 2, 0, 3.5, 6, -2});
+  check_values(linear(x, w, Tensor()), {1, 3, -2, 3, 7, -4});
+  // Same as matmul with the transposed weight.
+  check_same(linear(x, w, b), matmul(x, w.t()) + b);
+}
+
+TEST_CASE("gradients of linear with and without bias") {
+  manual_seed(43);
+  Tensor x = Tensor::randn({4, 3}), w = Tensor::randn({2, 3}), b = Tensor::randn({2});
+  CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
+  CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], Tensor()); }, {x, w});
+}
+
+TEST_CASE("transpose swaps two dims into a contiguous copy (hand-computed)") {
+  Tensor x = Tensor::of({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor t = transpose(x, 0, 1);
+  CHECK(t.shape() == Shape{3, 2});
+  check_values(t, {1, 4, 2, 5, 3, 6});
+  check_values(x.transpose(1, 0), {1, 4, 2, 5, 3, 6});
+  check_values(transpose(x, -1, -2), {1, 4, 2, 5, 3, 6});
+  check_values(transpose(x, 1, 1), {1, 2, 3, 4, 5, 6});
+
+  Tensor y = Tensor::arange(24).reshape({2, 3, 4});  // y[i,j,k] = 12i + 4j + k
+  Tensor z = transpose(y, 0, 2);
+  CHECK(z.shape() == Shape{4, 3, 2});
+  CHECK(z.at({3, 1, 0}) == 7);
+  CHECK(z.at({1, 2, 1}) == 21);
+  CHECK(z.at({0, 0, 1}) == 12);
+  Tensor u = transpose(y, -1, -2);
+  CHECK(u.shape() == Shape{2, 4, 3});
+  CHECK(u.at({1, 3, 2}) == 23);
+  CHECK(u.at({0, 1, 2}) == 9);
+
+  Tensor ints = transpose(Tensor::of_ints({1, 2, 3, 4, 5, 6}, {3, 2}, kInt32), 0, 1);
+  CHECK(ints.dtype() == kInt32);
+  CHECK(ints.to_vector<int32_t>() == std::vector<int32_t>{1, 3, 5, 2, 4, 6});
+}
+
+TEST_CASE("gradient of transpose") {
+  manual_seed(44);
+  CHECK_GRADCHECK([](const Inputs& in) { return transpose(in[0], 0, 1); }, {Tensor::randn({3, 4})});
+  CHECK_GRADCHECK([](const Inputs& in) { return transpose(in[0], 0, 2); },
+                  {Tensor::randn({2, 3, 4})});
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[0].t()); }, {Tensor::randn({3, 2})});
+}

@@ -1,0 +1,114 @@
+// Reductions: sum, mean and max over any set of dims, with and without
+// keepdim, their gradients, and argmax.
+#include <doctest/doctest.h>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_values;
+using minidl::testing::distinct;
+using Inputs = std::vector<Tensor>;
+
+TEST_CASE("sum, mean and max of a [2,3] matrix (hand-computed)") {
+  Tensor x = Tensor::of({1, 5, 3, 4, 2, 6}, {2, 3});
+  Tensor s = sum(x);
+  CHECK(s.dim() == 0);
+  CHECK(s.item() == doctest::Approx(21.0).epsilon(1e-6));
+  check_values(sum(x, {0}), {5, 7, 9});
+  check_values(sum(x, {1}), {9, 12});
+  check_values(sum(x, {-1}), {9, 12});
+  CHECK(sum(x, {1}).shape() == Shape{2});
+  CHECK(sum(x, {1}, true).shape() == Shape{2, 1});
+  CHECK(sum(x, {0}, true).shape() == Shape{1, 3});
+  CHECK(sum(x, {}, true).shape() == Shape{1, 1});
+  CHECK(sum(x, {0, 1}).shape() == Shape{});
+
+  CHECK(mean(x).item() == doctest::Approx(3.5).epsilon(1e-6));
+  check_values(mean(x, {0}), {2.5, 3.5, 4.5});
+  check_values(mean(x, {1}, true), {3, 4});
+  CHECK(mean(x, {1}, true).shape() == Shape{2, 1});
+
+  CHECK(max(x).item() == doctest::Approx(6.0).epsilon(1e-6));
+  check_values(max(x, {0}), {4, 5, 6});
+  check_values(max(x, {1}), {5, 6});
+  CHECK(max(x, {0}, true).shape() == Shape{1, 3});
+
+  // Member spellings.
+  CHECK(x.sum().item() == doctest::Approx(21.0).epsilon(1e-6));
+  check_values(x.mean({1}), {3, 4});
+  check_values(x.max({-2}, true), {4, 5, 6});
+}
+
+TEST_CASE("reductions over several dims of a [2,3,4] tensor (hand-computed)") {
+  Tensor x = Tensor::arange(24).reshape({2, 3, 4});  // x[i,j,k] = 12i + 4j + k
+  check_values(sum(x, {0, 2}), {60, 92, 124});
+  CHECK(sum(x, {0, 2}, true).shape() == Shape{1, 3, 1});
+  check_values(sum(x, {2, 0}, true), {60, 92, 124});  // order does not matter
+  check_values(sum(x, {0, 1}), {60, 66, 72, 78});
+  check_values(sum(x, {-1}), {6, 22, 38, 54, 70, 86});
+  check_values(sum(x, {1, 2}), {66, 210});
+  check_values(mean(x, {0, 2}), {7.5, 11.5, 15.5});
+  check_values(mean(x, {-2}), {4, 5, 6, 7, 16, 17, 18, 19});
+  check_values(max(x, {0, 2}), {15, 19, 23});
+  check_values(max(x, {1}), {8, 9, 10, 11, 20, 21, 22, 23});
+  CHECK(max(x, {1}, true).shape() == Shape{2, 1, 4});
+  check_values(max(x, {0, 1, 2}, true), {23});
+  CHECK(max(x, {0, 1, 2}, true).shape() == Shape{1, 1, 1});
+}
+
+TEST_CASE("max handles negative values and a single element") {
+  check_values(max(Tensor::of({-5, -2, -9})), {-2});
+  check_values(max(Tensor::of({-3}, {1, 1}), {1}), {-3});
+  check_values(max(Tensor::of({-1, -7, -4, -8}, {2, 2}), {1}), {-1, -4});
+}
+
+TEST_CASE("sum of an empty tensor is zero") {
+  Tensor e = Tensor::zeros({0, 3});
+  CHECK(sum(e).item() == 0);
+  check_values(sum(e, {0}), {0, 0, 0});
+}
+
+TEST_CASE("gradients of sum, mean and max over dims, with and without keepdim") {
+  manual_seed(31);
+  Tensor x = Tensor::randn({2, 3, 4});
+  Tensor d = distinct({2, 3, 4});  // no ties within the gradcheck step
+  const std::vector<std::vector<int64_t>> dim_sets = {{},     {0},    {1},    {-1},
+                                                      {0, 2}, {0, 1}, {1, 2}, {0, 1, 2}};
+  for (bool keep : {false, true}) {
+    CAPTURE(keep);
+    for (const std::vector<int64_t>& dims : dim_sets) {
+      CAPTURE(dims.size());
+      CHECK_GRADCHECK([&](const Inputs& in) { return sum(in[0], dims, keep); }, {x});
+      CHECK_GRADCHECK([&](const Inputs& in) { return mean(in[0], dims, keep); }, {x});
+      CHECK_GRADCHECK([&](const Inputs& in) { return max(in[0], dims, keep); }, {d});
+    }
+  }
+}
+
+TEST_CASE("the max gradient goes to the maximum and splits evenly between ties") {
+  Tensor x = Tensor::of({3, 1, 3, 2, 2, 2, 0, 5, 1}, {3, 3}).requires_grad_();
+  Tensor m = max(x, {1});
+  check_values(m, {3, 2, 5});
+  m.sum().backward();
+  check_values(x.grad(), {0.5, 0, 0.5, 1.0 / 3, 1.0 / 3, 1.0 / 3, 0, 1, 0});
+
+  Tensor y = Tensor::of({1, 4, 2, 4}, {2, 2}).requires_grad_();
+  (max(y) * 6.0).backward();
+  check_values(y.grad(), {0, 3, 0, 3});
+}
+
+TEST_CASE("the mean gradient is 1/count everywhere") {
+  Tensor x = Tensor::zeros({2, 4}).requires_grad_();
+  mean(x, {1}).sum().backward();
+  check_values(x.grad(), {0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25});
+}
+
+TEST_CASE("argmax returns the index of the largest value along the last dim") {
+  Tensor x = Tensor::of({1, 5, 3, 4, 2, 6, -1, -3, -2}, {3, 3});
+  Tensor a = argmax(x);
+  CHECK(a.dtype() == kInt64);
+  CHECK(a.shape() == Shape{3});
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0});
+  CHECK(argmax(Tensor::of({0, 2, 1, 2})).item() == 1);  // the first of ties
+  CHECK(argmax(Tensor::of({1, 9, 3}).to(kFloat16)).item() == 1);
+}

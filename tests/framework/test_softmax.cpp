@@ -1,0 +1,109 @@
+// softmax and log_softmax: hand-computed values, stability for large logits,
+// any dim, and gradient checks.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_values;
+using Inputs = std::vector<Tensor>;
+
+// softmax([1, 2, 3]) = e^x / (e + e^2 + e^3) = e^x / 30.19287485057736
+TEST_CASE("softmax and log_softmax of [1, 2, 3] (hand-computed)") {
+  Tensor x = Tensor::of({1, 2, 3});
+  check_values(softmax(x), {0.09003057317038046, 0.24472847105479767, 0.6652409557748219});
+  // log_softmax = x - log(sum e^x) = x - 3.40760596444438
+  check_values(log_softmax(x), {-2.40760596444438, -1.40760596444438, -0.40760596444438});
+  // Shifting the logits changes nothing.
+  check_values(softmax(x + 100.0), {0.09003057317038046, 0.24472847105479767, 0.6652409557748219});
+}
+
+TEST_CASE("softmax rows sum to one, along the last dim or dim 0") {
+  Tensor x = Tensor::of({0, 0, 1, 2, 3, 4}, {2, 3});
+  Tensor y = softmax(x);  // dim -1
+  CHECK(y.shape() == Shape{2, 3});
+  // Row 0: [1, 1, e] / (2 + e); row 1: the [1, 2, 3] case.
+  const double e = std::exp(1.0);
+  check_values(y, {1 / (2 + e), 1 / (2 + e), e / (2 + e), 0.09003057317038046,
+                   0.24472847105479767, 0.6652409557748219});
+  check_values(sum(y, {1}), {1, 1});
+
+  Tensor z = softmax(x, 0);  // columns: [0, 2], [0, 3], [1, 4] -> each a 2-way softmax
+  const double s2 = 1 / (1 + std::exp(2.0)), s3 = 1 / (1 + std::exp(3.0));
+  check_values(z, {s2, s3, s3, 1 - s2, 1 - s3, 1 - s3});
+  check_values(sum(z, {0}), {1, 1, 1});
+
+  // A middle dim of a 3-D tensor.
+  Tensor w = Tensor::of({0, 1, 1, 0, 0, 0, 0, 0}, {2, 2, 2});
+  Tensor sw = softmax(w, 1);
+  const double a = 1 / (1 + e);  // softmax([0, 1]) = [a, 1 - a]
+  check_values(sw, {a, 1 - a, 1 - a, a, 0.5, 0.5, 0.5, 0.5});
+  const double la = std::log(a), lb = std::log(1 - a), lh = std::log(0.5);
+  check_values(log_softmax(w, 1), {la, lb, lb, la, lh, lh, lh, lh});
+}
+
+TEST_CASE("log_softmax is finite and correct for logits of 1e4") {
+  Tensor x = Tensor::of({1e4, 0, -1e4});
+  Tensor y = log_softmax(x);
+  for (float v : y.to_vector<float>()) CHECK(std::isfinite(v));
+  check_values(y, {0, -1e4, -2e4});
+  check_values(softmax(x), {1, 0, 0});
+
+  Tensor tie = log_softmax(Tensor::of({1e4, 1e4}));
+  check_values(tie, {-std::log(2.0), -std::log(2.0)});
+  check_values(softmax(Tensor::of({-1e4, -1e4, -1e4, -1e4})), {0.25, 0.25, 0.25, 0.25});
+
+  // The gradient is finite too: softmax(x) - one_hot for sum(-y[0]).
+  Tensor xg = Tensor::of({1e4, 0, -1e4}).requires_grad_();
+  (-log_softmax(xg)).slice(0, 1).sum().backward();
+  check_values(xg.grad(), {0, 0, 0}, 1e-6);
+  Tensor xh = Tensor::of({1e4, 1e4}).requires_grad_();
+  (-log_softmax(xh)).slice(0, 1).sum().backward();
+  check_values(xh.grad(), {-0.5, 0.5});
+}
+
+TEST_CASE("gradients of softmax and log_softmax") {
+  manual_seed(51);
+  Tensor x = Tensor::randn({3, 4});
+  CHECK_GRADCHECK([](const Inputs& in) { return softmax(in[0]); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return softmax(in[0], 0); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return log_softmax(in[0]); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return log_softmax(in[0], 0); }, {x});
+  Tensor y = Tensor::randn({2, 3, 2});
+  CHECK_GRADCHECK([](const Inputs& in) { return softmax(in[0], 1); }, {y});
+  CHECK_GRADCHECK([](const Inputs& in) { return log_softmax(in[0], 1); }, {y});
+}
+
+TEST_CASE("cross-entropy from log_softmax and gather has gradient softmax - one_hot") {
+  Tensor x = Tensor::of({1, 2, 3, 0, 0, 0}, {2, 3}).requires_grad_();
+  Tensor labels = Tensor::of_ints({2, 0});
+  Tensor loss = -mean(gather(log_softmax(x), labels));
+  // (-log 0.66524 - log(1/3)) / 2
+  CHECK(loss.item() == doctest::Approx((0.40760596444438 + std::log(3.0)) / 2).epsilon(1e-6));
+  loss.backward();
+  check_values(x.grad(), {0.09003057317038046 / 2, 0.24472847105479767 / 2,
+                          (0.6652409557748219 - 1) / 2, (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 6});
+}
+
+TEST_CASE("cross_entropy: the fused mean of -log_softmax at the labels") {
+  Tensor x = Tensor::of({1, 2, 3, 0, 0, 0}, {2, 3}).requires_grad_();
+  Tensor loss = cross_entropy(x, Tensor::of_ints({2, 0}));
+  CHECK(loss.dim() == 0);
+  CHECK(loss.item() == doctest::Approx((0.40760596444438 + std::log(3.0)) / 2).epsilon(1e-6));
+  loss.backward();
+  check_values(x.grad(), {0.09003057317038046 / 2, 0.24472847105479767 / 2,
+                          (0.6652409557748219 - 1) / 2, (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 6});
+
+  // Logits of 1e4: row 0 is certain (loss 0), row 1 is wrong by 2e4.
+  Tensor big = Tensor::of({1e4, 0, 1e4, -1e4}, {2, 2});
+  CHECK(cross_entropy(big, Tensor::of_ints({0, 1}, {}, kInt32)).item() ==
+        doctest::Approx(1e4).epsilon(1e-6));
+
+  manual_seed(52);
+  Tensor labels = Tensor::of_ints({3, 0, 1});
+  CHECK_GRADCHECK([labels](const Inputs& in) { return cross_entropy(in[0], labels); },
+                  {Tensor::randn({3, 4})});
+  CHECK_ERROR(cross_entropy(Tensor::zeros({2, 3}), Tensor::of_ints({0, 3})), "label 3 at row 1");
+}

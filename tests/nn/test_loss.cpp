@@ -1,0 +1,186 @@
+// Losses: hand-computed values for every reduction, stability, gradient checks
+// and errors; the fused cross_entropy op against the unfused composition.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <minidl/minidl.h>
+
+#include "gradcheck.h"
+
+using namespace minidl;
+using testing::gradcheck;
+
+namespace {
+
+void check_close(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
+  auto got = t.to_float_vector();
+  REQUIRE(got.size() == want.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
+  INFO("max difference " << max_diff);
+  CHECK(max_diff <= tol);
+}
+
+#define CHECK_GRADCHECK(expr)                     \
+  do {                                            \
+    auto res_ = (expr);                           \
+    INFO(res_.first_failure);                     \
+    INFO("max abs error " << res_.max_abs_error); \
+    CHECK(res_.ok);                               \
+  } while (0)
+
+// logits [[1, 2, 3], [1, 1, 1]], labels [2, 0]:
+//   l0 = log(e^1 + e^2 + e^3) - 3 = log(1 + e^-1 + e^-2) = 0.4076059644
+//   l1 = log(3 e^1) - 1 = log 3                          = 1.0986122887
+const double kL0 = std::log(1 + std::exp(-1.0) + std::exp(-2.0)), kL1 = std::log(3.0);
+Tensor logits_2x3() { return Tensor::of({1, 2, 3, 1, 1, 1}, {2, 3}); }
+
+}  // namespace
+
+TEST_CASE("reduction strings and enum") {
+  CHECK(nn::MSELoss().reduction() == nn::Reduction::Mean);
+  CHECK(nn::MSELoss("sum").reduction() == nn::Reduction::Sum);
+  CHECK(nn::MSELoss(nn::Reduction::None).reduction() == nn::Reduction::None);
+  CHECK(std::string(nn::reduction_name(nn::Reduction::Sum)) == "sum");
+  CHECK_THROWS_WITH_AS(nn::MSELoss("average"),
+                       doctest::Contains("unknown reduction 'average' (expected \"none\", \"mean\" or \"sum\")"),
+                       Error);
+  CHECK_THROWS_AS(nn::CrossEntropyLoss("Mean"), Error);
+}
+
+TEST_CASE("MSELoss by hand for none, mean and sum") {
+  Tensor pred = Tensor::of({1, 2, 3}), target = Tensor::of({1, 0, 0});
+  // squared errors [0, 4, 9]: mean 13/3, sum 13
+  check_close(nn::MSELoss("none")(pred, target), {0, 4, 9});
+  check_close(nn::MSELoss("mean")(pred, target), {13.0 / 3});
+  check_close(nn::MSELoss("sum")(pred, target), {13});
+  CHECK(nn::MSELoss()(pred, target).shape() == Shape{});
+  // d mean / d pred = 2 (pred - target) / 3 = [0, 4/3, 2]
+  Tensor p = pred.clone().requires_grad_();
+  nn::MSELoss()(p, target).backward();
+  check_close(p.grad(), {0, 4.0 / 3, 2});
+  for (const char* r : {"none", "mean", "sum"}) {
+    INFO(r);
+    nn::MSELoss loss{r};
+    Tensor a = Tensor::randn({3, 4}), b = Tensor::randn({3, 4});
+    CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], in[1]); }, {a, b}));
+  }
+  CHECK_THROWS_WITH_AS(nn::MSELoss()(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})),
+                       doctest::Contains("MSELoss: prediction [2, 3] and target [3, 2]"), Error);
+  CHECK_THROWS_AS(nn::MSELoss()(Tensor::zeros({2})), Error);  // losses take two inputs
+}
+
+TEST_CASE("CrossEntropyLoss equals a hand computation on a 2x3 example") {
+  Tensor labels = Tensor::of_ints({2, 0});
+  check_close(nn::CrossEntropyLoss("none")(logits_2x3(), labels), {kL0, kL1});
+  check_close(nn::CrossEntropyLoss()(logits_2x3(), labels), {(kL0 + kL1) / 2});  // 0.7531091266
+  check_close(nn::CrossEntropyLoss("sum")(logits_2x3(), labels), {kL0 + kL1});   // 1.5062182531
+  // int32 labels give the same values
+  check_close(nn::CrossEntropyLoss()(logits_2x3(), Tensor::of_ints({2, 0}, {}, kInt32)),
+              {(kL0 + kL1) / 2});
+
+  // d mean / d logits = (softmax - onehot) / N:
+  //   row 0: softmax = [e^-2, e^-1, 1] / (1 + e^-1 + e^-2) = [.0900306, .2447285, .6652410]
+  //   row 1: softmax = [1/3, 1/3, 1/3]
+  const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
+  Tensor x = logits_2x3().requires_grad_();
+  nn::CrossEntropyLoss()(x, labels).backward();
+  check_close(x.grad(), {std::exp(-2.0) / z / 2, std::exp(-1.0) / z / 2, (1 / z - 1) / 2,
+                         (1.0 / 3 - 1) / 2, 1.0 / 6, 1.0 / 6});
+}
+
+TEST_CASE("CrossEntropyLoss with one-hot and probability targets") {
+  Tensor onehot = Tensor::of({0, 0, 1, 1, 0, 0}, {2, 3});
+  check_close(nn::CrossEntropyLoss("none")(logits_2x3(), onehot), {kL0, kL1});
+  check_close(nn::CrossEntropyLoss()(logits_2x3(), onehot), {(kL0 + kL1) / 2});
+  // probabilities: l_i = lse_i - sum_c t_ic x_ic
+  //   row 0: (3 + kL0) - (0.2*1 + 0.3*2 + 0.5*3) = 3.4076059644 - 2.3 = 1.1076059644
+  //   row 1: (1 + kL1) - (0.5*1 + 0.5*1 + 0*1)   = log 3                = 1.0986122887
+  Tensor probs = Tensor::of({0.2f, 0.3f, 0.5f, 0.5f, 0.5f, 0.f}, {2, 3});
+  check_close(nn::CrossEntropyLoss("none")(logits_2x3(), probs), {3 + kL0 - 2.3, kL1});
+  check_close(nn::CrossEntropyLoss("sum")(logits_2x3(), probs), {3 + kL0 - 2.3 + kL1});
+  CHECK_GRADCHECK(gradcheck(
+      [&](const std::vector<Tensor>& in) { return nn::CrossEntropyLoss("none")(in[0], probs); },
+      {Tensor::randn({2, 3})}));
+}
+
+TEST_CASE("CrossEntropyLoss is stable for logits of 1e4") {
+  // row 0: [1e4, 0, -1e4], label 0 -> log(1 + e^-1e4 + e^-2e4) = 0
+  // row 1: [1e4, 1e4, 0], label 2  -> 1e4 + log 2 - 0 = 10000.6931
+  Tensor x = Tensor::of({1e4f, 0.f, -1e4f, 1e4f, 1e4f, 0.f}, {2, 3}).requires_grad_();
+  Tensor labels = Tensor::of_ints({0, 2});
+  Tensor none = nn::CrossEntropyLoss("none")(x, labels);
+  check_close(none, {0, 1e4 + std::log(2.0)}, 2e-3);
+  Tensor mean = nn::CrossEntropyLoss()(x, labels);
+  CHECK(std::isfinite(mean.item()));
+  CHECK(mean.item() == doctest::Approx((1e4 + std::log(2.0)) / 2).epsilon(1e-6));
+  mean.backward();
+  // grad row 0: (softmax - onehot) / 2 = [0, 0, 0]; row 1: [1/4, 1/4, -1/2]
+  check_close(x.grad(), {0, 0, 0, 0.25, 0.25, -0.5});
+  Tensor onehot = Tensor::of({1, 0, 0, 0, 0, 1}, {2, 3});
+  check_close(nn::CrossEntropyLoss("none")(x, onehot), {0, 1e4 + std::log(2.0)}, 2e-3);
+}
+
+TEST_CASE("CrossEntropyLoss gradients match finite differences for every reduction") {
+  manual_seed(21);
+  Tensor x = Tensor::randn({4, 5}, 0, 2);
+  Tensor labels = Tensor::of_ints({0, 4, 2, 2});
+  for (const char* r : {"none", "mean", "sum"}) {
+    INFO(r);
+    nn::CrossEntropyLoss loss{r};
+    CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], labels); }, {x}));
+  }
+}
+
+TEST_CASE("fused cross_entropy equals the log_softmax + gather composition") {
+  manual_seed(22);
+  Tensor x = Tensor::randn({16, 10}, 0, 3);
+  Tensor labels = Tensor::randint(0, 10, {16});
+  Tensor a = x.clone().detach().requires_grad_(), b = x.clone().detach().requires_grad_();
+  Tensor fused = cross_entropy(a, labels);
+  Tensor composed = mean(neg(gather(log_softmax(b, 1), labels)));
+  CHECK(fused.item() == doctest::Approx(composed.item()).epsilon(1e-6));
+  fused.backward();
+  composed.backward();
+  auto ga = a.grad().to_float_vector(), gb = b.grad().to_float_vector();
+  double max_diff = 0;
+  for (size_t i = 0; i < ga.size(); ++i) max_diff = std::max(max_diff, double(std::abs(ga[i] - gb[i])));
+  INFO("max gradient difference " << max_diff);
+  CHECK(max_diff < 1e-6);
+  // without grad mode it builds no graph
+  {
+    NoGradGuard ng;
+    CHECK(!cross_entropy(a, labels).requires_grad());
+  }
+}
+
+TEST_CASE("CrossEntropyLoss errors name the shapes and the bad label") {
+  nn::CrossEntropyLoss ce;
+  CHECK_THROWS_WITH_AS(ce(Tensor::zeros({3}), Tensor::of_ints({0})),
+                       doctest::Contains("expected logits [N, C], got [3]"), Error);
+  CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::of_ints({0, 1, 2})),
+                       doctest::Contains("logits [2, 3] and labels [3]: expected labels [2]"), Error);
+  CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::of_ints({0, 3})),
+                       doctest::Contains("label 3 at row 1 out of range [0, 3)"), Error);
+  CHECK_THROWS_WITH_AS(nn::CrossEntropyLoss("none")(Tensor::zeros({2, 3}), Tensor::of_ints({-1, 0})),
+                       doctest::Contains("label -1 at row 0"), Error);
+  CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::zeros({2, 4})),
+                       doctest::Contains("float targets [2, 4]"), Error);
+}
+
+TEST_CASE("SoftmaxCrossEntropyWithLogits follows MindSpore's sparse flag") {
+  Tensor labels = Tensor::of_ints({2, 0}), onehot = Tensor::of({0, 0, 1, 1, 0, 0}, {2, 3});
+  nn::SoftmaxCrossEntropyWithLogits dense_labels;  // sparse = false, reduction "none"
+  CHECK(dense_labels.reduction() == nn::Reduction::None);
+  check_close(dense_labels(logits_2x3(), onehot), {kL0, kL1});
+  nn::SoftmaxCrossEntropyWithLogits sparse{true, "mean"};
+  check_close(sparse(logits_2x3(), labels), {(kL0 + kL1) / 2});
+  CHECK_THROWS_WITH_AS(sparse(logits_2x3(), onehot),
+                       doctest::Contains("sparse=true): expected int32/int64 labels [N], got float32 [2, 3]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(dense_labels(logits_2x3(), labels),
+                       doctest::Contains("sparse=false): expected float labels [N, C], got int64 [2]"),
+                       Error);
+  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return sparse(in[0], labels); },
+                            {Tensor::randn({2, 3})}));
+}

@@ -1,0 +1,59 @@
+// Learning-rate schedules: values at several epochs from PyTorch's formulas.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <minidl/minidl.h>
+#include <stdexcept>
+
+using namespace minidl;
+
+TEST_CASE("StepLR multiplies by gamma every step_size epochs") {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  optim::SGD sgd({p}, 0.1);
+  optim::StepLR sched(sgd, /*step_size=*/3, /*gamma=*/0.5);
+  // epochs 0-2: 0.1; 3-5: 0.05; 6-8: 0.025; 9: 0.0125
+  const std::vector<double> want{0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.0125};
+  for (size_t epoch = 0; epoch < want.size(); ++epoch) {
+    INFO("epoch " << epoch);
+    CHECK(sched.last_epoch() == int64_t(epoch));
+    CHECK(sgd.lr() == doctest::Approx(want[epoch]).epsilon(1e-12));
+    CHECK(sched.get_last_lr() == sgd.lr());
+    sched.step();
+  }
+  CHECK(sched.base_lr() == 0.1);
+  CHECK_THROWS_AS(optim::StepLR(sgd, 0), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(optim::StepLR(sgd, 2, -0.5), "StepLR: invalid gamma -0.5 (expected > 0)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("CosineAnnealingLR follows eta_min + (base - eta_min) (1 + cos(pi t / T)) / 2") {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  optim::Momentum opt({p}, 0.1, 0.9);
+  optim::CosineAnnealingLR sched(opt, /*T_max=*/10, /*eta_min=*/0.001);
+  // t = 0: 0.1; t = 2: 0.001 + 0.099 (1 + cos 0.2pi) / 2 = 0.001 + 0.099 * 0.9045085 = 0.0905463
+  // t = 5: 0.001 + 0.099 / 2 = 0.0505; t = 10: eta_min 0.001;
+  // t = 15: back up to 0.0505; t = 20: back to 0.1 (the cosine continues)
+  std::map<int, double> want{{0, 0.1}, {2, 0.0905463}, {5, 0.0505}, {10, 0.001}, {15, 0.0505}, {20, 0.1}};
+  for (int t = 0; t <= 20; ++t) {
+    if (want.count(t)) {
+      INFO("epoch " << t);
+      CHECK(opt.lr() == doctest::Approx(want[t]).epsilon(1e-6));
+    }
+    sched.step();
+  }
+  CHECK_THROWS_AS(optim::CosineAnnealingLR(opt, 0), std::invalid_argument);
+  CHECK_THROWS_AS(optim::CosineAnnealingLR(opt, 5, -1), std::invalid_argument);
+}
+
+TEST_CASE("a schedule's rate is what the optimizer steps with") {
+  Tensor p = Tensor::of({1}).requires_grad_();
+  optim::SGD sgd({p}, 1.0);
+  optim::StepLR sched(sgd, 1, 0.5);
+  for (int epoch = 0; epoch < 3; ++epoch) {  // steps of 1, 0.5, 0.25 with g = 1
+    p.set_grad(Tensor::of({1}));
+    sgd.step();
+    sched.step();
+  }
+  CHECK(p.item() == doctest::Approx(1 - 1.75));
+}

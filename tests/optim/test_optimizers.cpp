@@ -1,0 +1,267 @@
+// Optimizers: two or three steps against hand arithmetic (PyTorch's rules),
+// skipping of parameters without a gradient, and constructor validation.
+//
+// Every hand case starts from p = [1, -2] and feeds the gradients
+//   step 1: g = [0.5, 1],  step 2: g = [-1, 2],  step 3: g = [0.25, 0]
+// through set_grad(), so the arithmetic in the comments is all there is.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <minidl/minidl.h>
+#include <stdexcept>
+
+using namespace minidl;
+
+namespace {
+
+const std::vector<std::vector<float>> kGrads{{0.5f, 1.f}, {-1.f, 2.f}, {0.25f, 0.f}};
+
+Tensor fresh_param() { return Tensor::of({1, -2}).requires_grad_(); }
+
+void step_with(optim::Optimizer& opt, Tensor& p, const std::vector<float>& g) {
+  p.set_grad(Tensor::from_vector(g));
+  opt.step();
+}
+
+void check_close(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
+  auto got = t.to_float_vector();
+  REQUIRE(got.size() == want.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
+  INFO("got " << t << ", max difference " << max_diff);
+  CHECK(max_diff <= tol);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return std::string("invalid_argument: ") + e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("SGD: p -= lr * g, with and without weight decay") {
+  Tensor p = fresh_param();
+  optim::SGD sgd({p}, /*lr=*/0.1);
+  step_with(sgd, p, kGrads[0]);  // [1 - 0.05, -2 - 0.1]
+  check_close(p, {0.95, -2.1});
+  step_with(sgd, p, kGrads[1]);  // [0.95 + 0.1, -2.1 - 0.2]
+  check_close(p, {1.05, -2.3});
+
+  Tensor q = fresh_param();
+  optim::SGD decay({q}, /*lr=*/0.1, /*weight_decay=*/0.1);
+  // d = g + 0.1 p = [0.5 + 0.1, 1 - 0.2] = [0.6, 0.8]; p = [1 - 0.06, -2 - 0.08]
+  step_with(decay, q, kGrads[0]);
+  check_close(q, {0.94, -2.08});
+  // d = [-1 + 0.094, 2 - 0.208] = [-0.906, 1.792]; p = [0.94 + 0.0906, -2.08 - 0.1792]
+  step_with(decay, q, kGrads[1]);
+  check_close(q, {1.0306, -2.2592});
+}
+
+TEST_CASE("Momentum: buf = g first, then momentum * buf + g; p -= lr * buf") {
+  Tensor p = fresh_param();
+  optim::Momentum opt({p}, /*lr=*/0.1, /*momentum=*/0.9);
+  step_with(opt, p, kGrads[0]);  // buf = [0.5, 1]; p = [0.95, -2.1]
+  check_close(p, {0.95, -2.1});
+  check_close(opt.momentum_buffer(0), {0.5, 1});
+  // buf = 0.9 [0.5, 1] + [-1, 2] = [-0.55, 2.9]; p = [0.95 + 0.055, -2.1 - 0.29]
+  step_with(opt, p, kGrads[1]);
+  check_close(p, {1.005, -2.39});
+  // buf = 0.9 [-0.55, 2.9] + [0.25, 0] = [-0.245, 2.61]; p = [1.005 + 0.0245, -2.39 - 0.261]
+  step_with(opt, p, kGrads[2]);
+  check_close(p, {1.0295, -2.651});
+  check_close(opt.momentum_buffer(0), {-0.245, 2.61});
+}
+
+TEST_CASE("Momentum with Nesterov: p -= lr * (g + momentum * buf)") {
+  Tensor p = fresh_param();
+  optim::Momentum opt({p}, /*lr=*/0.1, /*momentum=*/0.9, {.nesterov = true});
+  // buf = [0.5, 1]; d = [0.5 + 0.45, 1 + 0.9] = [0.95, 1.9]; p = [1 - 0.095, -2 - 0.19]
+  step_with(opt, p, kGrads[0]);
+  check_close(p, {0.905, -2.19});
+  // buf = [-0.55, 2.9]; d = [-1 - 0.495, 2 + 2.61] = [-1.495, 4.61]; p = [0.905 + 0.1495, -2.19 - 0.461]
+  step_with(opt, p, kGrads[1]);
+  check_close(p, {1.0545, -2.651});
+}
+
+TEST_CASE("Momentum with weight decay and with dampening") {
+  Tensor p = fresh_param();
+  optim::Momentum decay({p}, /*lr=*/0.1, /*momentum=*/0.9, {.weight_decay = 0.1});
+  // d = g + 0.1 p = [0.6, 0.8] = buf; p = [0.94, -2.08]
+  step_with(decay, p, kGrads[0]);
+  check_close(p, {0.94, -2.08});
+  // d = [-1 + 0.094, 2 - 0.208] = [-0.906, 1.792]; buf = 0.9 [0.6, 0.8] + d = [-0.366, 2.512]
+  // p = [0.94 + 0.0366, -2.08 - 0.2512]
+  step_with(decay, p, kGrads[1]);
+  check_close(p, {0.9766, -2.3312});
+
+  Tensor q = fresh_param();
+  optim::Momentum damp({q}, /*lr=*/0.1, /*momentum=*/0.9, {.dampening = 0.5});
+  step_with(damp, q, kGrads[0]);  // the first buffer is g itself, undamped: p = [0.95, -2.1]
+  check_close(q, {0.95, -2.1});
+  // buf = 0.9 [0.5, 1] + 0.5 [-1, 2] = [-0.05, 1.9]; p = [0.95 + 0.005, -2.1 - 0.19]
+  step_with(damp, q, kGrads[1]);
+  check_close(q, {0.955, -2.29});
+
+  Tensor r = fresh_param();
+  optim::Momentum none({r}, /*lr=*/0.1, /*momentum=*/0);  // momentum 0 is plain SGD
+  step_with(none, r, kGrads[0]);
+  step_with(none, r, kGrads[1]);
+  check_close(r, {1.05, -2.3});
+  CHECK(!none.momentum_buffer(0).defined());
+}
+
+TEST_CASE("Adam with bias correction, three steps") {
+  Tensor p = fresh_param();
+  optim::Adam adam({p}, /*lr=*/0.1);
+  // t = 1: m = 0.1 g = [0.05, 0.1], v = 0.001 g^2 = [0.00025, 0.001]
+  // m^ = m / (1 - 0.9) = [0.5, 1], v^ = v / (1 - 0.999) = [0.25, 1]
+  // p -= 0.1 m^ / (sqrt(v^) + 1e-8) = 0.1 [1, 1]  ->  [0.9, -2.1]
+  // (without bias correction the step would be 0.1 * 0.05 / 0.0158 = 0.316)
+  step_with(adam, p, kGrads[0]);
+  check_close(p, {0.9, -2.1});
+  check_close(adam.exp_avg(0), {0.05, 0.1}, 1e-7);
+  check_close(adam.exp_avg_sq(0), {0.00025, 0.001}, 1e-9);
+  CHECK(adam.step_count(0) == 1);
+  // t = 2: m = 0.9 [0.05, 0.1] + 0.1 [-1, 2] = [-0.055, 0.29]
+  //        v = 0.999 [0.00025, 0.001] + 0.001 [1, 4] = [0.00124975, 0.004999]
+  //        m^ = m / 0.19 = [-0.2894737, 1.5263158], v^ = v / 0.001999 = [0.6251876, 2.5007504]
+  //        p -= 0.1 m^ / sqrt(v^) = 0.1 [-0.3661035, 0.9651820]  ->  [0.9366104, -2.1965182]
+  step_with(adam, p, kGrads[1]);
+  check_close(p, {0.9366104, -2.1965182});
+  // t = 3: m = 0.9 [-0.055, 0.29] + 0.1 [0.25, 0] = [-0.0245, 0.261]
+  //        v = 0.999 v + 0.001 [0.0625, 0] = [0.0013110003, 0.004994001]
+  //        m^ = m / 0.271 = [-0.0904059, 0.9630996], v^ = v / 0.002997001 = [0.4374374, 1.6663334]
+  //        p -= 0.1 m^ / sqrt(v^) = 0.1 [-0.1366907, 0.7460874]  ->  [0.9502794, -2.2711271]
+  step_with(adam, p, kGrads[2]);
+  check_close(p, {0.9502794, -2.2711271});
+  CHECK(adam.step_count(0) == 3);
+}
+
+TEST_CASE("Adam's weight decay is L2 added to the gradient") {
+  Tensor p = fresh_param();
+  optim::Adam adam({p}, /*lr=*/0.1, 0.9, 0.999, 1e-8, /*weight_decay=*/0.1);
+  // t = 1: g' = g + 0.1 p = [0.6, 0.8]; the first step is lr * sign(g') -> [0.9, -2.1]
+  step_with(adam, p, kGrads[0]);
+  check_close(p, {0.9, -2.1});
+  // t = 2: g' = [-1 + 0.09, 2 - 0.21] = [-0.91, 1.79]
+  //        m = 0.9 [0.06, 0.08] + 0.1 g' = [-0.037, 0.251]
+  //        v = 0.999 [0.00036, 0.00064] + 0.001 [0.8281, 3.2041] = [0.00118774, 0.00384346]
+  //        m^ = m / 0.19 = [-0.1947368, 1.3210526], v^ = v / 0.001999 = [0.5941671, 1.9226914]
+  //        p -= 0.1 m^ / sqrt(v^) = 0.1 [-0.2526352, 0.9527201]  ->  [0.9252635, -2.1952720]
+  step_with(adam, p, kGrads[1]);
+  check_close(p, {0.9252635, -2.1952720});
+}
+
+TEST_CASE("AdamW decays the weights directly, default weight_decay 1e-2") {
+  Tensor p = fresh_param();
+  optim::AdamW adamw({p}, /*lr=*/0.1, 0.9, 0.999, 1e-8, /*weight_decay=*/0.1);
+  // t = 1: p *= 1 - 0.1 * 0.1 -> [0.99, -1.98]; then the Adam step 0.1 [1, 1] -> [0.89, -2.08]
+  step_with(adamw, p, kGrads[0]);
+  check_close(p, {0.89, -2.08});
+  // t = 2: p *= 0.99 -> [0.8811, -2.0592]; the Adam step is plain Adam's t = 2 step
+  //        0.1 [-0.3661035, 0.9651820] -> [0.9177104, -2.1557182]
+  step_with(adamw, p, kGrads[1]);
+  check_close(p, {0.9177104, -2.1557182});
+  CHECK(optim::AdamW({fresh_param()}).weight_decay() == 1e-2);
+  CHECK(optim::Adam({fresh_param()}).weight_decay() == 0);
+}
+
+TEST_CASE("step() skips parameters without a gradient; their state starts later") {
+  Tensor a = fresh_param(), b = fresh_param();
+  optim::Adam adam({a, b}, /*lr=*/0.1);
+  a.set_grad(Tensor::of({0.5, 1}));
+  adam.step();  // b has no gradient
+  check_close(a, {0.9, -2.1});
+  check_close(b, {1, -2});
+  CHECK(adam.step_count(1) == 0);
+  CHECK(!adam.exp_avg(1).defined());
+  b.set_grad(Tensor::of({-3, 3}));
+  a.zero_grad();
+  adam.step();  // b's first step (bias-corrected): lr * sign(g)
+  check_close(b, {1.1, -2.1});
+  check_close(a, {0.9, -2.1});
+  CHECK(adam.step_count(0) == 1);
+  CHECK(adam.step_count(1) == 1);
+
+  Tensor c = fresh_param(), d = fresh_param();
+  optim::Momentum mom({c, d}, 0.1, 0.9);
+  c.set_grad(Tensor::of({1, 1}));
+  mom.step();
+  CHECK(!mom.momentum_buffer(1).defined());
+  check_close(d, {1, -2});
+  optim::SGD sgd({c, d}, 0.1);
+  sgd.step();
+  check_close(d, {1, -2});
+  sgd.zero_grad();
+  CHECK(!c.grad().defined());
+}
+
+TEST_CASE("lr() and set_lr() change the step size") {
+  Tensor p = fresh_param();
+  optim::SGD sgd({p}, 0.1);
+  CHECK(sgd.lr() == 0.1);
+  sgd.set_lr(0.5);
+  CHECK(sgd.lr() == 0.5);
+  step_with(sgd, p, kGrads[0]);  // [1 - 0.25, -2 - 0.5]
+  check_close(p, {0.75, -2.5});
+  CHECK_THROWS_AS(sgd.set_lr(-1), std::invalid_argument);
+  CHECK(sgd.lr() == 0.5);
+}
+
+TEST_CASE("an SGD step on a real graph is p - lr * dloss/dp") {
+  manual_seed(13);
+  nn::Dense fc{3, 2};
+  nn::MSELoss mse;
+  Tensor x = Tensor::randn({4, 3}), y = Tensor::randn({4, 2});
+  optim::SGD sgd(fc.trainable_params(), 0.05);
+  mse(fc(x), y).backward();
+  auto w = fc.weight.to_float_vector(), gw = fc.weight.grad().to_float_vector();
+  sgd.step();
+  auto w2 = fc.weight.to_float_vector();
+  for (size_t i = 0; i < w.size(); ++i) CHECK(w2[i] == doctest::Approx(w[i] - 0.05f * gw[i]));
+  CHECK(fc.weight.requires_grad());  // still a trainable leaf
+  CHECK(fc.weight.is_leaf());
+}
+
+TEST_CASE("constructors reject bad hyperparameters, naming the value") {
+  auto params = [] { return std::vector<Tensor>{fresh_param()}; };
+  CHECK(error_of([&] { optim::SGD(params(), -0.1); }) ==
+        "invalid_argument: SGD: invalid learning rate -0.1 (expected lr >= 0)");
+  CHECK(error_of([&] { optim::SGD(params(), 0.1, -1e-4); }) ==
+        "invalid_argument: SGD: invalid weight_decay -0.0001 (expected weight_decay >= 0)");
+  CHECK(error_of([&] { optim::Momentum(params(), 0.1, -0.5); }) ==
+        "invalid_argument: Momentum: invalid momentum -0.5 (expected momentum >= 0)");
+  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0, {.nesterov = true}); })
+            .find("nesterov needs momentum > 0 and dampening 0") != std::string::npos);
+  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0.9, {.nesterov = true, .dampening = 0.1}); })
+            .find("nesterov needs") != std::string::npos);
+  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0.9, {.weight_decay = -1}); })
+            .find("invalid weight_decay -1") != std::string::npos);
+  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0.9, {.dampening = 2}); })
+            .find("invalid dampening 2") != std::string::npos);
+  CHECK(error_of([&] { optim::Adam(params(), 0.1, 1.0); }) ==
+        "invalid_argument: Adam: invalid beta1 1 (expected 0 <= beta1 < 1)");
+  CHECK(error_of([&] { optim::Adam(params(), 0.1, 0.9, -0.1); }) ==
+        "invalid_argument: Adam: invalid beta2 -0.1 (expected 0 <= beta2 < 1)");
+  CHECK(error_of([&] { optim::Adam(params(), 0.1, 0.9, 0.999, 0); }) ==
+        "invalid_argument: Adam: invalid eps 0 (expected eps > 0)");
+  CHECK(error_of([&] { optim::AdamW(params(), 0.1, 0.9, 0.999, 1e-8, -0.01); }) ==
+        "invalid_argument: AdamW: invalid weight_decay -0.01 (expected weight_decay >= 0)");
+  CHECK(error_of([&] { optim::Adam(params(), -1e-3); }).find("Adam: invalid learning rate -0.001") !=
+        std::string::npos);
+  CHECK(error_of([&] { optim::SGD(params(), std::nan("")); }).find("invalid learning rate nan") !=
+        std::string::npos);
+  // parameters: float32, defined, listed once
+  CHECK_THROWS_WITH_AS(optim::SGD({Tensor::zeros({2}, kFloat16)}, 0.1),
+                       doctest::Contains("SGD: parameter 0 [2] has dtype float16"), Error);
+  Tensor p = fresh_param();
+  CHECK_THROWS_WITH_AS(optim::Adam({p, p}), doctest::Contains("parameter 1 [2] appears more than once"),
+                       Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({Tensor()}, 0.1), doctest::Contains("parameter 0 is undefined"), Error);
+}
