@@ -1,16 +1,21 @@
-// Bus bandwidth of DistributedGradReducer::reduce_grads against a raw
-// MPI_Allreduce of the same number of float32 bytes, on LeNet-5 and MLP
-// gradient sets. Run under mpirun:
+// Bus bandwidth of DistributedGradReducer::reduce_grads against raw MPI on the
+// same number of float32 bytes, for LeNet-5 and MLP gradient sets. Run under
+// mpirun:
 //
-//   mpirun -np 2 build/bin/bench_allreduce [--reps 200]
+//   mpirun -np 2 build/bin/bench_allreduce [--reps 300]
 //
-// busbw = 2 (n - 1) / n * bytes / time (nccl-tests' convention for allreduce),
-// time = the median over repetitions of the slowest rank's time; every
-// repetition starts after a barrier.
+// Per case, one line: the reducer (fused: one 25 MiB bucket; per-tensor: one
+// allreduce per gradient), raw MPI_Allreduce (blocking) and raw
+// MPI_Iallreduce + MPI_Wait (the non-blocking call the reducer makes), as
+// busbw = 2 (n - 1) / n * bytes / time in GB/s (nccl-tests' convention), and
+// the ratio reducer / MPI_Allreduce. time = the median over repetitions of the
+// slowest rank's time. The variants take turns within each repetition, after a
+// barrier each, so load from other processes falls on all of them alike.
 #define OMPI_SKIP_MPICXX 1  // the C API only (Open MPI's C++ bindings need their own library)
 #include <mpi.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,23 +32,30 @@ struct GradSet {
 };
 
 const std::vector<GradSet> kSets = {
-    {"lenet", {{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {120, 400}, {120}, {84, 120}, {84}, {10, 84}, {10}}},
+    {"lenet",
+     {{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {120, 400}, {120}, {84, 120}, {84}, {10, 84}, {10}}},
     {"mlp", {{512, 784}, {512}, {512, 512}, {512}, {10, 512}, {10}}},
 };
 
-// Median over reps of the slowest rank's seconds for body().
-template <class Body>
-double median_max_seconds(int reps, Body body) {
-  for (int i = 0; i < 5; ++i) body();
-  std::vector<double> times(reps);
-  for (int i = 0; i < reps; ++i) {
-    parallel::barrier();
-    auto t0 = bench::Clock::now();
-    body();
-    times[i] = bench::seconds_since(t0);
-  }
+// Medians over reps of the slowest rank's seconds, one per body; the bodies
+// take turns within each repetition.
+std::vector<double> median_max_seconds(int reps, const std::vector<std::function<void()>>& bodies) {
+  const size_t k = bodies.size();
+  for (int i = 0; i < 5; ++i)
+    for (const auto& body : bodies) body();
+  std::vector<double> times(k * reps);
+  for (int i = 0; i < reps; ++i)
+    for (size_t b = 0; b < k; ++b) {
+      parallel::barrier();
+      auto t0 = bench::Clock::now();
+      bodies[b]();
+      times[b * reps + i] = bench::seconds_since(t0);
+    }
   parallel::world().allreduce(times.data(), times.size(), parallel::ReduceOp::Max);
-  return bench::median(times);
+  std::vector<double> medians;
+  for (size_t b = 0; b < k; ++b)
+    medians.push_back(bench::median({times.begin() + b * reps, times.begin() + (b + 1) * reps}));
+  return medians;
 }
 
 int main(int argc, char** argv) {
@@ -51,12 +63,12 @@ int main(int argc, char** argv) {
   const int reps = static_cast<int>(flags.integer("reps"));
   parallel::init();
   const int n = parallel::world_size(), rank = parallel::rank();
-  const double bus_factor = 2.0 * (n - 1) / n;
   if (rank == 0) {
     bench::print_load_note();
     std::printf("# %d ranks, %d repetitions, median of the slowest rank; busbw in GB/s\n", n, reps);
-    std::printf("%-6s %-10s %7s %9s %12s %12s %9s %9s %7s\n", "set", "buckets", "tensors", "bytes",
-                "reducer_us", "raw_us", "reducer", "raw", "ratio");
+    std::printf("%-6s %-10s %7s %9s %10s %10s %10s %9s %9s %9s %7s\n", "set", "reducer", "tensors",
+                "bytes", "reducer_us", "allred_us", "iallred_us", "reducer", "allred", "iallred",
+                "ratio");
   }
   manual_seed(rank);
   for (const GradSet& set : kSets) {
@@ -68,19 +80,28 @@ int main(int argc, char** argv) {
       count += static_cast<size_t>(params.back().numel());
     }
     std::vector<float> raw(count, 1.0f);
+    const int icount = static_cast<int>(count);
     const double bytes = static_cast<double>(count * sizeof(float));
-    double raw_s = median_max_seconds(reps, [&] {
-      MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
-    });
+    auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
     for (size_t bucket_bytes : {parallel::kDefaultBucketBytes, size_t{0}}) {
       parallel::DistributedGradReducer reducer(params, /*mean=*/true, std::nullopt, bucket_bytes);
-      double red_s = median_max_seconds(reps, [&] { reducer.reduce_grads(); });
-      double red_bw = bus_factor * bytes / red_s / 1e9, raw_bw = bus_factor * bytes / raw_s / 1e9;
+      std::vector<double> t =
+          median_max_seconds(reps, {[&] { reducer.reduce_grads(); },
+                                    [&] {
+                                      MPI_Allreduce(MPI_IN_PLACE, raw.data(), icount, MPI_FLOAT,
+                                                    MPI_SUM, MPI_COMM_WORLD);
+                                    },
+                                    [&] {
+                                      MPI_Request request;
+                                      MPI_Iallreduce(MPI_IN_PLACE, raw.data(), icount, MPI_FLOAT,
+                                                     MPI_SUM, MPI_COMM_WORLD, &request);
+                                      MPI_Wait(&request, MPI_STATUS_IGNORE);
+                                    }});
       if (rank == 0)
-        std::printf("%-6s %-10s %7zu %9.0f %12.1f %12.1f %9.3f %9.3f %7.2f\n", set.name,
-                    bucket_bytes ? "fused" : "per-tensor", params.size(), bytes, red_s * 1e6,
-                    raw_s * 1e6, red_bw, raw_bw, n > 1 ? red_bw / raw_bw : 0.0);
+        std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %10.1f %9.3f %9.3f %9.3f %7.2f\n",
+                    set.name, bucket_bytes ? "fused" : "per-tensor", params.size(), bytes,
+                    t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, busbw(t[0]), busbw(t[1]), busbw(t[2]),
+                    n > 1 ? t[1] / t[0] : 0.0);
     }
   }
 }

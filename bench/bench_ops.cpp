@@ -63,7 +63,7 @@ void run_cases(double min_time, Emit emit) {
 
 // Runs the twin and reads its `name value` lines; '#' lines are kept as notes.
 // Returns false (and no figures) when it cannot be run or fails.
-bool run_twin(const std::string& command, std::map<std::string, double>& figures,
+bool run_twin(const std::string& command, std::vector<std::pair<std::string, double>>& figures,
               std::vector<std::string>& notes) {
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return false;
@@ -76,7 +76,7 @@ bool run_twin(const std::string& command, std::map<std::string, double>& figures
     if (!text.empty() && text[0] == '#')
       notes.push_back(text);
     else if (std::sscanf(text.c_str(), "%255s %lf", name, &value) == 2)
-      figures[name] = value;
+      figures.emplace_back(name, value);
   }
   return pclose(pipe) == 0;
 }
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
                                 shell_quote(twin.string()) + " --threads " +
                                 std::to_string(threads) + " --min-time " + flags.str("min-time");
-    std::map<std::string, double> figures;
+    std::vector<std::pair<std::string, double>> figures;
     std::vector<std::string> notes;
     if (!run_twin(command, figures, notes)) {
       std::printf("# the libtorch twin failed: %s\n", command.c_str());

@@ -31,7 +31,8 @@ struct TrainingWrapper : nn::Cell {
   optim::Optimizer& optimizer;
   parallel::DistributedGradReducer grad_reducer;
   TrainingWrapper(nn::Cell& net, optim::Optimizer& opt)
-      : network(net), optimizer(opt),
+      : network(net),
+        optimizer(opt),
         grad_reducer(opt.parameters(), /*mean=*/true, /*degree=*/parallel::world_size()) {}
   Tensor forward(const Tensor& data, const Tensor& label) override {
     Tensor loss = network(data, label);
@@ -62,5 +63,6 @@ int main() {
   Tensor inputs = Tensor::ones({size, in_features});
   Tensor label = Tensor::zeros({size, out_features});
   Tensor out = train_cell(inputs, label);
-  if (parallel::rank() == 0) std::printf("%s\n", python_repr(static_cast<float>(out.item())).c_str());
+  if (parallel::rank() == 0)
+    std::printf("%s\n", python_repr(static_cast<float>(out.item())).c_str());
 }

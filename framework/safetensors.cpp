@@ -38,8 +38,8 @@ Tensor& TensorDict::at(const std::string& name) {
     std::string some;
     for (size_t i = 0; i < items_.size() && i < 8; ++i) some += (i ? ", " : "") + items_[i].first;
     if (items_.size() > 8) some += ", ...";
-    throw Error(cat("TensorDict: no tensor named '", name, "' (", items_.size(), " names: ",
-                    some.empty() ? "none" : some, ")"));
+    throw Error(cat("TensorDict: no tensor named '", name, "' (", items_.size(),
+                    " names: ", some.empty() ? "none" : some, ")"));
   }
   return items_[it->second].second;
 }
@@ -61,10 +61,14 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the Python package's limit
 
 const char* st_dtype(DType t) {
   switch (t) {
-    case kFloat32: return "F32";
-    case kFloat16: return "F16";
-    case kInt32: return "I32";
-    case kInt64: return "I64";
+    case kFloat32:
+      return "F32";
+    case kFloat16:
+      return "F16";
+    case kInt32:
+      return "I32";
+    case kInt64:
+      return "I64";
   }
   return "?";
 }
@@ -111,7 +115,8 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
   bool ok;
   {
     File f(raw);
-    ok = std::fwrite(len, 1, 8, raw) == 8 && std::fwrite(text.data(), 1, text.size(), raw) == text.size();
+    ok = std::fwrite(len, 1, 8, raw) == 8 &&
+         std::fwrite(text.data(), 1, text.size(), raw) == text.size();
     for (const auto& item : tensors) {
       const Tensor& t = item.second;
       if (ok && t.nbytes()) ok = std::fwrite(t.raw_data(), 1, t.nbytes(), raw) == t.nbytes();
@@ -148,8 +153,9 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
   MINIDL_CHECK(n <= kMaxHeaderBytes, op, ": header length ", n, " (bytes 0-7) exceeds the ",
                kMaxHeaderBytes, "-byte limit (not a safetensors file?)");
-  MINIDL_CHECK(n <= file_size - 8, op, ": header length ", n, " (bytes 0-7) runs past the end of the ",
-               file_size, "-byte file (truncated, or not a safetensors file)");
+  MINIDL_CHECK(n <= file_size - 8, op, ": header length ", n,
+               " (bytes 0-7) runs past the end of the ", file_size,
+               "-byte file (truncated, or not a safetensors file)");
   std::string text(n, '\0');
   MINIDL_CHECK(std::fread(text.data(), 1, n, f.get()) == n, op, ": cannot read the ", n,
                "-byte header");
@@ -159,7 +165,8 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
   } catch (const Json::exception& e) {
     throw Error(cat(op, ": the header (bytes 8-", 8 + n, ") is not valid JSON: ", e.what()));
   }
-  MINIDL_CHECK(header.is_object(), op, ": the header must be a JSON object, got ", header.type_name());
+  MINIDL_CHECK(header.is_object(), op, ": the header must be a JSON object, got ",
+               header.type_name());
 
   struct Entry {
     std::string name;
@@ -181,7 +188,8 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
     }
     MINIDL_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
                      info.contains("data_offsets"),
-                 where, ": expected an object with dtype, shape and data_offsets, got ", info.dump());
+                 where, ": expected an object with dtype, shape and data_offsets, got ",
+                 info.dump());
     Entry e{name, kFloat32, {}, 0, 0};
     const Json& dt = info["dtype"];
     MINIDL_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), &e.dtype), where,
@@ -194,7 +202,8 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
     }
     const Json& off = info["data_offsets"];
     MINIDL_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
-                     off[1].is_number_unsigned() && off[0].get<uint64_t>() <= off[1].get<uint64_t>(),
+                     off[1].is_number_unsigned() &&
+                     off[0].get<uint64_t>() <= off[1].get<uint64_t>(),
                  where, ": data_offsets must be [begin, end] with begin <= end, got ", off.dump());
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
@@ -206,13 +215,15 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
   }
 
   // Tensors tile the data section exactly, as the Python package requires.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   const uint64_t data_start = 8 + n, data_size = file_size - data_start;
   uint64_t expect = 0;
   for (const Entry& e : entries) {
     MINIDL_CHECK(e.begin == expect, op, ": tensor '", e.name, "' starts at data byte ", e.begin,
-                 " but the previous tensor ends at ", expect, " (overlapping or gapped data_offsets)");
+                 " but the previous tensor ends at ", expect,
+                 " (overlapping or gapped data_offsets)");
     MINIDL_CHECK(e.end <= data_size, op, ": truncated: tensor '", e.name, "' needs file bytes [",
                  data_start + e.begin, ", ", data_start + e.end, ") but the file has ", file_size,
                  " bytes");

@@ -94,7 +94,10 @@ TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const {
+  MINIDL_CHECK(dim() > 0, "size: dim ", d, " out of range for a tensor of 0 dims");
+  return shape()[normalize_dim(d, dim(), "size")];
+}
 int64_t Tensor::numel() const { return numel_of(shape()); }
 
 void* Tensor::raw_data() const {
@@ -149,7 +152,7 @@ static Tensor from_values(const std::vector<T>& values, const Shape& shape) {
   MINIDL_CHECK(numel_of(s) == static_cast<int64_t>(values.size()), "from_vector: shape ", s,
                " holds ", numel_of(s), " elements but ", values.size(), " values were given");
   Tensor t = Tensor::empty(s, dtype_of<T>::value);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
   return t;
 }
 Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s); }
@@ -317,14 +320,22 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+// t (op) v, or v (op) t with scalar_left. A float16 t is computed in float32,
+// so v is not rounded to float16 first (1e5 would become inf).
+template <class Op>
+static Tensor scalar_op(const Tensor& t, double v, bool scalar_left, Op op) {
+  if (t.dtype() == kFloat16) return cast(scalar_op(cast(t, kFloat32), v, scalar_left, op), kFloat16);
+  Tensor s = scalar_like(v, t);
+  return scalar_left ? op(s, t) : op(t, s);
+}
+Tensor operator+(const Tensor& a, double b) { return scalar_op(a, b, false, add); }
+Tensor operator-(const Tensor& a, double b) { return scalar_op(a, b, false, sub); }
+Tensor operator*(const Tensor& a, double b) { return scalar_op(a, b, false, mul); }
+Tensor operator/(const Tensor& a, double b) { return scalar_op(a, b, false, div); }
+Tensor operator+(double a, const Tensor& b) { return scalar_op(b, a, true, add); }
+Tensor operator-(double a, const Tensor& b) { return scalar_op(b, a, true, sub); }
+Tensor operator*(double a, const Tensor& b) { return scalar_op(b, a, true, mul); }
+Tensor operator/(double a, const Tensor& b) { return scalar_op(b, a, true, div); }
 
 // ---- autograd accessors ----
 Tensor& Tensor::requires_grad_(bool on) {

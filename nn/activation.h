@@ -19,9 +19,11 @@ class Activation {
   Activation() = default;
   Activation(const char* name) : Activation(std::string(name)) {}
   Activation(const std::string& name);
+  // clang-format off
   template <class F>
     requires(std::is_invocable_r_v<Tensor, F&, const Tensor&> && !std::same_as<F, Activation>)
   Activation(F fn) : name_("custom"), fn_(std::move(fn)) {}
+  // clang-format on
 
   Tensor operator()(const Tensor& x) const { return fn_ ? fn_(x) : x; }
   explicit operator bool() const { return static_cast<bool>(fn_); }

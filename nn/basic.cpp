@@ -11,8 +11,6 @@ Dropout::Dropout(double p) : p_(p) {
   MINIDL_CHECK(p >= 0 && p < 1, "Dropout: expected drop probability 0 <= p < 1, got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) {
-  return is_training() && p_ > 0 ? dropout(x, p_) : x;
-}
+Tensor Dropout::forward(const Tensor& x) { return is_training() && p_ > 0 ? dropout(x, p_) : x; }
 
 }  // namespace minidl::nn

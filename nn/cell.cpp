@@ -10,8 +10,9 @@
 namespace minidl::nn {
 
 Tensor Cell::forward(const Tensor& x) {
-  throw Error(cat(type_name(), ": forward(x) is not implemented for one input ", x.shape(),
-                  " (override Tensor forward(const Tensor&), or call with the inputs this cell takes)"));
+  throw Error(
+      cat(type_name(), ": forward(x) is not implemented for one input ", x.shape(),
+          " (override Tensor forward(const Tensor&), or call with the inputs this cell takes)"));
 }
 
 Tensor Cell::forward(const Tensor& a, const Tensor& b) {
@@ -58,7 +59,8 @@ Tensor Cell::register_buffer(const std::string& name, Tensor value) {
 
 void Cell::add_child(const std::string& name, Cell* child, std::shared_ptr<Cell> owned) {
   check_name(name, "cell");
-  MINIDL_CHECK(child && child != this, type_name(), ": cell '", name, "' is null or this cell itself");
+  MINIDL_CHECK(child && child != this, type_name(), ": cell '", name,
+               "' is null or this cell itself");
   children_.emplace_back(name, child);
   if (owned) owned_.push_back(std::move(owned));
 }
@@ -125,7 +127,8 @@ void Cell::load_state_dict(const TensorDict& dict, bool strict) {
     if (!dict.contains(name)) {
       missing.push_back(name);
     } else if (dict.at(name).shape() != t.shape()) {
-      mismatched.push_back(cat(name, " (checkpoint ", dict.at(name).shape(), ", model ", t.shape(), ")"));
+      mismatched.push_back(
+          cat(name, " (checkpoint ", dict.at(name).shape(), ", model ", t.shape(), ")"));
     }
   }
   for (const auto& item : dict)

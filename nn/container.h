@@ -18,7 +18,7 @@ class SequentialCell : public Cell {
   SequentialCell(std::initializer_list<std::shared_ptr<Cell>> cells);
   void push_back(std::shared_ptr<Cell> cell);  // null throws minidl::Error
   size_t size() const { return cells_.size(); }
-  Cell& operator[](size_t i) const;            // out of range throws minidl::Error
+  Cell& operator[](size_t i) const;  // out of range throws minidl::Error
   using Cell::forward;
   Tensor forward(const Tensor& x) override;
 

@@ -16,18 +16,25 @@ int64_t resolve_padding(int64_t in, int64_t out, int64_t k, const Conv2dOptions&
   MINIDL_CHECK(o.padding == 0, name, ": padding ", o.padding, " needs pad_mode \"pad\", got \"",
                o.pad_mode, "\"");
   if (o.pad_mode == "valid") return 0;
-  MINIDL_CHECK(o.stride == 1 && k % 2 == 1, name, ": pad_mode \"same\" needs stride 1 and an odd "
-               "kernel, got stride ", o.stride, " and kernel ", k, " (use pad_mode \"pad\")");
+  MINIDL_CHECK(o.stride == 1 && k % 2 == 1, name,
+               ": pad_mode \"same\" needs stride 1 and an odd "
+               "kernel, got stride ",
+               o.stride, " and kernel ", k, " (use pad_mode \"pad\")");
   return k / 2;
 }
 
 }  // namespace
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, Conv2dOptions opt)
-    : in_channels(in), out_channels(out), kernel_size(k), stride(opt.stride),
+    : in_channels(in),
+      out_channels(out),
+      kernel_size(k),
+      stride(opt.stride),
       padding(resolve_padding(in, out, k, opt)) {
-  MINIDL_CHECK(in > 0 && out > 0 && k > 0 && stride > 0, "Conv2d: expected positive channels, "
-               "kernel and stride, got in ", in, ", out ", out, ", kernel ", k, ", stride ", stride);
+  MINIDL_CHECK(in > 0 && out > 0 && k > 0 && stride > 0,
+               "Conv2d: expected positive channels, "
+               "kernel and stride, got in ",
+               in, ", out ", out, ", kernel ", k, ", stride ", stride);
   weight = Tensor::empty({out, in, k, k});
   const init::Fans fans = init::fans_of(weight.shape());
   opt.weight_init(weight, fans);
@@ -42,21 +49,28 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, Conv2dOptions opt)
 // x [N, C, H, W] -> [N, OC, OH, OW]
 Tensor Conv2d::forward(const Tensor& x) {
   MINIDL_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d(", in_channels, ", ", out_channels,
-               ", kernel ", kernel_size, "): expected input [N, ", in_channels, ", H, W], got ", x.shape());
+               ", kernel ", kernel_size, "): expected input [N, ", in_channels, ", H, W], got ",
+               x.shape());
   return conv2d(x, weight, bias, {.stride = stride, .padding = padding});
 }
 
-MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t p) : kernel_size(k), stride(s ? s : k), padding(p) {
-  MINIDL_CHECK(k > 0 && stride > 0 && p >= 0 && 2 * p <= k, "MaxPool2d: expected kernel > 0, "
-               "stride >= 0 and 0 <= padding <= kernel/2, got kernel ", k, ", stride ", s, ", padding ", p);
+MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t p)
+    : kernel_size(k), stride(s ? s : k), padding(p) {
+  MINIDL_CHECK(k > 0 && stride > 0 && p >= 0 && 2 * p <= k,
+               "MaxPool2d: expected kernel > 0, "
+               "stride >= 0 and 0 <= padding <= kernel/2, got kernel ",
+               k, ", stride ", s, ", padding ", p);
 }
 
 // x [N, C, H, W] -> [N, C, OH, OW]
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride, padding); }
 
-AvgPool2d::AvgPool2d(int64_t k, int64_t s, int64_t p) : kernel_size(k), stride(s ? s : k), padding(p) {
-  MINIDL_CHECK(k > 0 && stride > 0 && p >= 0 && 2 * p <= k, "AvgPool2d: expected kernel > 0, "
-               "stride >= 0 and 0 <= padding <= kernel/2, got kernel ", k, ", stride ", s, ", padding ", p);
+AvgPool2d::AvgPool2d(int64_t k, int64_t s, int64_t p)
+    : kernel_size(k), stride(s ? s : k), padding(p) {
+  MINIDL_CHECK(k > 0 && stride > 0 && p >= 0 && 2 * p <= k,
+               "AvgPool2d: expected kernel > 0, "
+               "stride >= 0 and 0 <= padding <= kernel/2, got kernel ",
+               k, ", stride ", s, ", padding ", p);
 }
 
 // x [N, C, H, W] -> [N, C, OH, OW]

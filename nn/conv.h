@@ -9,7 +9,7 @@ namespace minidl::nn {
 
 struct Conv2dOptions {
   int64_t stride = 1;
-  int64_t padding = 0;          // zero padding on every side; pad_mode "pad" only
+  int64_t padding = 0;           // zero padding on every side; pad_mode "pad" only
   std::string pad_mode = "pad";  // "pad": use `padding` (PyTorch's default, 0);
                                  // "valid": no padding; "same": padding k/2, so the
                                  // output is H x W (stride 1, odd kernel only)
@@ -25,7 +25,8 @@ struct Conv2dOptions {
 // padding with "same"/"valid") throw minidl::Error at construction.
 class Conv2d : public Cell {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+         Conv2dOptions options = {});
   using Cell::forward;
   Tensor forward(const Tensor& x) override;
 

@@ -6,7 +6,8 @@ namespace minidl::nn {
 
 Dense::Dense(int64_t in, int64_t out, DenseOptions opt)
     : in_features(in), out_features(out), activation_(std::move(opt.activation)) {
-  MINIDL_CHECK(in > 0 && out > 0, "Dense: expected positive in and out features, got ", in, " and ", out);
+  MINIDL_CHECK(in > 0 && out > 0, "Dense: expected positive in and out features, got ", in, " and ",
+               out);
   const init::Fans fans{in, out};
   weight = Tensor::empty({out, in});
   opt.weight_init(weight, fans);

@@ -13,7 +13,8 @@ namespace {
 template <class F>
 void fill_with(Tensor& t, const char* what, F f) {
   MINIDL_CHECK(t.defined() && is_floating(t.dtype()), "init::", what,
-               ": expected a float tensor, got ", t.defined() ? dtype_name(t.dtype()) : "undefined");
+               ": expected a float tensor, got ",
+               t.defined() ? dtype_name(t.dtype()) : "undefined");
   NoGradGuard no_grad;
   Tensor dst = t.dtype() == kFloat32 ? t : Tensor::empty(t.shape());
   float* p = dst.data<float>();
@@ -70,12 +71,12 @@ InitFn uniform(double low, double high) {
 }
 
 InitFn xavier_uniform(double gain) {
-  return uniform_bound("xavier_uniform", [gain](Fans f) {
-    return gain * std::sqrt(6.0 / double(f.in + f.out));
-  });
+  return uniform_bound("xavier_uniform",
+                       [gain](Fans f) { return gain * std::sqrt(6.0 / double(f.in + f.out)); });
 }
 InitFn xavier_normal(double gain) {
-  return normal_std("xavier_normal", [gain](Fans f) { return gain * std::sqrt(2.0 / double(f.in + f.out)); });
+  return normal_std("xavier_normal",
+                    [gain](Fans f) { return gain * std::sqrt(2.0 / double(f.in + f.out)); });
 }
 // gain = sqrt(2 / (1 + a^2)); bound = gain * sqrt(3 / fan_in)
 InitFn he_uniform(double a) {
@@ -84,7 +85,8 @@ InitFn he_uniform(double a) {
   });
 }
 InitFn he_normal(double a) {
-  return normal_std("he_normal", [a](Fans f) { return std::sqrt(2.0 / (1 + a * a)) / std::sqrt(double(f.in)); });
+  return normal_std("he_normal",
+                    [a](Fans f) { return std::sqrt(2.0 / (1 + a * a)) / std::sqrt(double(f.in)); });
 }
 InitFn fan_in_uniform() {
   return uniform_bound("fan_in_uniform", [](Fans f) { return 1.0 / std::sqrt(double(f.in)); });

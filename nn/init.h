@@ -62,12 +62,14 @@ class Initializer {
   Initializer(const char* name) : Initializer(std::string(name)) {}
   Initializer(const std::string& name) : name_(name), fn_(by_name(name)) {}
   Initializer(const Tensor& values) : name_("tensor"), fn_(from_tensor(values)) {}
+  // clang-format off
   template <class F>
     requires(std::invocable<F&, Tensor&, Fans> && !std::same_as<F, Initializer>)
   Initializer(F fn) : name_("custom"), fn_(std::move(fn)) {}
   template <class F>
     requires(std::invocable<F&, Tensor&> && !std::invocable<F&, Tensor&, Fans>)
   Initializer(F fn) : name_("custom"), fn_([fn](Tensor& t, Fans) mutable { fn(t); }) {}
+  // clang-format on
 
   // Fills t in place (outside autograd). `fans` are those of the weight.
   void operator()(Tensor& t, Fans fans) const;

@@ -64,7 +64,8 @@ class CrossEntropyLoss : public Loss {
 // and float [N, C] (one-hot or probabilities) when not.
 class SoftmaxCrossEntropyWithLogits : public CrossEntropyLoss {
  public:
-  explicit SoftmaxCrossEntropyWithLogits(bool sparse = false, ReductionArg reduction = Reduction::None)
+  explicit SoftmaxCrossEntropyWithLogits(bool sparse = false,
+                                         ReductionArg reduction = Reduction::None)
       : CrossEntropyLoss(reduction), sparse_(sparse) {}
   // Catches SoftmaxCrossEntropyWithLogits("mean"), which would mean sparse = true.
   explicit SoftmaxCrossEntropyWithLogits(const char*) = delete;

@@ -11,8 +11,14 @@ Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, do
 
 Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
            double weight_decay, bool decoupled, const char* name)
-    : Optimizer(std::move(params), lr, name), beta1_(beta1), beta2_(beta2), eps_(eps),
-      weight_decay_(weight_decay), decoupled_(decoupled), m_(params_.size()), v_(params_.size()),
+    : Optimizer(std::move(params), lr, name),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      weight_decay_(weight_decay),
+      decoupled_(decoupled),
+      m_(params_.size()),
+      v_(params_.size()),
       steps_(params_.size(), 0) {
   check(beta1 >= 0 && beta1 < 1, "beta1", beta1, "0 <= beta1 < 1");
   check(beta2 >= 0 && beta2 < 1, "beta2", beta2, "0 <= beta2 < 1");
@@ -28,7 +34,8 @@ void Adam::update(size_t i, float* p, const float* g, int64_t n) {
   }
   const int64_t t = ++steps_[i];
   const double bc1 = 1 - std::pow(beta1_, double(t)), bc2 = 1 - std::pow(beta2_, double(t));
-  const float step_size = static_cast<float>(lr_ / bc1), bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  const float step_size = static_cast<float>(lr_ / bc1),
+              bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   // 1 - beta in double, then float, as PyTorch passes them as Python scalars
   const float c1 = static_cast<float>(1 - beta1_), b2 = static_cast<float>(beta2_),
               c2 = static_cast<float>(1 - beta2_);

@@ -15,7 +15,7 @@ class LRScheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer);
   virtual ~LRScheduler() = default;
-  void step();                              // epoch += 1; optimizer.set_lr(lr_at(epoch))
+  void step();  // epoch += 1; optimizer.set_lr(lr_at(epoch))
   int64_t last_epoch() const { return epoch_; }
   double base_lr() const { return base_lr_; }
   double get_last_lr() const { return optimizer_.lr(); }

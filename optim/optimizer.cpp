@@ -24,7 +24,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
 
 void Optimizer::check(bool ok, const char* what, double value, const char* rule) const {
   if (!ok || std::isnan(value))
-    throw std::invalid_argument(cat(name_, ": invalid ", what, " ", value, " (expected ", rule, ")"));
+    throw std::invalid_argument(
+        cat(name_, ": invalid ", what, " ", value, " (expected ", rule, ")"));
 }
 
 void Optimizer::set_lr(double lr) {

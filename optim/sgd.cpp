@@ -15,11 +15,14 @@ void SGD::update(size_t, float* p, const float* g, int64_t n) {
 }
 
 Momentum::Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions opt)
-    : Optimizer(std::move(params), lr, "Momentum"), momentum_(momentum), opt_(opt),
+    : Optimizer(std::move(params), lr, "Momentum"),
+      momentum_(momentum),
+      opt_(opt),
       buffers_(params_.size()) {
   check(momentum >= 0, "momentum", momentum, "momentum >= 0");
   check(opt.weight_decay >= 0, "weight_decay", opt.weight_decay, "weight_decay >= 0");
-  check(opt.dampening >= 0 && opt.dampening <= 1, "dampening", opt.dampening, "0 <= dampening <= 1");
+  check(opt.dampening >= 0 && opt.dampening <= 1, "dampening", opt.dampening,
+        "0 <= dampening <= 1");
   if (opt.nesterov)
     check(momentum > 0 && opt.dampening == 0, "momentum", momentum,
           "nesterov needs momentum > 0 and dampening 0");

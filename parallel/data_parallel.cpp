@@ -18,8 +18,8 @@ struct DataParallel::State {
 
   // The backward in progress (from its first hook to the end callback).
   bool active = false;
-  bool communicate = false;  // latched at the first hook
-  std::vector<char> ready;   // per parameter
+  bool communicate = false;     // latched at the first hook
+  std::vector<char> ready;      // per parameter
   std::vector<size_t> missing;  // per bucket: parameters not yet ready
   size_t next_start = 0;        // buckets start in index order, the same on every rank
   std::vector<std::unique_ptr<Work>> works;
@@ -37,8 +37,10 @@ struct DataParallel::State {
     for (size_t i : buckets[b]) {
       Tensor dst = Tensor::from_blob(f + offset[i], params[i].shape(), kFloat32, /*copy=*/false);
       Tensor g = params[i].grad();
-      if (g.defined()) dst.copy_(g);
-      else dst.fill_(0);
+      if (g.defined())
+        dst.copy_(g);
+      else
+        dst.fill_(0);
     }
     works[b] = group->allreduce_async(f, flat[b].size(), ElemType::Float32, ReduceOp::Sum);
   }
@@ -203,7 +205,8 @@ DataParallel::DataParallel(nn::Cell& module, DataParallelOptions options)
   register_cell("module", module);
   State& s = *state_;
   s.group = options.group ? std::move(options.group) : world_ptr();
-  MINIDL_CHECK(s.group->rank() >= 0, "DataParallel: this process is not a member of the group "
+  MINIDL_CHECK(s.group->rank() >= 0,
+               "DataParallel: this process is not a member of the group "
                "(from new_group) it was given; only members may construct it");
   check_same_parameters(*s.group, module);
   if (s.size() > 1) broadcast_parameters(*s.group, module.parameters(), options.bucket_bytes);
@@ -270,7 +273,8 @@ void DataParallel::apply_collective_grads() {
                "the gradients automatically (scale_loss() was not called), so they would be "
                "reduced twice. Use one style per iteration: loss = dp.scale_loss(loss); "
                "loss.backward(); dp.apply_collective_grads(); or just loss.backward()");
-  MINIDL_CHECK(s.explicit_mode, "DataParallel: apply_collective_grads() needs "
+  MINIDL_CHECK(s.explicit_mode,
+               "DataParallel: apply_collective_grads() needs "
                "loss = dp.scale_loss(loss) before loss.backward() in this iteration");
   s.explicit_mode = false;
   s.auto_reduced = false;

@@ -42,7 +42,9 @@
 //     tensors, in the parameter's dtype).
 //   After loss.backward() every rank's gradients are the mean over ranks; with
 //   mean losses on equal shards that is the full-batch gradient.
-//   A backward that reaches none of the module's parameters does nothing.
+//   The hooks sit on the parameters, so any backward that reaches them
+//   reduces, whether or not the forward went through the wrapper; a backward
+//   that reaches none of them does nothing.
 //
 // Explicit (Paddle's reference example):
 //   loss = dp.scale_loss(loss);       // loss / nranks; marks this iteration explicit
@@ -103,8 +105,8 @@ class DataParallel : public nn::Cell {
   ~DataParallel() override;
 
   using nn::Cell::forward;
-  Tensor forward(const Tensor& x) override;                    // module(x)
-  Tensor forward(const Tensor& a, const Tensor& b) override;   // module(a, b)
+  Tensor forward(const Tensor& x) override;                   // module(x)
+  Tensor forward(const Tensor& a, const Tensor& b) override;  // module(a, b)
 
   // loss / nranks (autograd flows through it); the loss itself on one rank.
   // Marks the iteration explicit until apply_collective_grads().
@@ -114,7 +116,8 @@ class DataParallel : public nn::Cell {
   // Throws unless scale_loss() was called since the last apply_collective_grads().
   void apply_collective_grads();
 
-  // While alive, backward does not communicate (see above).
+  // While alive, backward does not communicate (see above). Must not outlive
+  // the wrapper; guards may nest.
   class NoSyncGuard {
    public:
     ~NoSyncGuard();

@@ -11,8 +11,10 @@ namespace minidl {
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   require_f32("cross_entropy", logits, "logits");
   require_dim("cross_entropy", logits, 2, "logits");
-  MINIDL_CHECK(labels.dtype() == kInt64 || labels.dtype() == kInt32, "cross_entropy: expected "
-               "int32 or int64 labels, got ", dtype_name(labels.dtype()), " ", labels.shape());
+  MINIDL_CHECK(labels.dtype() == kInt64 || labels.dtype() == kInt32,
+               "cross_entropy: expected "
+               "int32 or int64 labels, got ",
+               dtype_name(labels.dtype()), " ", labels.shape());
   const int64_t N = logits.size(0), C = logits.size(1);
   MINIDL_CHECK(N > 0 && C > 0, "cross_entropy: empty logits ", logits.shape());
   MINIDL_CHECK(labels.shape() == Shape{N}, "cross_entropy: logits ", logits.shape(), " and labels ",

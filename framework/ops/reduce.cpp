@@ -16,6 +16,7 @@ std::vector<int64_t> norm_dims(const Tensor& x, std::vector<int64_t> dims, const
   std::sort(dims.begin(), dims.end());
   MINIDL_CHECK(std::adjacent_find(dims.begin(), dims.end()) == dims.end(), op,
                ": a dim appears twice for shape ", x.shape());
+  if (x.dim() == 0) dims.clear();  // dim 0 / -1 of a 0-d tensor: nothing to reduce
   return dims;
 }
 
@@ -83,6 +84,9 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   require_nonempty("mean", x);
+  MINIDL_CHECK(is_floating(x.dtype()), "mean: expected a float tensor, got ", dtype_name(x.dtype()));
+  // float16: sum and divide in float32 (the count itself may not fit a float16)
+  if (x.dtype() == kFloat16) return cast(mean(cast(x, kFloat32), dims_in, keepdim), kFloat16);
   auto dims = norm_dims(x, dims_in, "mean");
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape()[d];

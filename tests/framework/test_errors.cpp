@@ -152,6 +152,8 @@ TEST_CASE("dims out of range and repeated dims throw") {
   CHECK_ERROR(transpose(x, 0, 5), "transpose: dim 5 out of range");
   CHECK_ERROR(flatten(x, 3), "flatten: dim 3 out of range");
   CHECK_ERROR(x.size(2), "size: dim 2 out of range");
+  CHECK_ERROR(Tensor::full({}, 1).size(0), "size: dim 0 out of range for a tensor of 0 dims");
+  CHECK_ERROR(argmax(Tensor::full({}, 1)), "out of range for a tensor of 0 dims");
 }
 
 TEST_CASE("factories and in-place helpers reject bad arguments") {

@@ -135,6 +135,21 @@ TEST_CASE("float16 ops compute in float32 and return float16") {
   check_values(Tensor::of({1}).to(kFloat16) + 0x1p-11, {1});
 }
 
+TEST_CASE("float16 mean and scalar operands are not rounded to float16 on the way") {
+  // 70000 elements: the count 70000 is inf in float16, and so is the sum.
+  Tensor ones = Tensor::ones({70000}, kFloat16);
+  CHECK(mean(ones).dtype() == kFloat16);
+  CHECK(mean(ones).item() == 1);
+  check_values(mean(Tensor::full({2, 2049}, 3.0, kFloat16), {1}), {3, 3});
+  // A double operand is applied in float32: 1e5 is inf as a float16.
+  Tensor small = Tensor::of({0.001, 0.002}).to(kFloat16);
+  Tensor scaled = small * 1e5;
+  CHECK(scaled.dtype() == kFloat16);
+  check_values(scaled, {100.0625, 200.125}, 1e-4);  // float16(0.001) * 1e5, rounded to float16
+  check_values(1e5 * small, {100.0625, 200.125}, 1e-4);
+  check_values(small / 1e-5, {100.0625, 200.125}, 1e-4);
+}
+
 TEST_CASE("gradients flow through casts and into float16 leaves") {
   // y = 2 * f16(x): the gradient reaches the float32 leaf as float32.
   Tensor x = Tensor::of({0.5, -1.25, 3}).requires_grad_();

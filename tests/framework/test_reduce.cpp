@@ -62,6 +62,18 @@ TEST_CASE("max handles negative values and a single element") {
   check_values(max(Tensor::of({-1, -7, -4, -8}, {2, 2}), {1}), {-1, -4});
 }
 
+TEST_CASE("reductions of a 0-d tensor over dim 0 or -1 return it") {
+  Tensor s = Tensor::full({}, 2.5);
+  CHECK(sum(s, {0}).item() == doctest::Approx(2.5).epsilon(1e-6));
+  CHECK(sum(s, {0}).dim() == 0);
+  CHECK(mean(s, {-1}, true).item() == doctest::Approx(2.5).epsilon(1e-6));
+  CHECK(max(s, {0}).item() == doctest::Approx(2.5).epsilon(1e-6));
+  CHECK(sum(s).item() == doctest::Approx(2.5).epsilon(1e-6));
+  Tensor x = Tensor::full({}, 3).requires_grad_();
+  (mean(x, {0}) * 4.0).backward();
+  check_values(x.grad(), {4});
+}
+
 TEST_CASE("sum of an empty tensor is zero") {
   Tensor e = Tensor::zeros({0, 3});
   CHECK(sum(e).item() == 0);

@@ -18,7 +18,8 @@ inline GradcheckResult cell_param_gradcheck(nn::Cell& cell, const std::function<
   Tensor probe = f();
   Generator gen(4321);
   Tensor r = Tensor::empty(probe.shape());
-  for (int64_t i = 0; i < r.numel(); ++i) r.data<float>()[i] = static_cast<float>(gen.uniform() + 0.5);
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.data<float>()[i] = static_cast<float>(gen.uniform() + 0.5);
   auto objective = [&] {
     NoGradGuard ng;
     Tensor y = f();
@@ -43,7 +44,8 @@ inline GradcheckResult cell_param_gradcheck(nn::Cell& cell, const std::function<
       res.max_abs_error = std::max(res.max_abs_error, err);
       if (err > opt.atol + opt.rtol * std::abs(numeric) && res.ok) {
         res.ok = false;
-        res.first_failure = cat(name, " element ", i, ": analytic ", analytic, " numeric ", numeric);
+        res.first_failure =
+            cat(name, " element ", i, ": analytic ", analytic, " numeric ", numeric);
       }
     }
   }

@@ -1,9 +1,9 @@
 // Cell: registration, traversal and names, modes, state dicts and checkpoints.
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <minidl/minidl.h>
 
 using namespace minidl;
 
@@ -86,10 +86,10 @@ TEST_CASE("registration checks names and tensors") {
   CHECK(c.named_parameters().at("w").requires_grad());
   CHECK_THROWS_WITH_AS(c.register_parameter("w", Tensor::zeros({2})),
                        doctest::Contains("'w' is already registered"), Error);
-  CHECK_THROWS_WITH_AS(c.register_parameter("a.b", Tensor::zeros({2})),
-                       doctest::Contains("no '.'"), Error);
-  CHECK_THROWS_WITH_AS(c.register_parameter("", Tensor::zeros({2})),
-                       doctest::Contains("non-empty"), Error);
+  CHECK_THROWS_WITH_AS(c.register_parameter("a.b", Tensor::zeros({2})), doctest::Contains("no '.'"),
+                       Error);
+  CHECK_THROWS_WITH_AS(c.register_parameter("", Tensor::zeros({2})), doctest::Contains("non-empty"),
+                       Error);
   CHECK_THROWS_WITH_AS(c.register_parameter("u", Tensor()), doctest::Contains("'u'"), Error);
   CHECK_THROWS_AS(c.register_parameter("i", Tensor::zeros({2}, kInt64)), Error);
   nn::Dense d{1, 1};
@@ -103,8 +103,7 @@ TEST_CASE("owned children and buffers") {
   root.register_buffer("count", Tensor::zeros({1}, kInt64));
   CHECK(root.named_parameters().keys() == std::vector<std::string>{"head.weight", "head.bias"});
   CHECK(root.named_buffers().keys() == std::vector<std::string>{"count"});
-  CHECK(root.state_dict().keys() ==
-        std::vector<std::string>{"head.weight", "head.bias", "count"});
+  CHECK(root.state_dict().keys() == std::vector<std::string>{"head.weight", "head.bias", "count"});
   CHECK(root.parameters().size() == 2);  // buffers are not parameters
   CHECK(root.children().size() == 1);
   CHECK(root.children()[0].second == fc.get());
@@ -177,9 +176,9 @@ TEST_CASE("load_state_dict reports missing, unexpected and mis-shaped names in o
   net.register_cells({{"fc1", fc1}, {"fc2", fc2}});
   TensorDict sd;
   sd.insert("fc1.weight", Tensor::ones({4, 3}));
-  sd.insert("fc1.bias", Tensor::ones({5}));        // wrong shape
+  sd.insert("fc1.bias", Tensor::ones({5}));  // wrong shape
   sd.insert("fc2.weight", Tensor::ones({2, 4}));
-  sd.insert("fc3.weight", Tensor::ones({2, 2}));   // unexpected; fc2.bias missing
+  sd.insert("fc3.weight", Tensor::ones({2, 2}));  // unexpected; fc2.bias missing
   auto before = fc1.weight.to_float_vector();
   std::string msg = error_of([&] { net.load_state_dict(sd); });
   CHECK(msg.find("missing: fc2.bias") != std::string::npos);

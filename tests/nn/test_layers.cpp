@@ -1,10 +1,10 @@
 // Layers: hand-computed forwards, gradient checks of inputs and parameters,
 // option handling and errors.
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>
 
 #include <array>
 #include <cmath>
-#include <minidl/minidl.h>
 
 #include "cell_gradcheck.h"
 #include "gradcheck.h"
@@ -19,7 +19,8 @@ void check_close(const Tensor& t, const std::vector<float>& want, double tol = 1
   auto got = t.to_float_vector();
   REQUIRE(got.size() == want.size());
   double max_diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(double(got[i]) - want[i]));
+  for (size_t i = 0; i < got.size(); ++i)
+    max_diff = std::max(max_diff, std::abs(double(got[i]) - want[i]));
   INFO("max difference " << max_diff);
   CHECK(max_diff <= tol);
 }
@@ -36,8 +37,10 @@ void check_close(const Tensor& t, const std::vector<float>& want, double tol = 1
 
 // ---- Dense ----
 TEST_CASE("Dense forward equals x W^T + b by hand") {
-  nn::Dense fc{2, 3, {.weight_init = Tensor::of({1, 0, 0, 1, 1, 1}, {3, 2}),
-                      .bias_init = Tensor::of({0.5, -0.5, 1})}};
+  nn::Dense fc{2,
+               3,
+               {.weight_init = Tensor::of({1, 0, 0, 1, 1, 1}, {3, 2}),
+                .bias_init = Tensor::of({0.5, -0.5, 1})}};
   CHECK(fc.weight.shape() == Shape{3, 2});
   // x = [[1, 2], [3, 4]]: row 0 -> [1 + .5, 2 - .5, 1 + 2 + 1] = [1.5, 1.5, 4]
   //                       row 1 -> [3 + .5, 4 - .5, 3 + 4 + 1] = [3.5, 3.5, 8]
@@ -57,11 +60,16 @@ TEST_CASE("Dense options: no bias, activation by name and by function") {
   CHECK(nobias.named_parameters().keys() == std::vector<std::string>{"weight"});
   check_close(nobias(Tensor::of({1, -3}, {1, 2})), {-2, -2});
 
-  nn::Dense relu_fc{2, 2, {.weight_init = Tensor::of({1, 0, 0, 1}, {2, 2}), .bias_init = "zeros",
-                           .activation = "relu"}};
+  nn::Dense relu_fc{2,
+                    2,
+                    {.weight_init = Tensor::of({1, 0, 0, 1}, {2, 2}),
+                     .bias_init = "zeros",
+                     .activation = "relu"}};
   check_close(relu_fc(Tensor::of({1, -3}, {1, 2})), {1, 0});
-  nn::Dense twice{1, 1, {.weight_init = "ones", .bias_init = "zeros",
-                         .activation = [](const Tensor& x) { return x * 2.0; }}};
+  nn::Dense twice{
+      1, 1, {.weight_init = "ones", .bias_init = "zeros", .activation = [](const Tensor& x) {
+               return x * 2.0;
+             }}};
   check_close(twice(Tensor::of({3}, {1, 1})), {6});
   CHECK_THROWS_WITH_AS(nn::Dense(2, 2, {.activation = "gelu"}),
                        doctest::Contains("unknown activation 'gelu'"), Error);
@@ -78,7 +86,8 @@ TEST_CASE("Dense gradients match finite differences") {
 TEST_CASE("Dense rejects a wrong input width with both shapes") {
   nn::Dense fc{400, 120};
   CHECK_THROWS_WITH_AS(fc(Tensor::zeros({2, 10})),
-                       doctest::Contains("Dense(400, 120): expected input [N, 400], got [2, 10]"), Error);
+                       doctest::Contains("Dense(400, 120): expected input [N, 400], got [2, 10]"),
+                       Error);
   CHECK_THROWS_AS(nn::Dense(0, 3), Error);
 }
 
@@ -93,7 +102,8 @@ TEST_CASE("MatMul multiplies two inputs, optionally transposed") {
   check_close(mm_bt(a, b), {17, 23, 39, 53});
   CHECK_THROWS_WITH_AS(mm(a), doctest::Contains("forward(x) is not implemented"), Error);
   Tensor x = Tensor::randn({3, 4}), y = Tensor::randn({4, 2});
-  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return mm(in[0], in[1]); }, {x, y}));
+  CHECK_GRADCHECK(
+      gradcheck([&](const std::vector<Tensor>& in) { return mm(in[0], in[1]); }, {x, y}));
 }
 
 // ---- initializers ----
@@ -149,7 +159,7 @@ TEST_CASE("named initializers and their statistics") {
   CHECK(stats(t)[2] == 0);
   nn::Initializer("ones")(t, fans);
   CHECK(stats(t)[0] == 1);
-  nn::Initializer("normal")(t, fans);  // N(0, 0.01^2)
+  nn::Initializer("normal")(t, fans);   // N(0, 0.01^2)
   CHECK(std::abs(stats(t)[0]) < 5e-4);  // standard error of the mean is 7e-5
   CHECK(stats(t)[1] == doctest::Approx(0.01).epsilon(0.02));
   nn::Initializer(nn::init::normal(2.0, 3.0))(t, fans);
@@ -176,12 +186,15 @@ TEST_CASE("named initializers and their statistics") {
   CHECK(stats(t)[2] > 0.069);
 
   CHECK_THROWS_WITH_AS(nn::Initializer("glorot"),
-                       doctest::Contains("unknown initializer 'glorot' (known: fan_in_uniform"), Error);
+                       doctest::Contains("unknown initializer 'glorot' (known: fan_in_uniform"),
+                       Error);
 }
 
 TEST_CASE("initializers as functions, and seeded reproducibility") {
-  nn::Dense custom{2, 2, {.weight_init = [](Tensor& w) { w.fill_(0.25); },
-                          .bias_init = [](Tensor& b, nn::init::Fans f) { b.fill_(double(f.in)); }}};
+  nn::Dense custom{2,
+                   2,
+                   {.weight_init = [](Tensor& w) { w.fill_(0.25); },
+                    .bias_init = [](Tensor& b, nn::init::Fans f) { b.fill_(double(f.in)); }}};
   CHECK(custom.weight.to_float_vector() == std::vector<float>(4, 0.25f));
   CHECK(custom.bias.to_float_vector() == std::vector<float>{2, 2});  // the weight's fan_in
   CHECK_THROWS_WITH_AS(nn::Dense(2, 2, {.weight_init = Tensor::ones({3})}),
@@ -205,7 +218,8 @@ TEST_CASE("Conv2d forward by hand, and its padding modes") {
   check_close(y, {13, 17, 25, 29});
 
   // padding 1, stride 2 on the same input: output 2x2 over the padded 5x5
-  nn::Conv2d strided{1, 1, 2, {.stride = 2, .padding = 1, .has_bias = false, .weight_init = "ones"}};
+  nn::Conv2d strided{
+      1, 1, 2, {.stride = 2, .padding = 1, .has_bias = false, .weight_init = "ones"}};
   // windows at rows/cols {-1,0} and {1,2}: [1], [2+3], [4+7], [5+6+8+9]
   check_close(strided(x), {1, 5, 11, 28});
 
@@ -218,7 +232,8 @@ TEST_CASE("Conv2d forward by hand, and its padding modes") {
   CHECK(lenet1(Tensor::randn({1, 1, 28, 28})).shape() == Shape{1, 6, 28, 28});
 
   CHECK_THROWS_WITH_AS(nn::Conv2d(1, 1, 4, {.pad_mode = "same"}),
-                       doctest::Contains("pad_mode \"same\" needs stride 1 and an odd kernel"), Error);
+                       doctest::Contains("pad_mode \"same\" needs stride 1 and an odd kernel"),
+                       Error);
   CHECK_THROWS_WITH_AS(nn::Conv2d(1, 1, 3, {.stride = 2, .pad_mode = "same"}),
                        doctest::Contains("got stride 2 and kernel 3"), Error);
   CHECK_THROWS_WITH_AS(nn::Conv2d(1, 1, 3, {.pad_mode = "full"}),
@@ -250,8 +265,8 @@ TEST_CASE("MaxPool2d and AvgPool2d by hand, with gradients") {
   // overlapping 3x3 windows with stride 1: maxima 10, 11, 14, 15
   check_close(nn::MaxPool2d(3, 1)(x), {10, 11, 14, 15});
   Tensor r = Tensor::randn({2, 2, 4, 4});
-  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return maxpool(in[0]); }, {r},
-                            {.eps = 1e-3}));
+  CHECK_GRADCHECK(
+      gradcheck([&](const std::vector<Tensor>& in) { return maxpool(in[0]); }, {r}, {.eps = 1e-3}));
   CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return avgpool(in[0]); }, {r}));
   CHECK_THROWS_AS(nn::MaxPool2d(0), Error);
   CHECK_THROWS_AS(nn::AvgPool2d(2, 1, 2), Error);
@@ -261,11 +276,13 @@ TEST_CASE("MaxPool2d and AvgPool2d by hand, with gradients") {
 TEST_CASE("ReLU, Sigmoid, Tanh and Softmax by hand, with gradients") {
   Tensor x = Tensor::of({-1, 0, 2}, {1, 3});
   check_close(nn::ReLU()(x), {0, 0, 2});
-  check_close(nn::Sigmoid()(x), {float(1 / (1 + std::exp(1.0))), 0.5f, float(1 / (1 + std::exp(-2.0)))});
+  check_close(nn::Sigmoid()(x),
+              {float(1 / (1 + std::exp(1.0))), 0.5f, float(1 / (1 + std::exp(-2.0)))});
   check_close(nn::Tanh()(x), {float(std::tanh(-1.0)), 0, float(std::tanh(2.0))});
   // softmax([-1, 0, 2]) = e^x / (e^-1 + 1 + e^2)
   const double z = std::exp(-1.0) + 1 + std::exp(2.0);
-  check_close(nn::Softmax()(x), {float(std::exp(-1.0) / z), float(1 / z), float(std::exp(2.0) / z)});
+  check_close(nn::Softmax()(x),
+              {float(std::exp(-1.0) / z), float(1 / z), float(std::exp(2.0) / z)});
   // along dim 0 of [2, 1]: each column sums to one
   check_close(nn::Softmax(0)(Tensor::of({0, 0}, {2, 1})), {0.5, 0.5});
 
@@ -298,8 +315,10 @@ TEST_CASE("Dropout: scaled mask in training, identity in eval") {
   Tensor y = drop(x);
   int64_t zeros = 0;
   for (float v : y.to_float_vector()) {
-    if (v == 0) ++zeros;
-    else REQUIRE(v == doctest::Approx(1 / 0.75));  // kept values scaled by 1 / (1 - p)
+    if (v == 0)
+      ++zeros;
+    else
+      REQUIRE(v == doctest::Approx(1 / 0.75));  // kept values scaled by 1 / (1 - p)
   }
   CHECK(double(zeros) / 1e4 == doctest::Approx(0.25).epsilon(0.08));
   // dy/dx is the same scaled mask: for x = 1 it equals y.

@@ -1,9 +1,9 @@
 // Losses: hand-computed values for every reduction, stability, gradient checks
 // and errors; the fused cross_entropy op against the unfused composition.
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>
 
 #include <cmath>
-#include <minidl/minidl.h>
 
 #include "gradcheck.h"
 
@@ -42,9 +42,10 @@ TEST_CASE("reduction strings and enum") {
   CHECK(nn::MSELoss("sum").reduction() == nn::Reduction::Sum);
   CHECK(nn::MSELoss(nn::Reduction::None).reduction() == nn::Reduction::None);
   CHECK(std::string(nn::reduction_name(nn::Reduction::Sum)) == "sum");
-  CHECK_THROWS_WITH_AS(nn::MSELoss("average"),
-                       doctest::Contains("unknown reduction 'average' (expected \"none\", \"mean\" or \"sum\")"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      nn::MSELoss("average"),
+      doctest::Contains("unknown reduction 'average' (expected \"none\", \"mean\" or \"sum\")"),
+      Error);
   CHECK_THROWS_AS(nn::CrossEntropyLoss("Mean"), Error);
 }
 
@@ -63,7 +64,8 @@ TEST_CASE("MSELoss by hand for none, mean and sum") {
     INFO(r);
     nn::MSELoss loss{r};
     Tensor a = Tensor::randn({3, 4}), b = Tensor::randn({3, 4});
-    CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], in[1]); }, {a, b}));
+    CHECK_GRADCHECK(
+        gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], in[1]); }, {a, b}));
   }
   CHECK_THROWS_WITH_AS(nn::MSELoss()(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})),
                        doctest::Contains("MSELoss: prediction [2, 3] and target [3, 2]"), Error);
@@ -128,7 +130,8 @@ TEST_CASE("CrossEntropyLoss gradients match finite differences for every reducti
   for (const char* r : {"none", "mean", "sum"}) {
     INFO(r);
     nn::CrossEntropyLoss loss{r};
-    CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], labels); }, {x}));
+    CHECK_GRADCHECK(
+        gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], labels); }, {x}));
   }
 }
 
@@ -144,7 +147,8 @@ TEST_CASE("fused cross_entropy equals the log_softmax + gather composition") {
   composed.backward();
   auto ga = a.grad().to_float_vector(), gb = b.grad().to_float_vector();
   double max_diff = 0;
-  for (size_t i = 0; i < ga.size(); ++i) max_diff = std::max(max_diff, double(std::abs(ga[i] - gb[i])));
+  for (size_t i = 0; i < ga.size(); ++i)
+    max_diff = std::max(max_diff, double(std::abs(ga[i] - gb[i])));
   INFO("max gradient difference " << max_diff);
   CHECK(max_diff < 1e-6);
   // without grad mode it builds no graph
@@ -159,11 +163,13 @@ TEST_CASE("CrossEntropyLoss errors name the shapes and the bad label") {
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({3}), Tensor::of_ints({0})),
                        doctest::Contains("expected logits [N, C], got [3]"), Error);
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::of_ints({0, 1, 2})),
-                       doctest::Contains("logits [2, 3] and labels [3]: expected labels [2]"), Error);
+                       doctest::Contains("logits [2, 3] and labels [3]: expected labels [2]"),
+                       Error);
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::of_ints({0, 3})),
                        doctest::Contains("label 3 at row 1 out of range [0, 3)"), Error);
-  CHECK_THROWS_WITH_AS(nn::CrossEntropyLoss("none")(Tensor::zeros({2, 3}), Tensor::of_ints({-1, 0})),
-                       doctest::Contains("label -1 at row 0"), Error);
+  CHECK_THROWS_WITH_AS(
+      nn::CrossEntropyLoss("none")(Tensor::zeros({2, 3}), Tensor::of_ints({-1, 0})),
+      doctest::Contains("label -1 at row 0"), Error);
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::zeros({2, 4})),
                        doctest::Contains("float targets [2, 4]"), Error);
 }
@@ -175,12 +181,13 @@ TEST_CASE("SoftmaxCrossEntropyWithLogits follows MindSpore's sparse flag") {
   check_close(dense_labels(logits_2x3(), onehot), {kL0, kL1});
   nn::SoftmaxCrossEntropyWithLogits sparse{true, "mean"};
   check_close(sparse(logits_2x3(), labels), {(kL0 + kL1) / 2});
-  CHECK_THROWS_WITH_AS(sparse(logits_2x3(), onehot),
-                       doctest::Contains("sparse=true): expected int32/int64 labels [N], got float32 [2, 3]"),
-                       Error);
-  CHECK_THROWS_WITH_AS(dense_labels(logits_2x3(), labels),
-                       doctest::Contains("sparse=false): expected float labels [N, C], got int64 [2]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      sparse(logits_2x3(), onehot),
+      doctest::Contains("sparse=true): expected int32/int64 labels [N], got float32 [2, 3]"),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      dense_labels(logits_2x3(), labels),
+      doctest::Contains("sparse=false): expected float labels [N, C], got int64 [2]"), Error);
   CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return sparse(in[0], labels); },
                             {Tensor::randn({2, 3})}));
 }

@@ -2,12 +2,12 @@
 // suite because checkpoints are how cells are saved; tests/framework is the
 // framework agent's.
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <minidl/minidl.h>
 
 using namespace minidl;
 
@@ -25,7 +25,8 @@ std::string read_bytes(const std::string& path) {
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A file as the Python package lays it out: u64 LE length, JSON padded with
@@ -93,12 +94,13 @@ TEST_CASE("safetensors header: 8-byte little-endian length, then the JSON") {
   REQUIRE(bytes.size() >= 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
-  CHECK(n % 8 == 0);                           // the data section starts 8-byte aligned
+  CHECK(n % 8 == 0);                             // the data section starts 8-byte aligned
   CHECK(bytes.size() == 8 + n + 6 * 4 + 2 * 8);  // header + 24 bytes of F32 + 16 of I64
   const std::string json = bytes.substr(8, n);
   // The JSON, then only space padding.
-  const std::string want = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
-                           "\"b\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[24,40]}}";
+  const std::string want =
+      "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+      "\"b\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[24,40]}}";
   CHECK(json.substr(0, want.size()) == want);
   CHECK(json.substr(want.size()) == std::string(n - want.size(), ' '));
   // The data section is the raw little-endian values.
@@ -117,10 +119,12 @@ TEST_CASE("safetensors reads a file laid out as the Python package writes it") {
   std::string data(8, '\0');
   data[0] = 5;
   data += float_bytes({1, 2});
-  write_bytes(path, make_file("{\"__metadata__\":{\"format\":\"pt\"},\"step\":{\"dtype\":\"I64\",\"shape\":[1],"
-                              "\"data_offsets\":[0,8]},\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
-                              "\"data_offsets\":[8,16]}}",
-                              data));
+  write_bytes(
+      path,
+      make_file("{\"__metadata__\":{\"format\":\"pt\"},\"step\":{\"dtype\":\"I64\",\"shape\":[1],"
+                "\"data_offsets\":[0,8]},\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
+                "\"data_offsets\":[8,16]}}",
+                data));
   std::map<std::string, std::string> meta;
   TensorDict t = load_safetensors(path, &meta);
   CHECK(t.keys() == std::vector<std::string>{"step", "w"});
@@ -146,24 +150,31 @@ TEST_CASE("corrupt safetensors files give errors naming the file and the fault")
       {"length past EOF", huge_len, "runs past the end of the"},
       {"not JSON", make_file("{\"w\": [1, 2", ""), "is not valid JSON"},
       {"not an object", make_file("[1, 2]", ""), "must be a JSON object, got array"},
-      {"unknown dtype", make_file("{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-                                  std::string(4, '\0')),
+      {"unknown dtype",
+       make_file("{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+                 std::string(4, '\0')),
        "unsupported dtype \"BF16\""},
       {"missing field", make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", ""),
        "expected an object with dtype, shape and data_offsets"},
-      {"bad shape", make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}",
-                              float_bytes({1, 2})),
+      {"bad shape",
+       make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}",
+                 float_bytes({1, 2})),
        "bad shape [-2]"},
-      {"size mismatch", make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
-                                  float_bytes({1, 2})),
+      {"size mismatch",
+       make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
+                 float_bytes({1, 2})),
        "shape [3] of F32 needs 12 bytes but data_offsets [0, 8] span 8"},
-      {"truncated", make_file(good_json, float_bytes({1})), "truncated: tensor 'w' needs file bytes"},
-      {"trailing", make_file(good_json, float_bytes({1, 2, 3})), "4 trailing bytes after the last tensor"},
-      {"overlap", make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                            "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-                            float_bytes({1, 2})),
+      {"truncated", make_file(good_json, float_bytes({1})),
+       "truncated: tensor 'w' needs file bytes"},
+      {"trailing", make_file(good_json, float_bytes({1, 2, 3})),
+       "4 trailing bytes after the last tensor"},
+      {"overlap",
+       make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                 float_bytes({1, 2})),
        "overlapping or gapped data_offsets"},
-      {"bad metadata", make_file("{\"__metadata__\":{\"epoch\":3}}", ""), "__metadata__ value for 'epoch'"},
+      {"bad metadata", make_file("{\"__metadata__\":{\"epoch\":3}}", ""),
+       "__metadata__ value for 'epoch'"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -175,15 +186,18 @@ TEST_CASE("corrupt safetensors files give errors naming the file and the fault")
   }
   std::filesystem::remove(path);
   const std::string missing = load_error(temp_path("does_not_exist.safetensors"));
-  CHECK(missing.find("does_not_exist.safetensors'): cannot open file: No such file") != std::string::npos);
+  CHECK(missing.find("does_not_exist.safetensors'): cannot open file: No such file") !=
+        std::string::npos);
 }
 
 TEST_CASE("save_safetensors errors name the file") {
   const std::string dir_missing = temp_path("no_such_dir") + "/x.safetensors";
-  CHECK_THROWS_WITH_AS(save_safetensors(dir_missing, TensorDict{{"w", Tensor::ones({1})}}),
-                       doctest::Contains(("save_safetensors('" + dir_missing + "'): cannot open").c_str()), Error);
-  CHECK_THROWS_WITH_AS(save_safetensors(temp_path("x"), TensorDict{{"__metadata__", Tensor::ones({1})}}),
-                       doctest::Contains("invalid tensor name '__metadata__'"), Error);
+  CHECK_THROWS_WITH_AS(
+      save_safetensors(dir_missing, TensorDict{{"w", Tensor::ones({1})}}),
+      doctest::Contains(("save_safetensors('" + dir_missing + "'): cannot open").c_str()), Error);
+  CHECK_THROWS_WITH_AS(
+      save_safetensors(temp_path("x"), TensorDict{{"__metadata__", Tensor::ones({1})}}),
+      doctest::Contains("invalid tensor name '__metadata__'"), Error);
   CHECK_THROWS_WITH_AS(save_safetensors(temp_path("x"), TensorDict{{"u", Tensor()}}),
                        doctest::Contains("tensor 'u' is undefined"), Error);
   CHECK(!std::filesystem::exists(temp_path("x")));
@@ -195,8 +209,10 @@ TEST_CASE("TensorDict keeps insertion order and rejects duplicates") {
   CHECK(d.contains("a"));
   CHECK(!d.contains("c"));
   CHECK(d.at("a").shape() == Shape{2});
-  CHECK_THROWS_WITH_AS(d.insert("a", Tensor::ones({1})), doctest::Contains("duplicate name 'a'"), Error);
+  CHECK_THROWS_WITH_AS(d.insert("a", Tensor::ones({1})), doctest::Contains("duplicate name 'a'"),
+                       Error);
   CHECK_THROWS_WITH_AS(d.at("c"), doctest::Contains("no tensor named 'c' (2 names: b, a)"), Error);
-  TensorDict from_map(std::map<std::string, Tensor>{{"y", Tensor::ones({1})}, {"x", Tensor::ones({1})}});
+  TensorDict from_map(
+      std::map<std::string, Tensor>{{"y", Tensor::ones({1})}, {"x", Tensor::ones({1})}});
   CHECK(from_map.keys() == std::vector<std::string>{"x", "y"});
 }

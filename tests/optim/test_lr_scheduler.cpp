@@ -1,9 +1,9 @@
 // Learning-rate schedules: values at several epochs from PyTorch's formulas.
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>
 
 #include <cmath>
 #include <map>
-#include <minidl/minidl.h>
 #include <stdexcept>
 
 using namespace minidl;
@@ -34,7 +34,8 @@ TEST_CASE("CosineAnnealingLR follows eta_min + (base - eta_min) (1 + cos(pi t / 
   // t = 0: 0.1; t = 2: 0.001 + 0.099 (1 + cos 0.2pi) / 2 = 0.001 + 0.099 * 0.9045085 = 0.0905463
   // t = 5: 0.001 + 0.099 / 2 = 0.0505; t = 10: eta_min 0.001;
   // t = 15: back up to 0.0505; t = 20: back to 0.1 (the cosine continues)
-  std::map<int, double> want{{0, 0.1}, {2, 0.0905463}, {5, 0.0505}, {10, 0.001}, {15, 0.0505}, {20, 0.1}};
+  std::map<int, double> want{{0, 0.1},    {2, 0.0905463}, {5, 0.0505},
+                             {10, 0.001}, {15, 0.0505},   {20, 0.1}};
   for (int t = 0; t <= 20; ++t) {
     if (want.count(t)) {
       INFO("epoch " << t);

@@ -5,9 +5,9 @@
 //   step 1: g = [0.5, 1],  step 2: g = [-1, 2],  step 3: g = [0.25, 0]
 // through set_grad(), so the arithmetic in the comments is all there is.
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>
 
 #include <cmath>
-#include <minidl/minidl.h>
 #include <stdexcept>
 
 using namespace minidl;
@@ -84,7 +84,8 @@ TEST_CASE("Momentum with Nesterov: p -= lr * (g + momentum * buf)") {
   // buf = [0.5, 1]; d = [0.5 + 0.45, 1 + 0.9] = [0.95, 1.9]; p = [1 - 0.095, -2 - 0.19]
   step_with(opt, p, kGrads[0]);
   check_close(p, {0.905, -2.19});
-  // buf = [-0.55, 2.9]; d = [-1 - 0.495, 2 + 2.61] = [-1.495, 4.61]; p = [0.905 + 0.1495, -2.19 - 0.461]
+  // buf = [-0.55, 2.9]; d = [-1 - 0.495, 2 + 2.61] = [-1.495, 4.61]; p = [0.905 + 0.1495, -2.19 -
+  // 0.461]
   step_with(opt, p, kGrads[1]);
   check_close(p, {1.0545, -2.651});
 }
@@ -237,14 +238,18 @@ TEST_CASE("constructors reject bad hyperparameters, naming the value") {
         "invalid_argument: SGD: invalid weight_decay -0.0001 (expected weight_decay >= 0)");
   CHECK(error_of([&] { optim::Momentum(params(), 0.1, -0.5); }) ==
         "invalid_argument: Momentum: invalid momentum -0.5 (expected momentum >= 0)");
-  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0, {.nesterov = true}); })
-            .find("nesterov needs momentum > 0 and dampening 0") != std::string::npos);
-  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0.9, {.nesterov = true, .dampening = 0.1}); })
-            .find("nesterov needs") != std::string::npos);
-  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0.9, {.weight_decay = -1}); })
-            .find("invalid weight_decay -1") != std::string::npos);
-  CHECK(error_of([&] { optim::Momentum(params(), 0.1, 0.9, {.dampening = 2}); })
-            .find("invalid dampening 2") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::Momentum(params(), 0.1, 0, {.nesterov = true});
+        }).find("nesterov needs momentum > 0 and dampening 0") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::Momentum(params(), 0.1, 0.9, {.nesterov = true, .dampening = 0.1});
+        }).find("nesterov needs") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::Momentum(params(), 0.1, 0.9, {.weight_decay = -1});
+        }).find("invalid weight_decay -1") != std::string::npos);
+  CHECK(error_of([&] {
+          optim::Momentum(params(), 0.1, 0.9, {.dampening = 2});
+        }).find("invalid dampening 2") != std::string::npos);
   CHECK(error_of([&] { optim::Adam(params(), 0.1, 1.0); }) ==
         "invalid_argument: Adam: invalid beta1 1 (expected 0 <= beta1 < 1)");
   CHECK(error_of([&] { optim::Adam(params(), 0.1, 0.9, -0.1); }) ==
@@ -253,15 +258,17 @@ TEST_CASE("constructors reject bad hyperparameters, naming the value") {
         "invalid_argument: Adam: invalid eps 0 (expected eps > 0)");
   CHECK(error_of([&] { optim::AdamW(params(), 0.1, 0.9, 0.999, 1e-8, -0.01); }) ==
         "invalid_argument: AdamW: invalid weight_decay -0.01 (expected weight_decay >= 0)");
-  CHECK(error_of([&] { optim::Adam(params(), -1e-3); }).find("Adam: invalid learning rate -0.001") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          optim::Adam(params(), -1e-3);
+        }).find("Adam: invalid learning rate -0.001") != std::string::npos);
   CHECK(error_of([&] { optim::SGD(params(), std::nan("")); }).find("invalid learning rate nan") !=
         std::string::npos);
   // parameters: float32, defined, listed once
   CHECK_THROWS_WITH_AS(optim::SGD({Tensor::zeros({2}, kFloat16)}, 0.1),
                        doctest::Contains("SGD: parameter 0 [2] has dtype float16"), Error);
   Tensor p = fresh_param();
-  CHECK_THROWS_WITH_AS(optim::Adam({p, p}), doctest::Contains("parameter 1 [2] appears more than once"),
+  CHECK_THROWS_WITH_AS(optim::Adam({p, p}),
+                       doctest::Contains("parameter 1 [2] appears more than once"), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({Tensor()}, 0.1), doctest::Contains("parameter 0 is undefined"),
                        Error);
-  CHECK_THROWS_WITH_AS(optim::SGD({Tensor()}, 0.1), doctest::Contains("parameter 0 is undefined"), Error);
 }

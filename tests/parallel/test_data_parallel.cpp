@@ -34,7 +34,8 @@ int N() { return parallel::world_size(); }
 // x [B, IN] -> relu(fc1) [B, HIDDEN] -> fc2 [B, OUT]
 struct Mlp : nn::Cell {
   nn::Dense fc1, fc2;
-  explicit Mlp(int64_t in = 6, int64_t hidden = 8, int64_t out = 3) : fc1(in, hidden), fc2(hidden, out) {
+  explicit Mlp(int64_t in = 6, int64_t hidden = 8, int64_t out = 3)
+      : fc1(in, hidden), fc2(hidden, out) {
     register_cells({{"fc1", fc1}, {"fc2", fc2}});
   }
   Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
@@ -45,12 +46,14 @@ struct Deep : nn::Cell {
   std::vector<std::shared_ptr<nn::Dense>> layers;
   explicit Deep(int depth) {
     for (int i = 0; i < depth; ++i)
-      layers.push_back(register_cell("fc" + std::to_string(i),
-                                     std::make_shared<nn::Dense>(i ? 16 : 6, i + 1 < depth ? 16 : 3)));
+      layers.push_back(
+          register_cell("fc" + std::to_string(i),
+                        std::make_shared<nn::Dense>(i ? 16 : 6, i + 1 < depth ? 16 : 3)));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x;
-    for (size_t i = 0; i < layers.size(); ++i) h = i + 1 < layers.size() ? relu((*layers[i])(h)) : (*layers[i])(h);
+    for (size_t i = 0; i < layers.size(); ++i)
+      h = i + 1 < layers.size() ? relu((*layers[i])(h)) : (*layers[i])(h);
     return h;
   }
 };
@@ -92,7 +95,8 @@ bool same_on_every_rank(const std::vector<Tensor>& params) {
   std::vector<float> all(mine.size() * N());
   parallel::world().allgather(mine.data(), all.data(), mine.size() * sizeof(float));
   for (int r = 1; r < N(); ++r)
-    if (!std::equal(all.begin(), all.begin() + mine.size(), all.begin() + r * mine.size())) return false;
+    if (!std::equal(all.begin(), all.begin() + mine.size(), all.begin() + r * mine.size()))
+      return false;
   return true;
 }
 
@@ -103,8 +107,9 @@ constexpr int kSteps = 3;
 // on this rank's shard, driven by `step` (forward, backward, reduce, update).
 // Returns the max relative parameter difference.
 using ShardStep = std::function<void(Mlp& net, const Tensor& x, const Tensor& y)>;
-double run_equivalence(const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make_opt,
-                       const std::function<ShardStep(Mlp& net, optim::Optimizer& opt)>& make_step) {
+double run_equivalence(
+    const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make_opt,
+    const std::function<ShardStep(Mlp& net, optim::Optimizer& opt)>& make_step) {
   manual_seed(123);
   std::vector<Tensor> xs, ys;
   for (int k = 0; k < kSteps; ++k) {
@@ -142,7 +147,8 @@ std::unique_ptr<optim::Optimizer> sgd(std::vector<Tensor> params) {
 }
 }  // namespace
 
-TEST_CASE("equivalence: DataParallel automatic style (Momentum) equals one rank on the full batch") {
+TEST_CASE(
+    "equivalence: DataParallel automatic style (Momentum) equals one rank on the full batch") {
   std::unique_ptr<DataParallel> dp;
   nn::MSELoss mse;
   double diff = run_equivalence(momentum, [&](Mlp& net, optim::Optimizer&) -> ShardStep {
@@ -200,7 +206,7 @@ TEST_CASE("scale_loss divides by the number of ranks; one rank returns the loss 
 
 TEST_CASE("construction broadcasts rank 0's parameters") {
   manual_seed(0);
-  Mlp rank0_init;  // what rank 0 builds (every rank can rebuild it from seed 0)
+  Mlp rank0_init;    // what rank 0 builds (every rank can rebuild it from seed 0)
   manual_seed(R());  // ranks seeded differently
   Mlp net;
   if (N() > 1) CHECK_FALSE(same_on_every_rank(net.parameters()));
@@ -220,8 +226,8 @@ TEST_CASE("different models on different ranks: the same clear error on every ra
                            doctest::Contains("DataParallel: rank 1 has parameter fc1.weight [8, 5] "
                                              "where rank 0 has fc1.weight [8, 6]"),
                            Error);
-      CHECK_THROWS_WITH_AS(DataParallel{net}, doctest::Contains("ranks that differ from rank 0: 1."),
-                           Error);
+      CHECK_THROWS_WITH_AS(DataParallel{net},
+                           doctest::Contains("ranks that differ from rank 0: 1."), Error);
     }
   }
   // the last rank has one layer more
@@ -233,7 +239,8 @@ TEST_CASE("different models on different ranks: the same clear error on every ra
     } catch (const Error& e) {
       std::string what = e.what();
       MESSAGE(what);
-      CHECK(what.find("rank " + std::to_string(N() - 1) + " has parameter fc1.weight [16, 16] "
+      CHECK(what.find("rank " + std::to_string(N() - 1) +
+                      " has parameter fc1.weight [16, 16] "
                       "where rank 0 has fc1.weight [3, 16]") != std::string::npos);
     }
   }
@@ -308,8 +315,8 @@ TEST_CASE("apply_collective_grads after an automatic backward throws") {
   nn::MSELoss mse;
   DataParallel dp(net);
   Tensor x = Tensor::randn({2, 6}), y = Tensor::randn({2, 3});
-  CHECK_THROWS_WITH_AS(dp.apply_collective_grads(), doctest::Contains("needs loss = dp.scale_loss(loss)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(dp.apply_collective_grads(),
+                       doctest::Contains("needs loss = dp.scale_loss(loss)"), Error);
   mse(dp(x), y).backward();  // automatic: already averaged
   std::vector<float> before = net.fc1.weight.grad().to_float_vector();
   CHECK_THROWS_WITH_AS(dp.apply_collective_grads(), doctest::Contains("reduced twice"), Error);
@@ -342,8 +349,10 @@ TEST_CASE("a parameter backward never reaches counts as zeros") {
   nn::MSELoss mse;
   DataParallel dp(net);
   mse(dp(Tensor::randn({2, 6})), Tensor::randn({2, 3})).backward();
-  if (N() == 1) CHECK_FALSE(unused.grad().defined());
-  else CHECK(unused.grad().to_float_vector() == std::vector<float>(3, 0.0f));
+  if (N() == 1)
+    CHECK_FALSE(unused.grad().defined());
+  else
+    CHECK(unused.grad().to_float_vector() == std::vector<float>(3, 0.0f));
   CHECK(net.fc1.weight.grad().defined());
 }
 
@@ -390,7 +399,8 @@ TEST_CASE("a group: DataParallel over its members; other ranks get an error") {
   manual_seed(10);
   Mlp net;
   if (R() % 2 == 1) {
-    CHECK_THROWS_WITH_AS((DataParallel{net, {.group = group}}), doctest::Contains("not a member"), Error);
+    CHECK_THROWS_WITH_AS((DataParallel{net, {.group = group}}), doctest::Contains("not a member"),
+                         Error);
     return;
   }
   DataParallel dp(net, {.group = group});

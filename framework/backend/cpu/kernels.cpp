@@ -13,25 +13,23 @@ void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
       for (int64_t kj = 0; kj < g.KW; ++kj) {
         float* out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         const float* src = im + c * g.H * g.W;
+        // Output columns whose input column ow*stride - pad + kj lies inside [0, W).
+        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
+        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          int64_t h = oh * g.stride - g.pad + ki;
+          const int64_t h = oh * g.stride - g.pad + ki;
           float* row = out + oh * g.OW;
           if (h < 0 || h >= g.H) {
-            std::memset(row, 0, g.OW * sizeof(float));
+            for (int64_t ow = 0; ow < g.OW; ++ow) row[ow] = 0.f;
             continue;
           }
-          const float* srow = src + h * g.W;
-          if (g.stride == 1) {  // contiguous run with zero edges
-            int64_t lo = std::max<int64_t>(0, g.pad - kj), hi = std::min(g.OW, g.W + g.pad - kj);
-            for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0;
-            if (hi > lo) std::memcpy(row + lo, srow + lo - g.pad + kj, (hi - lo) * sizeof(float));
-            for (int64_t ow = std::max(hi, lo); ow < g.OW; ++ow) row[ow] = 0;
-          } else {
-            for (int64_t ow = 0; ow < g.OW; ++ow) {
-              int64_t w = ow * g.stride - g.pad + kj;
-              row[ow] = (w >= 0 && w < g.W) ? srow[w] : 0.f;
-            }
-          }
+          const float* srow = src + h * g.W - g.pad + kj;
+          for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
+          if (g.stride == 1)
+            for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.stride];
+          for (int64_t ow = hi; ow < g.OW; ++ow) row[ow] = 0.f;
         }
       }
 }
@@ -43,15 +41,17 @@ void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
       for (int64_t kj = 0; kj < g.KW; ++kj) {
         const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         float* dst = im + c * g.H * g.W;
+        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
+        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          int64_t h = oh * g.stride - g.pad + ki;
+          const int64_t h = oh * g.stride - g.pad + ki;
           if (h < 0 || h >= g.H) continue;
           const float* row = in + oh * g.OW;
-          float* drow = dst + h * g.W;
-          for (int64_t ow = 0; ow < g.OW; ++ow) {
-            int64_t w = ow * g.stride - g.pad + kj;
-            if (w >= 0 && w < g.W) drow[w] += row[ow];
-          }
+          float* drow = dst + h * g.W - g.pad + kj;
+          if (g.stride == 1)
+            for (int64_t ow = lo; ow < hi; ++ow) drow[ow] += row[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.stride] += row[ow];
         }
       }
 }

@@ -1,0 +1,114 @@
+// Training throughput of minidl against its libtorch twin (bench_train_torch):
+// the same model, batch, optimizer (Momentum 0.9, lr 0.01), cross entropy and
+// synthetic data, on the same thread count, each in its best configuration.
+//
+//   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
+//
+// Prints minidl's `samples/s=R` and `peak_rss_mb=M`, then runs the twin after
+// it (never beside it) and prints its figures and the ratios.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "../examples/models.h"
+#include "bench_common.h"
+
+using namespace minidl;
+
+namespace {
+
+double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, long steps) {
+  optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
+  nn::CrossEntropyLoss loss_fn;
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = loss_fn(net(x), labels);
+    loss.backward();
+    opt.step();
+  };
+  for (long i = 0; i < warmup; ++i) step();
+  // About ten chunks of timed steps; the median chunk rate resists the odd slow one.
+  const long chunk = std::max(1L, steps / 10);
+  std::vector<double> rates;
+  for (long done = 0; done < steps; done += chunk) {
+    const long n = std::min(chunk, steps - done);
+    const auto t0 = bench::Clock::now();
+    for (long i = 0; i < n; ++i) step();
+    rates.push_back(n * static_cast<double>(x.size(0)) / bench::seconds_since(t0));
+  }
+  return bench::median(rates);
+}
+
+// Runs a command and returns the value of its `key=value` line (or -1).
+std::map<std::string, double> run_twin(const std::string& command) {
+  std::map<std::string, double> out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return out;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::string text = line;
+    auto eq = text.find('=');
+    if (text[0] != '#' && eq != std::string::npos && text.find(' ') == std::string::npos)
+      out[text.substr(0, eq)] = std::atof(text.c_str() + eq + 1);
+    else if (text[0] == '#')
+      std::printf("%s", text.c_str());
+  }
+  if (pclose(pipe) != 0) out.clear();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Flags flags(argc, argv,
+                     {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
+                      {"threads", "1"}, {"twin", "on"}},
+                     "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
+                     "[--twin on|off]");
+  const std::string model = flags.str("model");
+  const long batch = flags.integer("batch"), steps = flags.integer("steps");
+  const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
+  if ((model != "lenet" && model != "mlp") || batch < 1 || steps < 1 || threads < 1) {
+    std::fprintf(stderr, "bench_train: expected --model lenet|mlp and positive --batch, --steps, "
+                 "--threads\n");
+    return 2;
+  }
+  set_num_threads(static_cast<int>(threads));
+  manual_seed(0);
+  std::printf("# minidl model=%s batch=%ld steps=%ld threads=%ld\n", model.c_str(), batch, steps,
+              threads);
+  bench::print_load_note();
+  Tensor x = Tensor::randn({batch, 1, 28, 28});
+  Tensor labels = Tensor::randint(0, 10, {batch});
+  double ours = 0;
+  if (model == "lenet") {
+    example::LeNet5 net;
+    ours = train(net, x, labels, warmup, steps);
+  } else {
+    example::MLP net;
+    ours = train(net, x, labels, warmup, steps);
+  }
+  const double our_rss = bench::peak_rss_mb();
+  std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
+
+  const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_train_torch";
+  if (flags.str("twin") != "on" || !std::filesystem::exists(twin)) {
+    std::printf("# no libtorch twin run\n");
+    return 0;
+  }
+  // libtorch at its best here: its pool at T threads, OpenBLAS at 1 (NOTES.md).
+  std::string command = "OPENBLAS_NUM_THREADS=1 " + twin.string() + " --model " + model +
+                        " --batch " + std::to_string(batch) + " --steps " + std::to_string(steps) +
+                        " --warmup " + std::to_string(warmup) + " --threads " + std::to_string(threads);
+  auto theirs = run_twin(command);
+  if (!theirs.count("samples/s")) {
+    std::printf("# the libtorch twin failed: %s\n", command.c_str());
+    return 1;
+  }
+  std::printf("libtorch_samples/s=%.1f\nlibtorch_peak_rss_mb=%.1f\n", theirs["samples/s"],
+              theirs["peak_rss_mb"]);
+  std::printf("%s batch %ld threads %ld: minidl %.0f samples/s, libtorch %.0f, ratio %.2fx; "
+              "peak RSS %.0f MB vs %.0f MB (%.2f)\n", model.c_str(), batch, threads, ours,
+              theirs["samples/s"], ours / theirs["samples/s"], our_rss, theirs["peak_rss_mb"],
+              our_rss / theirs["peak_rss_mb"]);
+}
