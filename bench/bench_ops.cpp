@@ -94,8 +94,10 @@ int main(int argc, char** argv) {
                      "[--threads T] [--min-time SECONDS] [--twin on|off]");
   const long threads = flags.integer("threads");
   const double min_time = flags.real("min-time");
-  if (threads < 1) {
-    std::fprintf(stderr, "--threads: expected >= 1, got %ld\n", threads);
+  const std::string twin_flag = flags.str("twin");
+  if (threads < 1 || (twin_flag != "on" && twin_flag != "off")) {
+    std::fprintf(stderr, "expected --threads >= 1 and --twin on or off, got %ld and '%s'\n",
+                 threads, twin_flag.c_str());
     return 2;
   }
   manual_seed(0);
@@ -111,8 +113,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   });
 
+  if (twin_flag == "off") return 0;
   const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_ops_torch";
-  if (flags.str("twin") != "on") return 0;
   if (!std::filesystem::exists(twin)) {
     std::printf("# no libtorch twin: %s was not built\n", twin.c_str());
     return 0;

@@ -59,6 +59,8 @@ class Dataset {
 
   // Samples per epoch in this shard: ceil(N / num_shards).
   int64_t size() const;
+  int64_t num_shards() const { return num_shards_; }
+  int64_t shard_id() const { return shard_id_; }
   // All N samples after the maps, in file order (not shuffled or sharded).
   const Tensor& data() const { return data_; }
   const Tensor& labels() const { return labels_; }

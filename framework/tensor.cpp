@@ -1,5 +1,6 @@
 #include "framework/tensor.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +26,7 @@ int64_t numel_of(const Shape& shape) {
 }
 
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
-  int64_t d = dim < 0 ? dim + ndim : dim;
+  int64_t d = dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;  // a 0-d tensor takes 0 and -1
   MINIDL_CHECK(d >= 0 && d < std::max<int64_t>(ndim, 1), op, ": dim ", dim,
                " out of range for a tensor of ", ndim, " dims");
   return d;
@@ -80,12 +81,28 @@ class BlockCache {
 
 size_t block_size(size_t n) { return n ? (n + 63) / 64 * 64 : 64; }
 
+std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
+
+void count_bytes(int64_t delta) {
+  int64_t now = live_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t peak = peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
 
-Storage::Storage(size_t n) : data(BlockCache::get().allocate(block_size(n))), nbytes(n) {}
+MemoryStats memory_stats() { return {live_bytes.load(), peak_bytes.load()}; }
+void reset_peak_memory() { peak_bytes.store(live_bytes.load()); }
+
+Storage::Storage(size_t n) : data(BlockCache::get().allocate(block_size(n))), nbytes(n) {
+  count_bytes(static_cast<int64_t>(n));
+}
 Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
 Storage::~Storage() {
-  if (owned) BlockCache::get().release(data, block_size(nbytes));
+  if (!owned) return;
+  BlockCache::get().release(data, block_size(nbytes));
+  count_bytes(-static_cast<int64_t>(nbytes));
 }
 
 // ---- metadata ----

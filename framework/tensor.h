@@ -31,6 +31,14 @@ struct Storage {
   bool owned = true;
 };
 
+// Bytes held by live tensor storages (owned ones), and the peak since the
+// last reset: a measure of activation memory for tests and benchmarks.
+struct MemoryStats {
+  int64_t current_bytes = 0, peak_bytes = 0;
+};
+MemoryStats memory_stats();
+void reset_peak_memory();  // peak := current
+
 class Tensor;
 struct Node;
 using GradHook = std::function<void(Tensor& grad)>;

@@ -4,13 +4,15 @@
 #include <chrono>
 
 #include "framework/ops.h"
+#include "parallel/data_parallel.h"
+#include "parallel/init.h"
 
 namespace minidl {
 namespace {
 
 // Correct predictions in a batch: argmax of logits [B, C] against labels [B].
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  if (logits.dim() != 2) return 0;
+  if (!logits.defined() || logits.dim() != 2) return 0;
   Tensor pred = argmax(logits.detach());
   Tensor lab = labels.to(kInt64);
   const int64_t *p = pred.data<int64_t>(), *l = lab.data<int64_t>();
@@ -27,6 +29,11 @@ Model::Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, 
   for (const auto& m : options_.metrics)
     MINIDL_CHECK(m == "accuracy" || m == "loss", "Model: unknown metric '", m,
                  "' (expected \"accuracy\" or \"loss\")");
+  if (options_.parallel == ParallelMode::DataParallel && !dynamic_cast<parallel::DataParallel*>(&network)) {
+    MINIDL_CHECK(parallel::is_initialized(), "Model: ParallelMode::DataParallel needs parallel::init() first");
+    wrapper_ = std::make_shared<parallel::DataParallel>(network);
+    train_network_ = wrapper_.get();
+  }
 }
 
 Model::~Model() = default;
@@ -34,8 +41,14 @@ Model::~Model() = default;
 int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                      std::vector<CallbackRef> callbacks, TrainOptions options) {
   MINIDL_CHECK(epochs >= 0, "Model::train: expected epochs >= 0, got ", epochs);
-  const int64_t steps_per_epoch = dataset.num_batches();
-  TrainBegin begin{epochs, steps_per_epoch, dataset.batch_size(), 0, 1, &network_};
+  const bool distributed = parallel::is_initialized() && parallel::world_size() > 1;
+  const int rank = distributed ? parallel::rank() : 0, world = distributed ? parallel::world_size() : 1;
+  const data::BatchDataset ds =
+      wrapper_ && dataset.dataset().num_shards() == 1
+          ? dataset.dataset().shard(rank, world).batch(dataset.batch_size(), dataset.drop_remainder())
+          : dataset;
+  const int64_t steps_per_epoch = ds.num_batches();
+  TrainBegin begin{epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   for (auto& cb : callbacks) {
     cb->rank_ = begin.rank;
     cb->network_ = &network_;
@@ -48,22 +61,33 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     EpochEnd summary{epoch, 0, 0, 0, 0};
     auto epoch_start = clock::now();
     int64_t step = 0;
-    for (auto& batch : dataset.epoch(epoch - 1)) {
+    for (auto& batch : ds.epoch(epoch - 1)) {
       if (options.max_steps >= 0 && global_step >= options.max_steps) break;
       auto t0 = clock::now();
       optimizer_.zero_grad();
-      Tensor logits = (*train_network_)(batch.data);
-      Tensor loss = loss_fn_(logits, batch.labels);
-      loss.backward();
+      Tensor loss, logits;
+      if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
+        StepOutput out = own->forward_backward(batch.data, batch.labels, loss_fn_);
+        loss = out.loss;
+        logits = out.logits;
+      } else {
+        logits = (*train_network_)(batch.data);
+        loss = loss_fn_(logits, batch.labels);
+        loss.backward();
+      }
       optimizer_.step();
+      // [loss, correct, samples], summed over ranks when distributed
+      double figures[3] = {loss.item(), static_cast<double>(count_correct(logits, batch.labels)),
+                           static_cast<double>(batch.data.size(0))};
+      if (distributed) parallel::world().allreduce(figures, 3);
       StepEnd s;
       s.epoch = epoch;
       s.step = ++step;
       s.global_step = ++global_step;
       s.steps_per_epoch = steps_per_epoch;
-      s.samples = batch.data.size(0);
-      s.loss = loss.item();
-      s.accuracy = static_cast<double>(count_correct(logits, batch.labels)) / std::max<int64_t>(1, s.samples);
+      s.samples = static_cast<int64_t>(figures[2]);
+      s.loss = figures[0] / world;
+      s.accuracy = figures[1] / std::max(1.0, figures[2]);
       s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
       summary.steps = step;
       summary.samples += s.samples;

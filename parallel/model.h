@@ -5,12 +5,14 @@
 //   auto m = model.eval(test);  // m["accuracy"], m["loss"]
 //
 // One step: zero the gradients, loss = loss_fn(network(data), labels),
-// backward, optimizer step. With {.parallel = ParallelMode::DataParallel}
-// the network is wrapped in DataParallel (parameters broadcast from rank 0,
-// gradients averaged over ranks during backward); the dataset must then be
-// sharded by the caller (`.shard(rank(), world_size())`) or is sharded by
-// train() when it is not. Printing callbacks speak on rank 0 only, with the
-// loss averaged over ranks.
+// backward, optimizer step. A network that is a TrainStep (GradAccumulation)
+// runs its own forward and backward instead.
+// With {.parallel = ParallelMode::DataParallel} the network is wrapped in
+// DataParallel (parameters broadcast from rank 0, gradients averaged over
+// ranks during backward), and a training set that is not sharded yet is
+// sharded by rank (`.shard(rank(), world_size())`). Whenever the world has
+// more than one rank, the loss callbacks see is the mean over ranks, and the
+// printing callbacks speak on rank 0 only. parallel::init() must come first.
 #pragma once
 #include <map>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "nn/cell.h"
 #include "optim/optimizer.h"
 #include "parallel/callbacks.h"
+#include "parallel/train_step.h"
 
 namespace minidl {
 
