@@ -14,6 +14,8 @@ using namespace minidl;
 
 struct Flags {
   std::string data, dataset = "mnist", optimizer = "momentum", init, save, history;
+  std::string parallel = "none";
+  int64_t nprocs = 1;
   int64_t epochs = 10, batch = 64, steps = -1, log_every = 100, threads = 0;
   double lr = 0.01;
   uint64_t seed = 0;
@@ -37,6 +39,9 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_flag("--no-shuffle", f.no_shuffle, "batches in file order");
   app.add_option("--init", f.init, "initial weights from a safetensors file, by parameter name");
   app.add_option("--save", f.save, "save the trained weights as safetensors");
+  app.add_option("--parallel", f.parallel, "none, or data: data-parallel over the job's ranks")
+      ->check(CLI::IsMember({"none", "data"}));
+  app.add_option("--nprocs", f.nprocs, "start N ranks through mpirun (taken by launch_if_requested)");
   app.add_option("--history", f.history, "write loss/accuracy per step to FILE.csv and FILE.svg");
 }
 
@@ -66,19 +71,27 @@ inline double run(const Flags& f, nn::Cell& net) {
   if (!f.no_shuffle) train_set = train_set.shuffle(f.seed);
   auto train = train_set.batch(f.batch);
   auto test = load(f, data::Usage::Test).batch(1000);
-  std::printf("%s: %lld training and %lld test images from %s, %d threads\n", f.dataset.c_str(),
-              (long long)train_set.size(), (long long)test.size(), data_dir(f).c_str(), num_threads());
+  const bool data_parallel = f.parallel == "data";
+  const int rank = parallel::rank();
+  if (rank == 0)
+    std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads\n",
+                f.dataset.c_str(), (long long)train_set.size(), (long long)test.size(),
+                data_dir(f).c_str(), parallel::world_size(), num_threads());
 
   nn::CrossEntropyLoss loss;
   auto opt = make_optimizer(f, net);
-  Model model(net, loss, *opt, {.metrics = {"accuracy"}});
+  Model model(net, loss, *opt,
+              {.metrics = {"accuracy"},
+               .parallel = data_parallel ? ParallelMode::DataParallel : ParallelMode::StandAlone});
   std::vector<CallbackRef> callbacks{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
   if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   model.train(f.epochs, train, callbacks, {.max_steps = f.steps});
 
   auto metrics = model.eval(test);
-  std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics["accuracy"], metrics["loss"]);
-  if (!f.save.empty()) net.save(f.save);
+  if (rank == 0) {
+    std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics["accuracy"], metrics["loss"]);
+    if (!f.save.empty()) net.save(f.save);
+  }
   return metrics["accuracy"];
 }
 

@@ -6,6 +6,8 @@
 #include "models.h"
 
 int main(int argc, char** argv) {
+  minidl::parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
+  minidl::parallel::init();                           // a world of one when started alone
   example::Flags flags;
   flags.optimizer = "sgd";
   flags.batch = 32;

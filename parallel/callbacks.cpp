@@ -11,6 +11,7 @@
 
 #include "framework/error.h"
 #include "nn/cell.h"
+#include "parallel/init.h"
 
 namespace minidl {
 namespace {
@@ -35,6 +36,12 @@ std::string clock_string(double seconds) {
   return buf;
 }
 
+// A terminal we draw on. Under mpirun a rank's stdout is a pseudo-terminal
+// even when mpirun's own output goes to a file, so ranks print plain lines.
+bool stdout_is_terminal() {
+  return isatty(STDOUT_FILENO) == 1 && !parallel::launched_by_mpirun();
+}
+
 }  // namespace
 
 LossMonitor::LossMonitor(int64_t every) : every_(every) {
@@ -44,8 +51,9 @@ LossMonitor::LossMonitor(int64_t every) : every_(every) {
 
 void LossMonitor::on_step_end(const StepEnd& s) {
   if (rank_ != 0 || s.step % every_ != 0) return;
-  std::printf("epoch: %lld step: %lld, loss is %s\n", (long long)s.epoch, (long long)s.step,
-              shortest(s.loss).c_str());
+  // On a terminal, first clear a progress bar's line; the bar redraws below.
+  std::printf("%sepoch: %lld step: %lld, loss is %s\n", stdout_is_terminal() ? "\r\033[K" : "",
+              (long long)s.epoch, (long long)s.step, shortest(s.loss).c_str());
   std::fflush(stdout);
 }
 
@@ -58,7 +66,7 @@ void TimeMonitor::on_epoch_end(const EpochEnd& e) {
   std::fflush(stdout);
 }
 
-ProgressBar::ProgressBar() : tty_(isatty(STDOUT_FILENO) == 1) { is_printer_ = true; }
+ProgressBar::ProgressBar() : tty_(stdout_is_terminal()) { is_printer_ = true; }
 
 void ProgressBar::on_train_begin(const TrainBegin& b) { epochs_ = b.epochs; }
 
