@@ -64,12 +64,18 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell
 }
 
 // Trains `net` as the flags say and prints the test accuracy; returns it.
-inline double run(const Flags& f, nn::Cell& net) {
+// `train_net`, when given, is the cell Model trains and evaluates instead (a
+// wrapper of `net` such as GradAccumulation, which then does its own data
+// parallelism: each rank gets its shard here, and Model adds no wrapper);
+// --init and --save act on `net`, so checkpoints keep the plain names.
+inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) {
   if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
   if (!f.init.empty()) net.load(f.init);
   data::Dataset train_set = load(f, data::Usage::Train);
   if (!f.no_shuffle) train_set = train_set.shuffle(f.seed);
-  auto train = train_set.batch(f.batch);
+  const bool own_shard = train_net && f.parallel == "data";  // else Model shards
+  auto train = (own_shard ? train_set.shard(parallel::rank(), parallel::world_size()) : train_set)
+                   .batch(f.batch);
   auto test = load(f, data::Usage::Test).batch(1000);
   const bool data_parallel = f.parallel == "data";
   const int rank = parallel::rank();
@@ -80,9 +86,10 @@ inline double run(const Flags& f, nn::Cell& net) {
 
   nn::CrossEntropyLoss loss;
   auto opt = make_optimizer(f, net);
-  Model model(net, loss, *opt,
+  Model model(train_net ? *train_net : net, loss, *opt,
               {.metrics = {"accuracy"},
-               .parallel = data_parallel ? ParallelMode::DataParallel : ParallelMode::StandAlone});
+               .parallel = data_parallel && !train_net ? ParallelMode::DataParallel
+                                                       : ParallelMode::StandAlone});
   std::vector<CallbackRef> callbacks{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
   if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   model.train(f.epochs, train, callbacks, {.max_steps = f.steps});

@@ -1,19 +1,34 @@
 #include "framework/autograd.h"
 
 #include <cassert>
+#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "framework/ops.h"
 
 namespace minidl {
 
 static thread_local bool grad_mode = true;
+static thread_local const char* scope_now = nullptr;
 static NodeObserver node_observer;
 
 bool grad_enabled() { return grad_mode; }
 NoGradGuard::NoGradGuard() : prev_(grad_mode) { grad_mode = false; }
 NoGradGuard::~NoGradGuard() { grad_mode = prev_; }
 void set_node_observer(NodeObserver observer) { node_observer = std::move(observer); }
+
+void set_scope_tracking(bool on) { detail::scope_tracking_on.store(on, std::memory_order_relaxed); }
+const char* current_scope() { return scope_now; }
+ScopeGuard::ScopeGuard(const char* scope) : prev_(scope_now) { scope_now = scope; }
+ScopeGuard::~ScopeGuard() { scope_now = prev_; }
+
+const char* intern_scope(const std::string& name) {
+  static std::mutex mutex;
+  static auto* names = new std::unordered_set<std::string>;  // never freed; nodes keep
+  std::lock_guard lock(mutex);                                 // their elements' addresses
+  return names->insert(name).first->c_str();
+}
 
 static std::vector<std::pair<int, std::function<void()>>>& end_callbacks() {
   static std::vector<std::pair<int, std::function<void()>>> list;
@@ -45,7 +60,8 @@ Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, Node::Ba
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
   out.impl().requires_grad = true;
-  out.impl().grad_fn = std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward)});
+  out.impl().grad_fn =
+      std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward), scope_now});
   return out;
 }
 
@@ -81,15 +97,21 @@ static void accumulate(Tensor& slot, Tensor g) {
 // Stores a leaf's final gradient for this pass and fires its ready hooks.
 static void finish_leaf(TensorImpl* leaf, Tensor g) {
   if (!g.defined()) return;
-  bool shared = g.impl_ptr().use_count() > 1 || g.impl().storage.use_count() > 1;
-  if (leaf->grad) {
-    g = add(Tensor(leaf->grad), g);
-  } else if (shared) {
-    g = g.detach().clone();  // the optimizer and reducers update grads in place
-  }
   if (g.dtype() != leaf->dtype) g = cast(g, leaf->dtype);
-  leaf->grad = g.impl_ptr();
   Tensor grad(leaf->grad);
+  if (grad.defined() && grad.dtype() == kFloat32 && g.dtype() == kFloat32) {
+    float* dst = grad.data<float>();  // accumulate in place, as PyTorch does
+    const float* src = g.data<float>();
+    for (int64_t i = 0; i < grad.numel(); ++i) dst[i] += src[i];
+  } else {
+    if (grad.defined()) {
+      g = cast(add(grad, g), leaf->dtype);
+    } else if (g.impl_ptr().use_count() > 1 || g.impl().storage.use_count() > 1) {
+      g = g.detach().clone();  // the optimizer and reducers update grads in place
+    }
+    leaf->grad = g.impl_ptr();
+    grad = g;
+  }
   for (auto& hook : leaf->ready_hooks) hook(grad);
 }
 
@@ -130,6 +152,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     grads.erase(t);
     std::vector<Tensor> gin;
     if (g.defined()) {
+      ScopeGuard scope(node->scope);
       if (node_observer) node_observer(node->name, true);
       gin = node->backward(g);
       if (node_observer) node_observer(node->name, false);

@@ -7,6 +7,7 @@
 // leaf's grad-ready hooks as soon as its gradient is final, and frees the
 // graph.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ struct Node {
   const char* name = "";
   std::vector<Tensor> inputs;
   Backward backward;
+  const char* scope = nullptr;  // the layer that recorded it (see "scopes" below), or null
 };
 
 bool grad_enabled();
@@ -53,8 +55,36 @@ int add_backward_end_callback(std::function<void()> callback);
 void remove_backward_end_callback(int id);
 
 // Observers of backward progress, for timelines: called before and after each
-// node's closure with the node's name.
+// node's closure with the node's name; current_scope() is the node's scope
+// meanwhile. One observer at a time (parallel::Timeline::enable() takes it).
 using NodeObserver = std::function<void(const char* name, bool begin)>;
 void set_node_observer(NodeObserver observer);
+
+// ---- scopes: which layer recorded a node, for timelines ----
+// A per-thread name that record() stores in each new Node::scope. While scope
+// tracking is on, nn::Cell::operator() sets it to the cell's registration path
+// ("conv1", "module.fc2") for the duration of its forward; run_backward sets
+// it to each node's scope while that node runs. Off (the default) nothing sets
+// it and Node::scope stays null. Scope names must live for the whole program:
+// pass them through intern_scope().
+namespace detail {
+inline std::atomic<bool> scope_tracking_on{false};
+}
+inline bool scope_tracking() { return detail::scope_tracking_on.load(std::memory_order_relaxed); }
+void set_scope_tracking(bool on);
+const char* current_scope();
+// Returns a pointer to a program-lifetime copy of `name`; equal names give equal pointers.
+const char* intern_scope(const std::string& name);
+// Makes `scope` (interned, or null) the current scope for its lifetime.
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(const char* scope);
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  const char* prev_;
+};
 
 }  // namespace minidl

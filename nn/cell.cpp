@@ -2,12 +2,50 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <typeinfo>
 
 #include "framework/autograd.h"
 
 namespace minidl::nn {
+namespace {
+
+// The cells being called on this thread while scope tracking is on, innermost last.
+struct Frame {
+  const Cell* cell;
+  const char* scope;
+  bool root;
+};
+thread_local std::vector<Frame> call_stack;
+
+// "minidl::nn::Dense" -> "Dense"
+std::string short_type_name(const Cell& cell) {
+  std::string name = cell.type_name();
+  size_t end = std::min(name.find('<'), name.size());
+  size_t colon = name.rfind("::", end);
+  return colon == std::string::npos ? name : name.substr(colon + 2);
+}
+
+}  // namespace
+
+const char* Cell::CallScope::enter(const Cell& cell) {
+  if (call_stack.empty()) {
+    call_stack.push_back({&cell, intern_scope(short_type_name(cell)), true});
+    return call_stack.back().scope;
+  }
+  const Frame& parent = call_stack.back();
+  std::string local;
+  for (const auto& [name, child] : parent.cell->children_)
+    if (child == &cell && local.empty()) local = name;
+  if (local.empty()) local = short_type_name(cell);  // called by a cell it is not registered in
+  const char* scope = intern_scope(parent.root ? local : parent.scope + ("." + local));
+  call_stack.push_back({&cell, scope, false});
+  return scope;
+}
+
+Cell::CallScope::CallScope(const Cell& cell) : guard_(enter(cell)) {}
+Cell::CallScope::~CallScope() { call_stack.pop_back(); }
 
 Tensor Cell::forward(const Tensor& x) {
   throw Error(

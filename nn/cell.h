@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/autograd.h"
 #include "framework/safetensors.h"
 #include "framework/tensor.h"
 
@@ -40,8 +41,18 @@ class Cell {
   virtual Tensor forward(const Tensor& x);
   // Two-input cells (MatMul, losses, WithLossCell) override this one.
   virtual Tensor forward(const Tensor& a, const Tensor& b);
-  Tensor operator()(const Tensor& x) { return forward(x); }
-  Tensor operator()(const Tensor& a, const Tensor& b) { return forward(a, b); }
+  // Calls forward. While scope tracking is on (framework/autograd.h), the
+  // autograd nodes it records carry this cell's registration path as scope.
+  Tensor operator()(const Tensor& x) {
+    if (!scope_tracking()) return forward(x);
+    CallScope scope(*this);
+    return forward(x);
+  }
+  Tensor operator()(const Tensor& a, const Tensor& b) {
+    if (!scope_tracking()) return forward(a, b);
+    CallScope scope(*this);
+    return forward(a, b);
+  }
 
   // ---- registration (names: non-empty, no '.', unique within this cell) ----
   // Registers `value` (a defined float leaf) as a parameter and makes it
@@ -98,6 +109,21 @@ class Cell {
   std::string type_name() const;
 
  private:
+  // The scope of one call: the caller's path plus the name under which the
+  // caller registered this cell; a cell called from no cell gets its short
+  // type name ("LeNet5"), a child of such a root just its own name ("conv1").
+  class CallScope {
+   public:
+    explicit CallScope(const Cell& cell);
+    ~CallScope();
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    static const char* enter(const Cell& cell);  // pushes the call; returns its scope
+    ScopeGuard guard_;
+  };
+
   void check_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, Cell* child, std::shared_ptr<Cell> owned);
   void collect(const std::string& prefix, bool buffers, TensorDict& out) const;

@@ -6,6 +6,7 @@
 
 #include "framework/autograd.h"
 #include "parallel/init.h"
+#include "parallel/timeline.h"
 
 namespace minidl::parallel {
 
@@ -23,6 +24,7 @@ struct DataParallel::State {
   std::vector<size_t> missing;  // per bucket: parameters not yet ready
   size_t next_start = 0;        // buckets start in index order, the same on every rank
   std::vector<std::unique_ptr<Work>> works;
+  std::vector<int64_t> timeline_ids;  // per bucket: its allreduce's Timeline event, or -1
 
   bool explicit_mode = false;  // scale_loss() since the last apply_collective_grads()
   bool auto_reduced = false;   // the latest backward averaged automatically
@@ -42,13 +44,23 @@ struct DataParallel::State {
       else
         dst.fill_(0);
     }
+    timeline_ids[b] =
+        Timeline::enabled()
+            ? Timeline::begin("allreduce bucket " + std::to_string(b), "communication",
+                              {{"bucket", static_cast<int64_t>(b)},
+                               {"bytes", static_cast<int64_t>(flat[b].size() * sizeof(float))},
+                               {"params", static_cast<int64_t>(buckets[b].size())}},
+                              Timeline::kCommunication)
+            : -1;
     works[b] = group->allreduce_async(f, flat[b].size(), ElemType::Float32, ReduceOp::Sum);
   }
 
   // Waits for every bucket, divides by `divisor` and writes the gradients back.
   void finish(float divisor) {
+    TimelineScope scope("finish allreduce", "communication");  // wait, average, write back
     for (size_t b = 0; b < buckets.size(); ++b) {
       works[b]->wait();
+      Timeline::end(timeline_ids[b]);
       works[b].reset();
       float* f = flat[b].data();
       if (divisor != 1.0f)
@@ -83,8 +95,8 @@ struct DataParallel::State {
       start(next_start++);
       ++stats.buckets_started_in_hooks;
     }
-    for (auto& w : works)  // MPI moves requests along only inside MPI calls
-      if (w) w->test();
+    for (size_t b = 0; b < works.size(); ++b)  // MPI moves requests along only inside MPI calls
+      if (works[b] && works[b]->test()) Timeline::end(timeline_ids[b]);  // seen finished
   }
 
   void on_backward_end() {
@@ -232,6 +244,7 @@ DataParallel::DataParallel(nn::Cell& module, DataParallelOptions options)
   s.ready.resize(P);
   s.missing.resize(s.buckets.size());
   s.works.resize(s.buckets.size());
+  s.timeline_ids.assign(s.buckets.size(), -1);
 
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < P; ++i)

@@ -15,15 +15,24 @@
 //    are taken in order and a bucket is closed before it would exceed
 //    bucket_bytes of float32 data (a larger tensor gets a bucket alone;
 //    bucket_bytes == 0 gives one bucket per tensor);
-// 2. starts one non-blocking allreduce-sum per bucket on `group`, then waits
-//    for each;
+// 2. allreduce-sums each bucket on `group`, one blocking allreduce per bucket,
+//    in bucket order;
 // 3. when mean, divides by degree in float32 (x / float(degree));
-// 4. casts each result back to its gradient's dtype into a new tensor.
-// The reducer keeps one float32 buffer as large as all parameters together.
-// The inputs are never modified. An undefined gradient counts as zeros (all
-// ranks must keep the same bucket layout) and gets a defined result.
+// 4. casts each result back to its gradient's dtype.
+// reduce() returns new tensors and never modifies its inputs. reduce_grads()
+// writes each result over the parameter's .grad() itself when nothing else can
+// see that gradient (the parameter holds the only handle to it and the only
+// reference to its storage, as after backward), and otherwise replaces it
+// with a new tensor (set_grad); either way p.grad() then holds the result.
+// An undefined gradient counts as zeros (all ranks must keep the same bucket
+// layout) and gets a defined result.
 // With one rank and nothing to divide (sum, or degree 1) the gradients
-// themselves are returned: the same tensors, bit for bit.
+// themselves are returned (and left in place): the same tensors, bit for bit.
+// Cost: a bucket of several tensors is packed into one float32 buffer (kept
+// by the reducer, as large as the largest bucket) and unpacked with the
+// division in the same pass; a bucket of one float32 tensor is reduced in the
+// result's own storage. Besides the allreduce, that is at most two passes over
+// the data.
 //
 // Errors: degree <= 0 throws std::invalid_argument naming the value; a wrong
 // number of gradients, or a gradient whose shape differs from its
@@ -63,7 +72,8 @@ class DistributedGradReducer {
   // Returns the reduced gradients (new tensors; see above).
   std::vector<Tensor> reduce(const std::vector<Tensor>& grads);
   std::vector<Tensor> operator()(const std::vector<Tensor>& grads) { return reduce(grads); }
-  // reduce() on every parameter's .grad(), writing each result back with set_grad.
+  // Reduces every parameter's .grad(), leaving each result in .grad() (in place
+  // when the gradient is private to its parameter, else with set_grad).
   void reduce_grads();
 
   bool mean() const { return mean_; }
@@ -80,13 +90,32 @@ class DistributedGradReducer {
   size_t bucket_bytes_;
   std::shared_ptr<Communicator> group_;
   std::vector<std::vector<size_t>> buckets_;
-  std::vector<size_t> offset_;  // element offset of each parameter in flat_
-  std::vector<float> flat_;     // every gradient as float32, bucket after bucket
+  std::vector<size_t> offset_;  // element offset of each parameter in its bucket
+  size_t flat_size_ = 0;        // elements of the largest bucket
+  std::vector<float> flat_;     // one bucket as float32; allocated at first use
+
+  // Validates grads; false when there is nothing to do (one rank, nothing to divide).
+  bool check(const std::vector<Tensor>& grads) const;
+  // The reduced gradients: grads[i] itself, overwritten, where in_place[i]; else new.
+  std::vector<Tensor> run(const std::vector<Tensor>& grads, const std::vector<char>& in_place);
 };
 
 // Buckets of parameter indices, in order, each at most bucket_bytes of float32
 // (a larger tensor alone; 0: one tensor per bucket).
 std::vector<std::vector<size_t>> plan_buckets(const std::vector<Tensor>& tensors,
                                               size_t bucket_bytes);
+
+// Shared with DataParallel, which packs and unpacks buckets the same way.
+namespace detail {
+// True when param's gradient may be overwritten in place: it is defined, on
+// the CPU, param holds the only handle to it, and its storage is its own
+// (owned, not shared with another tensor or view).
+bool grad_is_private(const Tensor& param);
+// dst[0, n) = g as float32 (zeros for an undefined g; no copy when g's data is dst).
+void to_float32(const Tensor& g, float* dst, size_t n);
+// out = (src[0, out.numel()) / divisor) cast to out's dtype, in one pass
+// (divisor 1: a plain cast; src may be out's own data).
+void from_float32(const float* src, const Tensor& out, float divisor);
+}  // namespace detail
 
 }  // namespace minidl::parallel

@@ -6,6 +6,7 @@
 #include "framework/ops.h"
 #include "parallel/data_parallel.h"
 #include "parallel/init.h"
+#include "parallel/timeline.h"
 
 namespace minidl {
 namespace {
@@ -31,6 +32,9 @@ Model::Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, 
                  "' (expected \"accuracy\" or \"loss\")");
   if (options_.parallel == ParallelMode::DataParallel && !dynamic_cast<parallel::DataParallel*>(&network)) {
     MINIDL_CHECK(parallel::is_initialized(), "Model: ParallelMode::DataParallel needs parallel::init() first");
+    MINIDL_CHECK(!dynamic_cast<TrainStep*>(&network), "Model: ParallelMode::DataParallel cannot wrap ",
+                 network.type_name(), " from outside (it runs its own backward); build it around a "
+                 "DataParallel instead, e.g. GradAccumulation(DataParallel(net), m), and shard the data");
     wrapper_ = std::make_shared<parallel::DataParallel>(network);
     train_network_ = wrapper_.get();
   }
@@ -64,18 +68,28 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     for (auto& batch : ds.epoch(epoch - 1)) {
       if (options.max_steps >= 0 && global_step >= options.max_steps) break;
       auto t0 = clock::now();
+      parallel::Timeline::set_step(global_step + 1);
+      parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
       optimizer_.zero_grad();
       Tensor loss, logits;
       if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
+        parallel::TimelineScope scope("forward and backward", "compute");
         StepOutput out = own->forward_backward(batch.data, batch.labels, loss_fn_);
         loss = out.loss;
         logits = out.logits;
       } else {
-        logits = (*train_network_)(batch.data);
-        loss = loss_fn_(logits, batch.labels);
+        {
+          parallel::TimelineScope scope("forward", "compute");
+          logits = (*train_network_)(batch.data);
+          loss = loss_fn_(logits, batch.labels);
+        }
+        parallel::TimelineScope scope("backward", "compute");
         loss.backward();
       }
-      optimizer_.step();
+      {
+        parallel::TimelineScope scope("optimizer step", "compute");
+        optimizer_.step();
+      }
       // [loss, correct, samples], summed over ranks when distributed
       double figures[3] = {loss.item(), static_cast<double>(count_correct(logits, batch.labels)),
                            static_cast<double>(batch.data.size(0))};

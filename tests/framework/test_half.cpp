@@ -91,6 +91,7 @@ TEST_CASE("cast between float and integer dtypes truncates toward zero") {
   Tensor i64 = x.to(kInt64);
   CHECK(i64.to_vector<int64_t>() == std::vector<int64_t>{2, -2, 0, 0, 100, -3});
   CHECK(x.to(kFloat16).to(kInt32).to_vector<int32_t>() == std::vector<int32_t>{2, -2, 0, 0, 100, -3});
+  CHECK(x.to(kFloat16).to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{2, -2, 0, 0, 100, -3});
 
   Tensor big = Tensor::of_ints({16777217, -5, 3000000000LL});
   check_values(big.to(kFloat32), {16777216, -5, 3e9});  // float32 has 24 bits of mantissa

@@ -147,7 +147,7 @@ TEST_CASE("rand stays in [low, high) with the uniform mean; randint covers its r
     sum += x;
   }
   CHECK(outside == 0);
-  CHECK(sum / u.size() == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(std::abs(sum / u.size() - 1.0) < 0.09);  // std of the mean: 6 / sqrt(12 n) = 0.017
 
   Tensor r = Tensor::randint(-3, 2, {1000}, kInt32);
   CHECK(r.dtype() == kInt32);

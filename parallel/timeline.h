@@ -1,0 +1,130 @@
+// Timeline: what every rank did when, as one Chrome trace (JSON) that
+// Perfetto (ui.perfetto.dev, "Open trace file") and chrome://tracing open.
+//
+//   parallel::Timeline::enable();                  // on every rank, before training
+//   model.train(epochs, train, callbacks);         // Model, DataParallel, autograd record
+//   parallel::Timeline::write("timeline.json");    // collective: rank 0 writes the file
+//
+// What is recorded while enabled (an event is a span on one track of one rank):
+//   name                  category       track          recorded by
+//   "step"                step           main           Model::train, one per step
+//   "forward"             compute        main           Model::train (network and loss)
+//   "backward"            compute        main           Model::train (loss.backward())
+//   "backward conv1"      backward       main           autograd: a contiguous run of backward
+//                                                       nodes recorded by one layer (args: nodes)
+//   "optimizer step"      compute        main           Model::train
+//   "allreduce bucket 3"  communication  communication  DataParallel: from the non-blocking
+//                                                       start (in a grad-ready hook) to the first
+//                                                       moment the rank saw it finished (args:
+//                                                       bucket, bytes, params)
+//   "wait for allreduce"  communication  main           DataParallel: the end-of-backward wait
+// Every event carries the training step it began in (args.step, from set_step).
+// Layer names are registration paths (see Node::scope in framework/autograd.h):
+// "conv1", or "module.conv1" inside DataParallel; a layer called by no other
+// layer is named by its type ("CrossEntropyLoss").
+//
+// Output: {"traceEvents": [...]}, one process per rank (pid = rank, named
+// "rank R"), one thread row per track (tid; "main" is the thread that called
+// enable(), other threads are "thread N", named tracks keep their name). Events
+// that overlap on one track without nesting (allreduces in flight together) are
+// spread over extra rows, "communication (2)", ... Times are microseconds from
+// the earliest enable() of any rank, with every rank's clock aligned to rank 0's
+// at write() (after a barrier; good to a few microseconds).
+//
+// Cost: disabled, a TimelineScope or an instrumented call site is one relaxed
+// atomic load and a branch; enabled, an event costs a mutex and a vector push
+// (and each backward node two clock reads). enable() takes autograd's node
+// observer (set_node_observer) and turns scope tracking on; disable() gives
+// both back. Record from any thread; enable, disable and write from one.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "parallel/communicator.h"
+
+namespace minidl::parallel {
+
+// An integer argument shown with an event (string literal key).
+struct TimelineArg {
+  const char* key;
+  int64_t value;
+};
+
+// One span on this rank. Times are steady_clock nanoseconds (Timeline::now_ns()).
+struct TimelineEvent {
+  std::string name;
+  const char* category = "";
+  const char* track = nullptr;  // null: the thread that began it
+  int thread = 0;               // that thread's index (0: the first to record)
+  int64_t step = 0;             // Timeline::step() when it began
+  int64_t begin_ns = 0, end_ns = -1;  // end_ns < 0 while still open
+  std::vector<std::pair<const char*, int64_t>> args;
+};
+
+class Timeline {
+ public:
+  static constexpr const char* kCommunication = "communication";  // the track of allreduces
+
+  // Clears the events of any earlier recording and starts a new one. At most
+  // max_events are kept; later ones are counted as dropped (reported in the file).
+  static void enable(size_t max_events = size_t{1} << 20);
+  // Stops recording; the events stay until the next enable().
+  static void disable();
+  static bool enabled() noexcept { return on_.load(std::memory_order_relaxed); }
+
+  // The training step (from 1) that events begun from now on belong to; 0: none.
+  static void set_step(int64_t step);
+  static int64_t step();
+
+  // Opens an event now and returns its id for end() (from any thread);
+  // -1 when disabled or full. `category` and `track` must be string literals
+  // (or otherwise live as long as the timeline); track null: this thread's row.
+  static int64_t begin(std::string name, const char* category,
+                       std::initializer_list<TimelineArg> args = {}, const char* track = nullptr);
+  // Closes the event `id` now; nothing for -1 or an already closed event.
+  static void end(int64_t id) {
+    if (id >= 0) end_event(id);
+  }
+  // Records an event whose times (now_ns() values) are already known.
+  static void complete(std::string name, const char* category, int64_t begin_ns, int64_t end_ns,
+                       std::initializer_list<TimelineArg> args = {}, const char* track = nullptr);
+  static int64_t now_ns();
+
+  // A copy of this rank's events in order of beginning, open ones included.
+  static std::vector<TimelineEvent> events();
+  static int64_t dropped();
+
+  // Collective over `group` (every member calls it): aligns clocks, sends each
+  // rank's closed events to rank 0, and rank 0 writes `path` (replacing it).
+  // Every rank throws the same minidl::Error when rank 0 cannot write the file.
+  // Recording goes on; a later write() writes everything again.
+  static void write(const std::string& path, Communicator& group);
+  // Over parallel::world(), or this process alone before parallel::init().
+  static void write(const std::string& path);
+
+ private:
+  static void end_event(int64_t id);
+  inline static std::atomic<bool> on_{false};
+};
+
+// An event from construction to destruction (on this thread's row unless `track`).
+//   { parallel::TimelineScope scope("optimizer step", "compute"); opt.step(); }
+class TimelineScope {
+ public:
+  TimelineScope(const char* name, const char* category,
+                std::initializer_list<TimelineArg> args = {}, const char* track = nullptr)
+      : id_(Timeline::enabled() ? Timeline::begin(name, category, args, track) : -1) {}
+  ~TimelineScope() { Timeline::end(id_); }
+  TimelineScope(const TimelineScope&) = delete;
+  TimelineScope& operator=(const TimelineScope&) = delete;
+
+ private:
+  int64_t id_;
+};
+
+}  // namespace minidl::parallel

@@ -1,0 +1,301 @@
+// Timeline (parallel/timeline.h) under mpirun -np 2, and alone.
+//
+// The central property: a few steps of DataParallel training in the automatic
+// style, written as a Chrome trace, show every rank's forward, per-layer
+// backward, per-bucket allreduces and optimizer steps, and on more than one
+// rank at least one allreduce that starts before that step's backward ends.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+#include "framework/autograd.h"
+#include "framework/ops.h"
+#include "framework/random.h"
+#include "nn/dense.h"
+#include "nn/loss.h"
+#include "optim/sgd.h"
+#include "parallel/data_parallel.h"
+#include "parallel/init.h"
+#include "parallel/model.h"
+#include "parallel/timeline.h"
+
+using namespace minidl;
+using parallel::Timeline;
+using parallel::TimelineScope;
+using nlohmann::json;
+
+namespace {
+int R() { return parallel::rank(); }
+int N() { return parallel::world_size(); }
+
+// x [B, 6] -> fc0 -> relu -> ... -> fc{depth-1} [B, 4]: logits of 4 classes.
+struct Deep : nn::Cell {
+  std::vector<std::shared_ptr<nn::Dense>> layers;
+  explicit Deep(int depth) {
+    for (int i = 0; i < depth; ++i)
+      layers.push_back(register_cell("fc" + std::to_string(i),
+                                     std::make_shared<nn::Dense>(i ? 32 : 6, i + 1 < depth ? 32 : 4)));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (size_t i = 0; i < layers.size(); ++i)
+      h = i + 1 < layers.size() ? relu((*layers[i])(h)) : (*layers[i])(h);
+    return h;
+  }
+};
+
+// A file name of this job's own (ctest may run the np2 and local jobs at once).
+std::string trace_path(const std::string& stem) {
+  return stem + "_np" + std::to_string(N()) + ".json";
+}
+
+json read_json(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f);
+  return json::parse(f);  // throws (fails the test) on invalid JSON
+}
+
+double end_of(const json& e) { return e["ts"].get<double>() + e["dur"].get<double>(); }
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+}  // namespace
+
+TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and overlap") {
+  constexpr int kDepth = 4, kSteps = 3;
+  constexpr int64_t kPerRank = 8;
+  manual_seed(1);
+  Tensor x = Tensor::randn({kPerRank * N() * kSteps, 6});
+  Tensor y = Tensor::randint(0, 4, {kPerRank * N() * kSteps});
+  auto train = data::Dataset(x, y).shard(R(), N()).batch(kPerRank);
+  manual_seed(2);
+  Deep net(kDepth);
+  parallel::DataParallel dp(net, {.bucket_bytes = 0});  // one bucket per parameter
+  const int64_t buckets = static_cast<int64_t>(dp.buckets().size());
+  nn::CrossEntropyLoss loss;
+  optim::SGD opt(dp.trainable_params(), /*lr=*/0.1);
+  Model model(dp, loss, opt);
+
+  Timeline::enable();
+  model.train(/*epochs=*/1, train, {}, {.max_steps = kSteps});
+  Timeline::disable();
+  for (const auto& e : Timeline::events()) CHECK(e.end_ns >= e.begin_ns);  // all closed
+
+  const std::string path = trace_path("timeline_test");
+  Timeline::write(path);
+  json trace = read_json(path);  // every rank reads rank 0's file
+  REQUIRE(trace.contains("traceEvents"));
+  const json& events = trace["traceEvents"];
+  REQUIRE(events.is_array());
+
+  // One process per rank, named "rank R"; rows named by track.
+  std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> row_names;
+  for (const auto& e : events)
+    if (e["ph"] == "M" && e["name"] == "process_name")
+      process_names[e["pid"].get<int>()] = e["args"]["name"];
+    else if (e["ph"] == "M" && e["name"] == "thread_name")
+      row_names[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"];
+  REQUIRE(static_cast<int>(process_names.size()) == N());
+  for (int r = 0; r < N(); ++r) CHECK(process_names[r] == "rank " + std::to_string(r));
+
+  // Per rank: the events of each kind, the backward layers, and overlap.
+  std::map<std::string, std::set<std::string>> categories;
+  int overlapping_steps = 0;
+  for (int r = 0; r < N(); ++r) {
+    CAPTURE(r);
+    std::map<std::string, int> count;
+    std::set<std::string> layers;
+    std::map<int64_t, double> backward_end;     // step -> when its last backward span ends
+    std::map<int64_t, double> first_allreduce;  // step -> when its first allreduce starts
+    for (const auto& e : events) {
+      if (e["ph"] != "X" || e["pid"] != r) continue;
+      const std::string name = e["name"], cat = e["cat"];
+      CHECK(e["ts"].get<double>() >= 0);
+      CHECK(e["dur"].get<double>() >= 0);
+      REQUIRE(e["args"].contains("step"));
+      const int64_t step = e["args"]["step"];
+      CHECK((step >= 1 && step <= kSteps));
+      categories[cat].insert(name);
+      const std::string row = row_names[{r, e["tid"].get<int>()}];
+      if (starts_with(name, "backward ")) {
+        CHECK(cat == "backward");
+        CHECK(row == "main");
+        CHECK(e["args"]["nodes"].get<int>() >= 1);
+        layers.insert(name.substr(9));
+        backward_end[step] = std::max(backward_end[step], end_of(e));
+        ++count["backward layer"];
+      } else if (starts_with(name, "allreduce bucket ")) {
+        CHECK(cat == "communication");
+        CHECK(starts_with(row, "communication"));
+        CHECK(e["args"]["bytes"].get<int64_t>() > 0);
+        double ts = e["ts"];
+        first_allreduce[step] = first_allreduce.count(step) ? std::min(first_allreduce[step], ts) : ts;
+        ++count["allreduce"];
+      } else {
+        ++count[name];
+      }
+    }
+    CHECK(count["step"] == kSteps);
+    CHECK(count["forward"] == kSteps);
+    CHECK(count["backward"] == kSteps);
+    CHECK(count["optimizer step"] == kSteps);
+    CHECK(count["backward layer"] >= kSteps * (kDepth + 1));
+    // Layers by registration path inside the wrapper, the loss by its type.
+    for (int i = 0; i < kDepth; ++i) CHECK(layers.count("module.fc" + std::to_string(i)) == 1);
+    CHECK(layers.count("CrossEntropyLoss") == 1);
+    if (N() > 1) {
+      CHECK(count["allreduce"] == kSteps * buckets);
+      CHECK(count["finish allreduce"] == kSteps);
+      for (auto& [step, start] : first_allreduce)
+        if (start < backward_end[step]) ++overlapping_steps;
+    } else {
+      CHECK(count["allreduce"] == 0);
+    }
+  }
+  MESSAGE(N(), " ranks: ", events.size(), " trace events; steps whose first allreduce started "
+          "before their backward ended, over all ranks: ", overlapping_steps);
+  if (N() > 1) CHECK(overlapping_steps >= 1);
+  CHECK(categories.count("compute") == 1);
+
+  // On every row the events nest or are disjoint, as trace viewers need.
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> rows;
+  for (const auto& e : events)
+    if (e["ph"] == "X") rows[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({e["ts"], end_of(e)});
+  for (auto& [key, spans] : rows) {
+    std::sort(spans.begin(), spans.end(),
+              [](auto a, auto b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::vector<double> open;
+    for (auto [b, e] : spans) {
+      while (!open.empty() && open.back() <= b) open.pop_back();
+      CHECK((open.empty() || e <= open.back()));
+      open.push_back(e);
+    }
+  }
+  parallel::barrier();  // everyone has read it
+  if (R() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("autograd nodes carry the registration path of the layer that recorded them") {
+  struct Block : nn::Cell {
+    nn::Dense fc{3, 3};
+    Block() { register_cells({{"fc", fc}}); }
+    Tensor forward(const Tensor& x) override { return relu(fc(x)); }
+  };
+  struct Net : nn::Cell {
+    Block block;
+    nn::Dense head{3, 2};
+    Net() { register_cells({{"block", block}, {"head", head}}); }
+    Tensor forward(const Tensor& x) override { return head(block(x)) * 2.0; }
+  };
+  Net net;
+  Tensor x = Tensor::randn({2, 3});
+  CHECK(net.block(x).impl().grad_fn->scope == nullptr);  // tracking off: no scope
+
+  set_scope_tracking(true);
+  Tensor out = net(x);
+  std::vector<std::string> seen;
+  set_node_observer([&](const char* name, bool begin) {
+    if (begin) seen.push_back(std::string(name) + "@" + (current_scope() ? current_scope() : "-"));
+  });
+  out.sum().backward();
+  set_node_observer(nullptr);
+  set_scope_tracking(false);
+  CHECK(current_scope() == nullptr);
+  // sum (no layer), then the root's own "* 2", head, block's relu, block.fc
+  REQUIRE(seen.size() >= 4);
+  CHECK(seen.front() == "sum@-");
+  CHECK(seen[1] == "mul@Net");
+  auto has = [&](const std::string& scope) {
+    return std::any_of(seen.begin(), seen.end(), [&](const std::string& s) {
+      return s.substr(s.find('@') + 1) == scope;
+    });
+  };
+  CHECK(has("head"));
+  CHECK(has("block"));     // relu, recorded in Block::forward
+  CHECK(has("block.fc"));  // the Dense inside it
+  // Equal names share one interned string.
+  CHECK(intern_scope("block.fc") == intern_scope(std::string("block.") + "fc"));
+}
+
+TEST_CASE("begin/end across threads, explicit tracks, and rows for overlapping events") {
+  Timeline::enable();
+  Timeline::set_step(7);
+  int64_t a = Timeline::begin("first", "test", {{"n", 1}}, Timeline::kCommunication);
+  int64_t b = Timeline::begin("second", "test", {}, Timeline::kCommunication);
+  REQUIRE(a >= 0);
+  REQUIRE(b >= 0);
+  Timeline::end(a);  // a ends before b: overlapping, not nested
+  std::thread other([b] {
+    TimelineScope scope("on a thread", "test");
+    Timeline::end(b);  // ended by another thread than began it
+  });
+  other.join();
+  { TimelineScope scope("on main", "test"); }
+  Timeline::end(a);   // a second end changes nothing
+  Timeline::end(-1);  // the id of a disabled begin
+  Timeline::set_step(0);
+  Timeline::disable();
+  { TimelineScope scope("disabled", "test"); }
+  CHECK(Timeline::begin("disabled", "test") == -1);
+
+  auto events = Timeline::events();
+  REQUIRE(events.size() == 4);
+  CHECK(events[0].name == "first");
+  CHECK(events[0].step == 7);
+  CHECK(events[0].args.size() == 1);
+  CHECK(events[1].end_ns >= events[0].end_ns);
+  CHECK(events[2].thread != events[3].thread);
+
+  const std::string path = trace_path("timeline_rows");
+  Timeline::write(path);
+  json trace = read_json(path);
+  std::set<std::string> rank0_rows;
+  std::map<std::string, int> tid_of;
+  for (const auto& e : trace["traceEvents"])
+    if (e["pid"] == 0 && e["name"] == "thread_name") {
+      rank0_rows.insert(e["args"]["name"].get<std::string>());
+      tid_of[e["args"]["name"]] = e["tid"];
+    }
+  CHECK(rank0_rows == std::set<std::string>{"main", "thread 1", "communication",
+                                            "communication (2)"});
+  for (const auto& e : trace["traceEvents"])
+    if (e["pid"] == 0 && e["name"] == "second") CHECK(e["tid"] == tid_of["communication (2)"]);
+  CHECK(trace["otherData"]["ranks"] == N());
+  parallel::barrier();
+  if (R() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("write to a directory that does not exist: the same error on every rank") {
+  Timeline::enable();
+  { TimelineScope scope("something", "test"); }
+  Timeline::disable();
+  CHECK_THROWS_WITH_AS(Timeline::write("/nonexistent-minidl-dir/t.json"),
+                       doctest::Contains("Timeline::write: rank 0 cannot write "
+                                         "/nonexistent-minidl-dir/t.json.tmp"),
+                       Error);
+}
+
+TEST_CASE("disabled, the timeline records nothing and costs one branch") {
+  Timeline::enable();
+  Timeline::disable();
+  REQUIRE_FALSE(Timeline::enabled());
+  CHECK_FALSE(scope_tracking());
+  Deep net(2);
+  nn::MSELoss mse;
+  mse(net(Tensor::randn({4, 6})), Tensor::randn({4, 4})).backward();
+  { TimelineScope scope("nothing", "test"); }
+  CHECK(Timeline::events().empty());
+  CHECK(net.layers[0]->weight.grad().defined());
+}
