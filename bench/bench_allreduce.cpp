@@ -79,29 +79,31 @@ int main(int argc, char** argv) {
       params.back().set_grad(Tensor::randn(s));
       count += static_cast<size_t>(params.back().numel());
     }
-    std::vector<float> raw(count, 1.0f);
+    std::vector<float> raw(count, 0.0f);
     const int icount = static_cast<int>(count);
     const double bytes = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
     for (size_t bucket_bytes : {parallel::kDefaultBucketBytes, size_t{0}}) {
-      parallel::DistributedGradReducer reducer(params, /*mean=*/true, std::nullopt, bucket_bytes);
+      setenv("MINIDL_PIECE_BYTES", "0", 1);
+      parallel::DistributedGradReducer r0(params, /*mean=*/true, std::nullopt, bucket_bytes);
+      setenv("MINIDL_PIECE_BYTES", "262144", 1);
+      parallel::DistributedGradReducer r256(params, /*mean=*/true, std::nullopt, bucket_bytes);
+      setenv("MINIDL_PIECE_BYTES", "524288", 1);
+      parallel::DistributedGradReducer r512(params, /*mean=*/true, std::nullopt, bucket_bytes);
+      setenv("MINIDL_PIECE_BYTES", "1048576", 1);
+      parallel::DistributedGradReducer r1m(params, /*mean=*/true, std::nullopt, bucket_bytes);
       std::vector<double> t =
-          median_max_seconds(reps, {[&] { reducer.reduce_grads(); },
+          median_max_seconds(reps, {[&] { r0.reduce_grads(); },
+                                    [&] { r256.reduce_grads(); },
+                                    [&] { r512.reduce_grads(); },
+                                    [&] { r1m.reduce_grads(); },
                                     [&] {
                                       MPI_Allreduce(MPI_IN_PLACE, raw.data(), icount, MPI_FLOAT,
                                                     MPI_SUM, MPI_COMM_WORLD);
-                                    },
-                                    [&] {
-                                      MPI_Request request;
-                                      MPI_Iallreduce(MPI_IN_PLACE, raw.data(), icount, MPI_FLOAT,
-                                                     MPI_SUM, MPI_COMM_WORLD, &request);
-                                      MPI_Wait(&request, MPI_STATUS_IGNORE);
                                     }});
       if (rank == 0)
-        std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %10.1f %9.3f %9.3f %9.3f %7.2f\n",
-                    set.name, bucket_bytes ? "fused" : "per-tensor", params.size(), bytes,
-                    t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, busbw(t[0]), busbw(t[1]), busbw(t[2]),
-                    n > 1 ? t[1] / t[0] : 0.0);
+        std::printf("%-6s %-10s none %7.1f 256K %7.1f 512K %7.1f 1M %7.1f raw %7.1f\n",
+                    set.name, bucket_bytes ? "fused" : "per-tensor", t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, t[3] * 1e6, t[4] * 1e6);
     }
   }
 }

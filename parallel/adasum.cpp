@@ -45,29 +45,19 @@ void AdaSum::exchange(const float* send, size_t ns, float* recv, size_t nr, int 
 
 namespace {
 
-// a, b [n] -> out += {a.b, |a|^2, |b|^2}, in double (eight lanes, so the loop vectorises).
+// a, b [n] -> out += {a.b, |a|^2, |b|^2}, in double.
 void accumulate_dots(const float* a, const float* b, size_t n, double* out) {
-  constexpr size_t L = 8;
-  double ab[L] = {}, aa[L] = {}, bb[L] = {};
-  size_t i = 0;
-  for (; i + L <= n; i += L)
-    for (size_t j = 0; j < L; ++j) {
-      const double x = a[i + j], y = b[i + j];
-      ab[j] += x * y;
-      aa[j] += x * x;
-      bb[j] += y * y;
-    }
-  for (size_t j = 0; i < n; ++i, ++j) {
+  double ab = 0, aa = 0, bb = 0;
+#pragma omp simd reduction(+ : ab, aa, bb)
+  for (size_t i = 0; i < n; ++i) {
     const double x = a[i], y = b[i];
-    ab[j] += x * y;
-    aa[j] += x * x;
-    bb[j] += y * y;
+    ab += x * y;
+    aa += x * x;
+    bb += y * y;
   }
-  for (size_t j = 0; j < L; ++j) {
-    out[0] += ab[j];
-    out[1] += aa[j];
-    out[2] += bb[j];
-  }
+  out[0] += ab;
+  out[1] += aa;
+  out[2] += bb;
 }
 
 // out[i] = ca a[i] + cb b[i] for i < n, in double, rounded once.

@@ -91,7 +91,6 @@ class DistributedGradReducer {
   std::shared_ptr<Communicator> group_;
   std::vector<std::vector<size_t>> buckets_;
   std::vector<size_t> offset_;  // element offset of each parameter in its bucket
-  size_t flat_size_ = 0;        // elements of the largest bucket
   std::vector<float> flat_;     // one bucket as float32; allocated at first use
 
   // Validates grads; false when there is nothing to do (one rank, nothing to divide).
@@ -111,11 +110,12 @@ namespace detail {
 // the CPU, param holds the only handle to it, and its storage is its own
 // (owned, not shared with another tensor or view).
 bool grad_is_private(const Tensor& param);
-// dst[0, n) = g as float32 (zeros for an undefined g; no copy when g's data is dst).
-void to_float32(const Tensor& g, float* dst, size_t n);
-// out = (src[0, out.numel()) / divisor) cast to out's dtype, in one pass
-// (divisor 1: a plain cast; src may be out's own data).
-void from_float32(const float* src, const Tensor& out, float divisor);
+// dst[0, n) = elements [begin, begin + n) of g as float32 (zeros for an
+// undefined g; no copy when they are dst already).
+void to_float32(const Tensor& g, size_t begin, size_t n, float* dst);
+// Elements [begin, begin + n) of out = src[0, n) / divisor cast to out's dtype,
+// in one pass (divisor 1: a plain cast; src may be out's own data).
+void from_float32(const float* src, const Tensor& out, size_t begin, size_t n, float divisor);
 }  // namespace detail
 
 }  // namespace minidl::parallel

