@@ -3,9 +3,13 @@
 // synthetic data, on the same thread count, each in its best configuration.
 //
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
+//               [--parallel none|auto|explicit]
 //
 // Prints minidl's `samples/s=R` and `peak_rss_mb=M`, then runs the twin after
-// it (never beside it) and prints its figures and the ratios.
+// it (never beside it) and prints its figures and the ratios. Under mpirun
+// with --parallel auto (DataParallel's overlapped allreduce during backward) or
+// explicit (scale_loss + apply_collective_grads after backward), every rank
+// trains on its own batch B and samples/s counts all ranks' samples.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -17,13 +21,20 @@ using namespace minidl;
 
 namespace {
 
-double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, long steps) {
+double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, long steps,
+             const std::string& mode) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
+  std::unique_ptr<parallel::DataParallel> dp;
+  if (mode != "none") dp = std::make_unique<parallel::DataParallel>(net);
   auto step = [&] {
     opt.zero_grad();
-    Tensor loss = loss_fn(net(x), labels);
-    loss.backward();
+    if (mode == "explicit") {
+      dp->scale_loss(loss_fn((*dp)(x), labels)).backward();
+      dp->apply_collective_grads();
+    } else {
+      loss_fn(dp ? (*dp)(x) : net(x), labels).backward();
+    }
     opt.step();
   };
   for (long i = 0; i < warmup; ++i) step();
@@ -32,9 +43,12 @@ double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, 
   std::vector<double> rates;
   for (long done = 0; done < steps; done += chunk) {
     const long n = std::min(chunk, steps - done);
+    parallel::barrier();
     const auto t0 = bench::Clock::now();
     for (long i = 0; i < n; ++i) step();
-    rates.push_back(n * static_cast<double>(x.size(0)) / bench::seconds_since(t0));
+    parallel::barrier();
+    rates.push_back(n * static_cast<double>(x.size(0)) * parallel::world_size() /
+                    bench::seconds_since(t0));
   }
   return bench::median(rates);
 }
@@ -62,9 +76,15 @@ std::map<std::string, double> run_twin(const std::string& command) {
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
-                      {"threads", "1"}, {"twin", "on"}},
+                      {"threads", "1"}, {"twin", "on"}, {"parallel", "none"}},
                      "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
-                     "[--twin on|off]");
+                     "[--twin on|off] [--parallel none|auto|explicit]");
+  parallel::init();
+  const std::string mode = flags.str("parallel");
+  if (mode != "none" && mode != "auto" && mode != "explicit") {
+    std::fprintf(stderr, "bench_train: --parallel expects none, auto or explicit, got %s\n", mode.c_str());
+    return 2;
+  }
   const std::string model = flags.str("model");
   const long batch = flags.integer("batch"), steps = flags.integer("steps");
   const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
@@ -75,21 +95,26 @@ int main(int argc, char** argv) {
   }
   set_num_threads(static_cast<int>(threads));
   manual_seed(0);
-  std::printf("# minidl model=%s batch=%ld steps=%ld threads=%ld\n", model.c_str(), batch, steps,
-              threads);
-  bench::print_load_note();
+  const bool root = parallel::rank() == 0;
+  if (root) {
+    std::printf("# minidl model=%s batch=%ld steps=%ld threads=%ld ranks=%d parallel=%s\n",
+                model.c_str(), batch, steps, threads, parallel::world_size(), mode.c_str());
+    bench::print_load_note();
+  }
   Tensor x = Tensor::randn({batch, 1, 28, 28});
   Tensor labels = Tensor::randint(0, 10, {batch});
   double ours = 0;
   if (model == "lenet") {
     example::LeNet5 net;
-    ours = train(net, x, labels, warmup, steps);
+    ours = train(net, x, labels, warmup, steps, mode);
   } else {
     example::MLP net;
-    ours = train(net, x, labels, warmup, steps);
+    ours = train(net, x, labels, warmup, steps, mode);
   }
   const double our_rss = bench::peak_rss_mb();
+  if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
+  if (parallel::world_size() > 1) return 0;  // the twin compares single-process runs
 
   const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_train_torch";
   if (flags.str("twin") != "on" || !std::filesystem::exists(twin)) {
