@@ -20,6 +20,9 @@ struct Flags {
   double lr = 0.01;
   uint64_t seed = 0;
   bool no_shuffle = false;
+  std::string timeline;        // Chrome trace of the training, written by rank 0
+  int64_t check_replicas = 0;  // compare the ranks' parameters every N steps (0: off)
+  int64_t bucket_kb = 25 * 1024;  // DataParallel's allreduce buckets
 };
 
 // Adds the common flags to `app`; the caller may add its own before parsing.
@@ -43,6 +46,13 @@ inline void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"none", "data"}));
   app.add_option("--nprocs", f.nprocs, "start N ranks through mpirun (taken by launch_if_requested)");
   app.add_option("--history", f.history, "write loss/accuracy per step to FILE.csv and FILE.svg");
+  app.add_option("--timeline", f.timeline,
+                 "write a timeline of the training to FILE.json (open it in ui.perfetto.dev)");
+  app.add_option("--bucket-kb", f.bucket_kb, "DataParallel's allreduce bucket size in KiB")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--check-replicas", f.check_replicas,
+                 "every N steps check that all ranks hold the same parameters (0: off)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 inline std::string data_dir(const Flags& f) {
@@ -89,10 +99,18 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
   Model model(train_net ? *train_net : net, loss, *opt,
               {.metrics = {"accuracy"},
                .parallel = data_parallel && !train_net ? ParallelMode::DataParallel
-                                                       : ParallelMode::StandAlone});
+                                                       : ParallelMode::StandAlone,
+               .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10});
   std::vector<CallbackRef> callbacks{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
   if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
+  if (f.check_replicas > 0) callbacks.push_back(ReplicaCheck(f.check_replicas));
+  if (!f.timeline.empty()) parallel::Timeline::enable();
   model.train(f.epochs, train, callbacks, {.max_steps = f.steps});
+  if (!f.timeline.empty()) {
+    parallel::Timeline::disable();
+    parallel::Timeline::write(f.timeline);  // every rank: rank 0 gathers and writes
+    if (rank == 0) std::printf("timeline: %s (open it in ui.perfetto.dev)\n", f.timeline.c_str());
+  }
 
   auto metrics = model.eval(test);
   if (rank == 0) {

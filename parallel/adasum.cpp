@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "parallel/init.h"
+#include "parallel/timeline.h"
 
 namespace minidl::parallel {
 
@@ -80,6 +81,9 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
   }
   const size_t n = offset_.back();
   flat_.resize(n);
+  TimelineScope scope("adasum", "communication",
+                      {{"tensors", static_cast<int64_t>(grads.size())},
+                       {"bytes", static_cast<int64_t>(n * sizeof(float))}});
   recv_.resize((n + 1) / 2);
   dots_.resize(3 * t_count);
   for (size_t i = 0; i < t_count; ++i) {
@@ -97,6 +101,8 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
   const int rank = group_->rank(), k = levels();
   std::vector<std::pair<size_t, size_t>> slice{{0, n}};
   for (int l = 0; l < k; ++l) {
+    TimelineScope level_scope([&] { return "adasum level " + std::to_string(l); }, "communication",
+                              {{"level", l}, {"partner", rank ^ (1 << l)}});
     const auto [lo, hi] = slice.back();
     const size_t mid = lo + (hi - lo) / 2;
     const bool lower = (rank & (1 << l)) == 0;
@@ -129,6 +135,8 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
 
   // 2. Allgather: undo the halving, swapping halves with the same partners.
   for (int l = k - 1; l >= 0; --l) {
+    TimelineScope gather_scope([&] { return "adasum gather " + std::to_string(l); },
+                               "communication", {{"level", l}, {"partner", rank ^ (1 << l)}});
     const auto [lo, hi] = slice[l];
     const auto [keep_lo, keep_hi] = slice[l + 1];
     const size_t give_lo = keep_lo == lo ? keep_hi : lo, give_hi = keep_lo == lo ? hi : keep_lo;

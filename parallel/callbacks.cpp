@@ -15,7 +15,6 @@
 #include "parallel/communicator.h"
 #include "parallel/init.h"
 #include "parallel/timeline.h"
-#include "parallel/init.h"
 
 namespace minidl {
 namespace {

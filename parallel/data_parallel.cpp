@@ -36,14 +36,8 @@ struct DataParallel::State {
   // Casts bucket b's gradients into its flat buffer and starts its allreduce.
   void start(size_t b) {
     float* f = flat[b].data();
-    for (size_t i : buckets[b]) {
-      Tensor dst = Tensor::from_blob(f + offset[i], params[i].shape(), kFloat32, /*copy=*/false);
-      Tensor g = params[i].grad();
-      if (g.defined())
-        dst.copy_(g);
-      else
-        dst.fill_(0);
-    }
+    for (size_t i : buckets[b])
+      detail::to_float32(params[i].grad(), 0, static_cast<size_t>(params[i].numel()), f + offset[i]);
     timeline_ids[b] =
         Timeline::enabled()
             ? Timeline::begin("allreduce bucket " + std::to_string(b), "communication",
@@ -62,13 +56,13 @@ struct DataParallel::State {
       works[b]->wait();
       Timeline::end(timeline_ids[b]);
       works[b].reset();
-      float* f = flat[b].data();
-      if (divisor != 1.0f)
-        for (float& x : flat[b]) x /= divisor;
-      for (size_t i : buckets[b]) {
-        Tensor g = Tensor::empty(params[i].shape(), params[i].dtype());
-        g.copy_(Tensor::from_blob(f + offset[i], params[i].shape(), kFloat32, /*copy=*/false));
-        params[i].set_grad(g);
+      const float* f = flat[b].data();
+      for (size_t i : buckets[b]) {  // over the gradient itself when nothing else can see it
+        const bool in_place = detail::grad_is_private(params[i]) &&
+                              params[i].grad().dtype() == params[i].dtype();
+        Tensor g = in_place ? params[i].grad() : Tensor::empty(params[i].shape(), params[i].dtype());
+        detail::from_float32(f + offset[i], g, 0, static_cast<size_t>(g.numel()), divisor);
+        if (!in_place) params[i].set_grad(g);
       }
     }
     ++stats.reductions;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -27,10 +28,10 @@ std::vector<std::vector<size_t>> plan_buckets(const std::vector<Tensor>& tensors
 
 namespace {
 // A bucket is allreduced in pieces of at most this many float32 elements
-// (1 MiB), each packed just before its allreduce and unpacked just after, so
-// the data is still in cache for the next step. A MiB per call keeps the
-// per-call latency negligible.
+// (1 MiB): each piece is packed just before its allreduce and unpacked just
+// after, so it is still in cache (L2) for MPI and for the unpacking.
 constexpr size_t kPieceElements = (size_t{1} << 20) / sizeof(float);
+size_t kSmallPieceElements = (size_t{64} << 10) / sizeof(float);
 }  // namespace
 
 namespace detail {
@@ -117,6 +118,8 @@ DistributedGradReducer::DistributedGradReducer(std::vector<Tensor> parameters, b
   for (size_t i = 0; i < params_.size(); ++i)
     MINIDL_CHECK(params_[i].defined(), "DistributedGradReducer: parameter ", i, " is undefined");
   buckets_ = plan_buckets(params_, bucket_bytes_);
+  small_threshold_ = kSmallPieceElements;
+  if (const char* e = std::getenv("MINIDL_SMALL_BYTES")) small_threshold_ = std::strtoull(e, nullptr, 10) / 4;
   offset_.resize(params_.size());
   for (const auto& bucket : buckets_) {
     size_t n = 0;
@@ -124,6 +127,9 @@ DistributedGradReducer::DistributedGradReducer(std::vector<Tensor> parameters, b
       offset_[i] = n;
       n += static_cast<size_t>(params_[i].numel());
     }
+    for (size_t s = 0; s < n; s += kPieceElements)
+      if (std::min(n - s, kPieceElements) < small_threshold_)
+        small_elements_ += std::min(n - s, kPieceElements);
   }
 }
 
@@ -155,36 +161,63 @@ std::vector<Tensor> DistributedGradReducer::run(const std::vector<Tensor>& grads
     out[i] = in_place[i] ? grads[i]
                          : Tensor::empty(params_[i].shape(),
                                          grads[i].defined() ? grads[i].dtype() : params_[i].dtype());
+  struct Piece {
+    const std::vector<size_t>* bucket;
+    size_t begin, end;  // in the bucket's layout
+    float* data;
+    std::unique_ptr<Work> work;  // small pieces: in flight until the end
+  };
+  // Calls f(i, begin, n, at): elements [begin, begin + n) of tensor i lie at `at`.
+  auto each_part = [&](const Piece& pc, auto f) {
+    for (size_t i : *pc.bucket) {
+      const size_t lo = std::max(pc.begin, offset_[i]);
+      const size_t hi = std::min(pc.end, offset_[i] + static_cast<size_t>(params_[i].numel()));
+      if (lo < hi) f(i, lo - offset_[i], hi - lo, pc.data + (lo - pc.begin));
+    }
+  };
+  auto unpack = [&](const Piece& pc) {
+    each_part(pc, [&](size_t i, size_t begin, size_t n, const float* at) {
+      detail::from_float32(at, out[i], begin, n, divisor);
+    });
+  };
+  if (small_.size() < small_elements_) small_.resize(small_elements_);
+  size_t small_used = 0;
+  std::vector<Piece> in_flight;
   for (const auto& bucket : buckets_) {
-    const size_t first = bucket.front(), last = bucket.back();
+    const size_t last = bucket.back();
     const size_t total = offset_[last] + static_cast<size_t>(params_[last].numel());
-    const size_t piece = kPieceElements;
-    if (bucket.size() == 1 && out[first].dtype() == kFloat32) {
-      // A float32 result is its own bucket buffer: no packing, no unpacking.
-      float* x = out[first].data<float>();
-      for (size_t s = 0; s < total; s += piece) {
-        const size_t n = std::min(piece, total - s);
-        detail::to_float32(grads[first], s, n, x + s);
-        group_->allreduce(x + s, n, ElemType::Float32, ReduceOp::Sum);
-        detail::from_float32(x + s, out[first], s, n, divisor);
+    // A bucket of one float32 result is reduced where the result lies: no
+    // packing, and the unpacking is only the division (if any).
+    float* const direct =
+        bucket.size() == 1 && out[last].dtype() == kFloat32 ? out[last].data<float>() : nullptr;
+    for (size_t s = 0; s < total; s += kPieceElements) {
+      Piece pc{&bucket, s, std::min(total, s + kPieceElements), nullptr, nullptr};
+      const bool small = pc.end - pc.begin < small_threshold_;
+      if (direct) {
+        pc.data = direct + s;
+      } else if (small) {
+        pc.data = small_.data() + small_used;
+        small_used += pc.end - pc.begin;
+      } else {
+        if (flat_.size() < pc.end - pc.begin) flat_.resize(pc.end - pc.begin);
+        pc.data = flat_.data();
       }
-      continue;
+      each_part(pc, [&](size_t i, size_t begin, size_t n, float* at) {
+        detail::to_float32(grads[i], begin, n, at);
+      });
+      if (small) {
+        pc.work = group_->allreduce_async(pc.data, pc.end - pc.begin, ElemType::Float32,
+                                          ReduceOp::Sum);
+        in_flight.push_back(std::move(pc));
+      } else {
+        group_->allreduce(pc.data, pc.end - pc.begin, ElemType::Float32, ReduceOp::Sum);
+        unpack(pc);
+      }
     }
-    if (flat_.size() < std::min(piece, total)) flat_.resize(std::min(piece, total));
-    for (size_t s = 0; s < total; s += piece) {
-      const size_t e = std::min(total, s + piece);
-      for (size_t i : bucket) {
-        const size_t o = offset_[i], b = std::max(s, o);
-        const size_t end = std::min(e, o + static_cast<size_t>(params_[i].numel()));
-        if (b < end) detail::to_float32(grads[i], b - o, end - b, flat_.data() + (b - s));
-      }
-      group_->allreduce(flat_.data(), e - s, ElemType::Float32, ReduceOp::Sum);
-      for (size_t i : bucket) {
-        const size_t o = offset_[i], b = std::max(s, o);
-        const size_t end = std::min(e, o + static_cast<size_t>(params_[i].numel()));
-        if (b < end) detail::from_float32(flat_.data() + (b - s), out[i], b - o, end - b, divisor);
-      }
-    }
+  }
+  for (Piece& pc : in_flight) {
+    pc.work->wait();
+    unpack(pc);
   }
   return out;
 }

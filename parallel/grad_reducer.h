@@ -15,9 +15,12 @@
 //    are taken in order and a bucket is closed before it would exceed
 //    bucket_bytes of float32 data (a larger tensor gets a bucket alone;
 //    bucket_bytes == 0 gives one bucket per tensor);
-// 2. allreduce-sums each bucket on `group`, one blocking allreduce per bucket,
-//    in bucket order;
-// 3. when mean, divides by degree in float32 (x / float(degree));
+// 2. allreduce-sums each bucket on `group` with blocking allreduces, in bucket
+//    order; a bucket of more than 1 MiB goes in consecutive 1 MiB pieces (one
+//    allreduce each, the same pieces on every rank: they depend on the shapes
+//    only), so each piece is still in cache when it is unpacked;
+// 3. when mean, divides by degree in float32 (x / float(degree); for a
+//    power-of-two degree computed as x * (1 / degree), the same number);
 // 4. casts each result back to its gradient's dtype.
 // reduce() returns new tensors and never modifies its inputs. reduce_grads()
 // writes each result over the parameter's .grad() itself when nothing else can
@@ -28,11 +31,11 @@
 // layout) and gets a defined result.
 // With one rank and nothing to divide (sum, or degree 1) the gradients
 // themselves are returned (and left in place): the same tensors, bit for bit.
-// Cost: a bucket of several tensors is packed into one float32 buffer (kept
-// by the reducer, as large as the largest bucket) and unpacked with the
-// division in the same pass; a bucket of one float32 tensor is reduced in the
-// result's own storage. Besides the allreduce, that is at most two passes over
-// the data.
+// Cost besides the allreduce: a bucket of several tensors is packed into a
+// float32 buffer the reducer keeps (one piece, at most 1 MiB, allocated at
+// first use) and unpacked with the division and the cast in the same pass; a
+// bucket of one float32 tensor is reduced where its result lies (the gradient
+// itself, in place), so only the division touches it again.
 //
 // Errors: degree <= 0 throws std::invalid_argument naming the value; a wrong
 // number of gradients, or a gradient whose shape differs from its
@@ -79,7 +82,8 @@ class DistributedGradReducer {
   bool mean() const { return mean_; }
   int degree() const { return degree_; }
   size_t bucket_bytes() const { return bucket_bytes_; }
-  // Parameter indices of each bucket, in order (what one allreduce carries).
+  // Parameter indices of each bucket, in order (what one allreduce carries, or
+  // one run of 1 MiB pieces for a bucket larger than that).
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
   Communicator& group() const { return *group_; }
 
@@ -91,7 +95,9 @@ class DistributedGradReducer {
   std::shared_ptr<Communicator> group_;
   std::vector<std::vector<size_t>> buckets_;
   std::vector<size_t> offset_;  // element offset of each parameter in its bucket
-  std::vector<float> flat_;     // one bucket as float32; allocated at first use
+  std::vector<float> flat_;     // one piece of a bucket as float32; allocated at first use
+  size_t small_elements_ = 0, small_threshold_ = 0;
+  std::vector<float> small_;
 
   // Validates grads; false when there is nothing to do (one rank, nothing to divide).
   bool check(const std::vector<Tensor>& grads) const;

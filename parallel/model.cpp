@@ -35,7 +35,8 @@ Model::Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, 
     MINIDL_CHECK(!dynamic_cast<TrainStep*>(&network), "Model: ParallelMode::DataParallel cannot wrap ",
                  network.type_name(), " from outside (it runs its own backward); build it around a "
                  "DataParallel instead, e.g. GradAccumulation(DataParallel(net), m), and shard the data");
-    wrapper_ = std::make_shared<parallel::DataParallel>(network);
+    wrapper_ = std::make_shared<parallel::DataParallel>(
+        network, parallel::DataParallelOptions{.bucket_bytes = options_.bucket_bytes});
     train_network_ = wrapper_.get();
   }
 }
@@ -93,7 +94,10 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       // [loss, correct, samples], summed over ranks when distributed
       double figures[3] = {loss.item(), static_cast<double>(count_correct(logits, batch.labels)),
                            static_cast<double>(batch.data.size(0))};
-      if (distributed) parallel::world().allreduce(figures, 3);
+      if (distributed) {
+        parallel::TimelineScope scope("reduce metrics", "communication");  // waits for every rank
+        parallel::world().allreduce(figures, 3);
+      }
       StepEnd s;
       s.epoch = epoch;
       s.step = ++step;
@@ -113,6 +117,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       for (auto& cb : callbacks) cb->on_epoch_end(summary);
     if (options.max_steps >= 0 && global_step >= options.max_steps) break;
   }
+  parallel::Timeline::set_step(0);
   for (auto& cb : callbacks) cb->on_train_end();
   return global_step;
 }

@@ -32,6 +32,7 @@ enum class ParallelMode { StandAlone, DataParallel };
 struct ModelOptions {
   std::vector<std::string> metrics = {"accuracy"};  // eval() also always reports "loss"
   ParallelMode parallel = ParallelMode::StandAlone;
+  size_t bucket_bytes = size_t{25} << 20;  // DataParallel's fusion buckets (PyTorch's 25 MiB)
 };
 
 struct TrainOptions {

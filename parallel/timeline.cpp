@@ -57,8 +57,14 @@ int64_t push(State& s, std::string name, const char* category, int64_t begin_ns,
     ++s.dropped;
     return -1;
   }
-  TimelineEvent e{std::move(name), category, track, thread_index(s), current_step.load(),
-                  begin_ns, end_ns, {}};
+  TimelineEvent e{.name = std::move(name),
+                  .category = category,
+                  .track = track,
+                  .thread = thread_index(s),
+                  .step = current_step.load(),
+                  .begin_ns = begin_ns,
+                  .end_ns = end_ns,
+                  .args = {}};
   for (const TimelineArg& a : args) e.args.emplace_back(a.key, a.value);
   s.events.push_back(std::move(e));
   return static_cast<int64_t>(s.events.size() - 1);
@@ -121,12 +127,12 @@ std::vector<int> assign_lanes(const std::vector<const TimelineEvent*>& sorted) {
 std::string serialize(const State& s, int rank, int64_t shift_ns) {
   using nlohmann::json;
   std::vector<std::string> lines;
-  lines.push_back(json{{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
-                       {"args", {{"name", "rank " + std::to_string(rank)}}}}
-                      .dump());
-  lines.push_back(json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
-                       {"args", {{"sort_index", rank}}}}
-                      .dump());
+  auto metadata = [&](const char* name, int tid, json args) {
+    lines.push_back(
+        json{{"name", name}, {"ph", "M"}, {"pid", rank}, {"tid", tid}, {"args", args}}.dump());
+  };
+  metadata("process_name", 0, {{"name", "rank " + std::to_string(rank)}});
+  metadata("process_sort_index", 0, {{"sort_index", rank}});
 
   // Tracks: threads by index first, then named tracks in order of appearance.
   std::map<std::pair<int, std::string>, std::vector<const TimelineEvent*>> tracks;
@@ -152,23 +158,23 @@ std::string serialize(const State& s, int rank, int64_t shift_ns) {
     const int lane_count = lanes.empty() ? 0 : *std::max_element(lanes.begin(), lanes.end()) + 1;
     for (int lane = 0; lane < lane_count; ++lane) {
       std::string name = lane == 0 ? row : row + " (" + std::to_string(lane + 1) + ")";
-      lines.push_back(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", rank},
-                           {"tid", next_tid + lane}, {"args", {{"name", name}}}}
-                          .dump());
-      lines.push_back(json{{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank},
-                           {"tid", next_tid + lane}, {"args", {{"sort_index", next_tid + lane}}}}
-                          .dump());
+      metadata("thread_name", next_tid + lane, {{"name", name}});
+      metadata("thread_sort_index", next_tid + lane, {{"sort_index", next_tid + lane}});
     }
     for (size_t i = 0; i < list.size(); ++i) {
       const TimelineEvent& e = *list[i];
       json args = json::object();
       if (e.step > 0) args["step"] = e.step;
       for (const auto& [k, v] : e.args) args[k] = v;
-      lines.push_back(json{{"name", e.name}, {"cat", e.category}, {"ph", "X"},
-                           {"ts", static_cast<double>(e.begin_ns - shift_ns) / 1e3},
-                           {"dur", static_cast<double>(e.end_ns - e.begin_ns) / 1e3},
-                           {"pid", rank}, {"tid", next_tid + lanes[i]}, {"args", args}}
-                          .dump());
+      lines.push_back(json{
+          {"name", e.name},
+          {"cat", e.category},
+          {"ph", "X"},
+          {"ts", static_cast<double>(e.begin_ns - shift_ns) / 1e3},
+          {"dur", static_cast<double>(e.end_ns - e.begin_ns) / 1e3},
+          {"pid", rank},
+          {"tid", next_tid + lanes[i]},
+          {"args", args}}.dump());
     }
     next_tid += lane_count;
   }

@@ -10,18 +10,25 @@
 //   "step"                step           main           Model::train, one per step
 //   "forward"             compute        main           Model::train (network and loss)
 //   "backward"            compute        main           Model::train (loss.backward())
+//   "forward and backward" compute       main           Model::train, for a TrainStep network
 //   "backward conv1"      backward       main           autograd: a contiguous run of backward
 //                                                       nodes recorded by one layer (args: nodes)
-//   "optimizer step"      compute        main           Model::train
 //   "allreduce bucket 3"  communication  communication  DataParallel: from the non-blocking
 //                                                       start (in a grad-ready hook) to the first
 //                                                       moment the rank saw it finished (args:
 //                                                       bucket, bytes, params)
-//   "wait for allreduce"  communication  main           DataParallel: the end-of-backward wait
+//   "finish allreduce"    communication  main           DataParallel: the end-of-backward wait,
+//                                                       averaging and gradient write-back
+//   "optimizer step"      compute        main           Model::train
+//   "reduce metrics"      communication  main           Model::train: loss and accuracy summed
+//                                                       over ranks (waits for the slowest rank)
+//   "replica check"       check          main           ReplicaCheck (parallel/callbacks.h)
 // Every event carries the training step it began in (args.step, from set_step).
 // Layer names are registration paths (see Node::scope in framework/autograd.h):
 // "conv1", or "module.conv1" inside DataParallel; a layer called by no other
-// layer is named by its type ("CrossEntropyLoss").
+// layer is named by its type ("CrossEntropyLoss"). Ops a cell runs in its own
+// forward (LeNet5's relu and pooling) count as that cell's ("module" for the
+// network inside DataParallel).
 //
 // Output: {"traceEvents": [...]}, one process per rank (pid = rank, named
 // "rank R"), one thread row per track (tid; "main" is the thread that called
@@ -42,6 +49,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -59,9 +67,9 @@ struct TimelineArg {
 struct TimelineEvent {
   std::string name;
   const char* category = "";
-  const char* track = nullptr;  // null: the thread that began it
-  int thread = 0;               // that thread's index (0: the first to record)
-  int64_t step = 0;             // Timeline::step() when it began
+  const char* track = nullptr;        // null: the thread that began it
+  int thread = 0;                     // that thread's index (0: the first to record)
+  int64_t step = 0;                   // Timeline::step() when it began
   int64_t begin_ns = 0, end_ns = -1;  // end_ns < 0 while still open
   std::vector<std::pair<const char*, int64_t>> args;
 };
@@ -119,6 +127,12 @@ class TimelineScope {
   TimelineScope(const char* name, const char* category,
                 std::initializer_list<TimelineArg> args = {}, const char* track = nullptr)
       : id_(Timeline::enabled() ? Timeline::begin(name, category, args, track) : -1) {}
+  // A name built by make_name(), called only when enabled:
+  //   TimelineScope scope([&] { return "adasum level " + std::to_string(l); }, "communication");
+  template <class MakeName, class = std::enable_if_t<std::is_invocable_r_v<std::string, MakeName&>>>
+  TimelineScope(MakeName&& make_name, const char* category,
+                std::initializer_list<TimelineArg> args = {}, const char* track = nullptr)
+      : id_(Timeline::enabled() ? Timeline::begin(make_name(), category, args, track) : -1) {}
   ~TimelineScope() { Timeline::end(id_); }
   TimelineScope(const TimelineScope&) = delete;
   TimelineScope& operator=(const TimelineScope&) = delete;

@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
+scripts/get_mnist.sh
 cd build
 ctest --output-on-failure --timeout 600 "$@"

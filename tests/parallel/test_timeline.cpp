@@ -30,9 +30,9 @@
 #include "parallel/timeline.h"
 
 using namespace minidl;
+using nlohmann::json;
 using parallel::Timeline;
 using parallel::TimelineScope;
-using nlohmann::json;
 
 namespace {
 int R() { return parallel::rank(); }
@@ -43,8 +43,9 @@ struct Deep : nn::Cell {
   std::vector<std::shared_ptr<nn::Dense>> layers;
   explicit Deep(int depth) {
     for (int i = 0; i < depth; ++i)
-      layers.push_back(register_cell("fc" + std::to_string(i),
-                                     std::make_shared<nn::Dense>(i ? 32 : 6, i + 1 < depth ? 32 : 4)));
+      layers.push_back(
+          register_cell("fc" + std::to_string(i),
+                        std::make_shared<nn::Dense>(i ? 32 : 6, i + 1 < depth ? 32 : 4)));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x;
@@ -141,7 +142,8 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
         CHECK(starts_with(row, "communication"));
         CHECK(e["args"]["bytes"].get<int64_t>() > 0);
         double ts = e["ts"];
-        first_allreduce[step] = first_allreduce.count(step) ? std::min(first_allreduce[step], ts) : ts;
+        first_allreduce[step] =
+            first_allreduce.count(step) ? std::min(first_allreduce[step], ts) : ts;
         ++count["allreduce"];
       } else {
         ++count[name];
@@ -164,18 +166,22 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
       CHECK(count["allreduce"] == 0);
     }
   }
-  MESSAGE(N(), " ranks: ", events.size(), " trace events; steps whose first allreduce started "
-          "before their backward ended, over all ranks: ", overlapping_steps);
+  MESSAGE(N(), " ranks: ", events.size(),
+          " trace events; steps whose first allreduce started "
+          "before their backward ended, over all ranks: ",
+          overlapping_steps);
   if (N() > 1) CHECK(overlapping_steps >= 1);
   CHECK(categories.count("compute") == 1);
 
   // On every row the events nest or are disjoint, as trace viewers need.
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> rows;
   for (const auto& e : events)
-    if (e["ph"] == "X") rows[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({e["ts"], end_of(e)});
+    if (e["ph"] == "X")
+      rows[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({e["ts"], end_of(e)});
   for (auto& [key, spans] : rows) {
-    std::sort(spans.begin(), spans.end(),
-              [](auto a, auto b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::sort(spans.begin(), spans.end(), [](auto a, auto b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
     std::vector<double> open;
     for (auto [b, e] : spans) {
       while (!open.empty() && open.back() <= b) open.pop_back();
@@ -218,9 +224,8 @@ TEST_CASE("autograd nodes carry the registration path of the layer that recorded
   CHECK(seen.front() == "sum@-");
   CHECK(seen[1] == "mul@Net");
   auto has = [&](const std::string& scope) {
-    return std::any_of(seen.begin(), seen.end(), [&](const std::string& s) {
-      return s.substr(s.find('@') + 1) == scope;
-    });
+    return std::any_of(seen.begin(), seen.end(),
+                       [&](const std::string& s) { return s.substr(s.find('@') + 1) == scope; });
   };
   CHECK(has("head"));
   CHECK(has("block"));     // relu, recorded in Block::forward
@@ -242,12 +247,19 @@ TEST_CASE("begin/end across threads, explicit tracks, and rows for overlapping e
     Timeline::end(b);  // ended by another thread than began it
   });
   other.join();
-  { TimelineScope scope("on main", "test"); }
+  int built = 0;
+  {
+    TimelineScope scope([&] { return "on main " + std::to_string(++built); }, "test");
+  }
   Timeline::end(a);   // a second end changes nothing
   Timeline::end(-1);  // the id of a disabled begin
   Timeline::set_step(0);
   Timeline::disable();
   { TimelineScope scope("disabled", "test"); }
+  {
+    TimelineScope scope([&] { return "disabled " + std::to_string(++built); }, "test");
+  }
+  CHECK(built == 1);  // the name is built only while enabled
   CHECK(Timeline::begin("disabled", "test") == -1);
 
   auto events = Timeline::events();
@@ -257,6 +269,7 @@ TEST_CASE("begin/end across threads, explicit tracks, and rows for overlapping e
   CHECK(events[0].args.size() == 1);
   CHECK(events[1].end_ns >= events[0].end_ns);
   CHECK(events[2].thread != events[3].thread);
+  CHECK(events[3].name == "on main 1");
 
   const std::string path = trace_path("timeline_rows");
   Timeline::write(path);
@@ -268,8 +281,8 @@ TEST_CASE("begin/end across threads, explicit tracks, and rows for overlapping e
       rank0_rows.insert(e["args"]["name"].get<std::string>());
       tid_of[e["args"]["name"]] = e["tid"];
     }
-  CHECK(rank0_rows == std::set<std::string>{"main", "thread 1", "communication",
-                                            "communication (2)"});
+  CHECK(rank0_rows ==
+        std::set<std::string>{"main", "thread 1", "communication", "communication (2)"});
   for (const auto& e : trace["traceEvents"])
     if (e["pid"] == 0 && e["name"] == "second") CHECK(e["tid"] == tid_of["communication (2)"]);
   CHECK(trace["otherData"]["ranks"] == N());
@@ -298,4 +311,18 @@ TEST_CASE("disabled, the timeline records nothing and costs one branch") {
   { TimelineScope scope("nothing", "test"); }
   CHECK(Timeline::events().empty());
   CHECK(net.layers[0]->weight.grad().defined());
+}
+
+TEST_CASE("past max_events, events are dropped and the file says how many") {
+  Timeline::enable(/*max_events=*/3);
+  for (int i = 0; i < 5; ++i) TimelineScope scope("tick", "test");
+  Timeline::disable();
+  CHECK(Timeline::events().size() == 3);
+  CHECK(Timeline::dropped() == 2);
+  const std::string path = trace_path("timeline_dropped");
+  Timeline::write(path);
+  json trace = read_json(path);
+  CHECK(trace["otherData"]["dropped_events"] == 2 * N());
+  parallel::barrier();
+  if (R() == 0) std::remove(path.c_str());
 }
