@@ -23,7 +23,6 @@
 
 #include <cstdio>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,7 +73,7 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     bench::print_load_note();
     std::printf("# %d ranks, %d repetitions, median of the slowest rank; busbw in GB/s\n", n, reps);
-    std::printf("%-6s %-10s %7s %9s %10s %10s %10s %9s %9s %9s %7s\n", "set", "reducer", "tensors",
+    std::printf("%-6s %-10s %7s %9s %10s %10s %11s %9s %9s %9s %7s\n", "set", "reducer", "tensors",
                 "bytes", "reducer_us", "inplace_us", "outplace_us", "reducer", "inplace",
                 "outplace", "ratio");
   }
@@ -92,21 +91,23 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
     for (size_t bucket_bytes : {parallel::kDefaultBucketBytes, size_t{0}}) {
-      std::vector<std::unique_ptr<parallel::DistributedGradReducer>> rs;
-      for (const char* sm : {"0", "65536", "262144"}) {
-        setenv("MINIDL_SMALL_BYTES", sm, 1);
-        rs.push_back(std::make_unique<parallel::DistributedGradReducer>(params, true, std::nullopt, bucket_bytes));
-      }
+      parallel::DistributedGradReducer reducer(params, /*mean=*/true, std::nullopt, bucket_bytes);
       std::vector<double> t = median_max_seconds(
-          reps, {[&] { rs[0]->reduce_grads(); }, [&] { rs[1]->reduce_grads(); },
-                 [&] { rs[2]->reduce_grads(); },
+          reps, {[&] { reducer.reduce_grads(); },
                  [&] {
                    MPI_Allreduce(MPI_IN_PLACE, in_place.data(), icount, MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD);
+                 },
+                 [&] {
+                   MPI_Allreduce(send.data(), recv.data(), icount, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD);
                  }});
+      const double raw = std::min(t[1], t[2]);
       if (rank == 0)
-        std::printf("%-6s %-10s blocking %7.1f async<64K %7.1f async<256K %7.1f raw %7.1f\n",
-                    set.name, bucket_bytes ? "fused" : "per-tensor", t[0]*1e6, t[1]*1e6, t[2]*1e6, t[3]*1e6);
+        std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %11.1f %9.3f %9.3f %9.3f %7.2f\n",
+                    set.name, bucket_bytes ? "fused" : "per-tensor", params.size(), bytes,
+                    t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, busbw(t[0]), busbw(t[1]), busbw(t[2]),
+                    n > 1 ? raw / t[0] : 0.0);
     }
   }
 }

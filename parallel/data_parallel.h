@@ -38,8 +38,9 @@
 //     buffer and a non-blocking allreduce-sum starts WHILE backward still runs;
 //   - at the end of backward, buckets not yet started are started (a missing
 //     gradient counts as zeros), all are waited for, divided by the number of
-//     ranks in float32 and written back into each parameter's .grad() (new
-//     tensors, in the parameter's dtype).
+//     ranks in float32 and written back into each parameter's .grad() (in
+//     place when that gradient is private to its parameter, else as a new
+//     tensor; in the parameter's dtype).
 //   After loss.backward() every rank's gradients are the mean over ranks; with
 //   mean losses on equal shards that is the full-batch gradient.
 //   The hooks sit on the parameters, so any backward that reaches them
@@ -112,7 +113,8 @@ class DataParallel : public nn::Cell {
   // Marks the iteration explicit until apply_collective_grads().
   Tensor scale_loss(const Tensor& loss);
   // Allreduce-sums every trainable parameter's gradient (undefined ones count
-  // as zeros and get a defined result) and writes it back with set_grad.
+  // as zeros and get a defined result) and writes it back (in place when the
+  // gradient is private to its parameter, else with set_grad).
   // Throws unless scale_loss() was called since the last apply_collective_grads().
   void apply_collective_grads();
 

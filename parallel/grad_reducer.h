@@ -15,10 +15,13 @@
 //    are taken in order and a bucket is closed before it would exceed
 //    bucket_bytes of float32 data (a larger tensor gets a bucket alone;
 //    bucket_bytes == 0 gives one bucket per tensor);
-// 2. allreduce-sums each bucket on `group` with blocking allreduces, in bucket
-//    order; a bucket of more than 1 MiB goes in consecutive 1 MiB pieces (one
-//    allreduce each, the same pieces on every rank: they depend on the shapes
-//    only), so each piece is still in cache when it is unpacked;
+// 2. allreduce-sums each bucket on `group`, in bucket order; a bucket of more
+//    than 1 MiB goes in consecutive 1 MiB pieces (one allreduce each, so each
+//    piece is still in cache when it is unpacked). Pieces of 64 KiB and more
+//    use the blocking allreduce; smaller ones, whose cost is latency, are
+//    started non-blocking and finished after the last piece, so their
+//    latencies overlap. The pieces depend on the shapes only: the same on
+//    every rank;
 // 3. when mean, divides by degree in float32 (x / float(degree); for a
 //    power-of-two degree computed as x * (1 / degree), the same number);
 // 4. casts each result back to its gradient's dtype.
@@ -31,11 +34,12 @@
 // layout) and gets a defined result.
 // With one rank and nothing to divide (sum, or degree 1) the gradients
 // themselves are returned (and left in place): the same tensors, bit for bit.
-// Cost besides the allreduce: a bucket of several tensors is packed into a
-// float32 buffer the reducer keeps (one piece, at most 1 MiB, allocated at
-// first use) and unpacked with the division and the cast in the same pass; a
-// bucket of one float32 tensor is reduced where its result lies (the gradient
-// itself, in place), so only the division touches it again.
+// Cost besides the allreduce: a bucket of several tensors is packed into
+// float32 buffers the reducer keeps (allocated at first use: one 1 MiB piece,
+// plus room for all pieces under 64 KiB) and unpacked with the division and
+// the cast in the same pass; a bucket of one float32 tensor is reduced where
+// its result lies (the new tensor, or in reduce_grads the gradient itself),
+// so only the division touches it again.
 //
 // Errors: degree <= 0 throws std::invalid_argument naming the value; a wrong
 // number of gradients, or a gradient whose shape differs from its
@@ -96,8 +100,8 @@ class DistributedGradReducer {
   std::vector<std::vector<size_t>> buckets_;
   std::vector<size_t> offset_;  // element offset of each parameter in its bucket
   std::vector<float> flat_;     // one piece of a bucket as float32; allocated at first use
-  size_t small_elements_ = 0, small_threshold_ = 0;
-  std::vector<float> small_;
+  size_t small_elements_ = 0;   // all pieces under 64 KiB together
+  std::vector<float> small_;    // those pieces as float32, side by side (all in flight at once)
 
   // Validates grads; false when there is nothing to do (one rank, nothing to divide).
   bool check(const std::vector<Tensor>& grads) const;
