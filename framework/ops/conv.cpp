@@ -1,4 +1,6 @@
-// conv2d (im2col + GEMM per sample, samples in parallel) and 2-D pooling.
+// conv2d (im2col + GEMM, the batch split between threads) and 2-D pooling.
+#include <omp.h>
+
 #include <cstring>
 
 #include "framework/backend/cpu/cpu.h"
@@ -10,6 +12,20 @@ namespace {
 
 int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
   return (in + 2 * pad - k) / stride + 1;
+}
+
+// Runs body(first, last) on contiguous chunks of [0, n), one per thread: each
+// thread's GEMM then runs single-threaded on its own samples (OpenBLAS's
+// OpenMP build does not fork inside a parallel region), which scales better
+// than one threaded GEMM with a handful of rows.
+template <class Body>
+void for_chunks(int64_t n, Body body) {
+#pragma omp parallel if (n > 1)
+  {
+    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    const int64_t first = n * t / threads, last = n * (t + 1) / threads;
+    if (first < last) body(first, last, t);
+  }
 }
 
 }  // namespace
@@ -40,12 +56,15 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
                               out_size(W, KW, args.stride, args.padding)};
   const int64_t L = geo.OH * geo.OW, CKK = C * KH * KW, NL = N * L;
   Tensor col = Tensor::empty({CKK, NL});
-  const float* px = x.data<float>();
-  float* pc = col.data<float>();
-#pragma omp parallel for if (N > 1)
-  for (int64_t n = 0; n < N; ++n) cpu::im2col(geo, px + n * C * H * W, pc + n * L, NL);
   Tensor y2 = Tensor::empty({OC, NL});
-  cpu::gemm(false, false, OC, NL, CKK, 1.f, w.data<float>(), pc, 0.f, y2.data<float>());
+  const float *px = x.data<float>(), *pw = w.data<float>();
+  float *pc = col.data<float>(), *py2o = y2.data<float>();
+  for_chunks(N, [&](int64_t n0, int64_t n1, int64_t) {
+    for (int64_t n = n0; n < n1; ++n) cpu::im2col(geo, px + n * C * H * W, pc + n * L, NL);
+    // y2[:, n0 L : n1 L] = w [OC, CKK] col[:, n0 L : n1 L]
+    cpu::gemm(false, false, OC, (n1 - n0) * L, CKK, 1.f, pw, CKK, pc + n0 * L, NL, 0.f,
+              py2o + n0 * L, NL);
+  });
   // y2 [OC, N, L] -> y [N, OC, L], adding the bias
   Tensor y = Tensor::empty({N, OC, geo.OH, geo.OW});
   const float* py2 = y2.data<float>();
@@ -72,9 +91,16 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
       for (int64_t o = 0; o < OC; ++o)
         std::copy(pg + (n * OC + o) * L, pg + (n * OC + o + 1) * L, pg2 + o * NL + n * L);
     Tensor gx, gw, gb;
-    if (w.requires_grad()) {  // gw [OC, CKK] = g2 [OC, NL] col^T [NL, CKK]
-      gw = Tensor::empty(w.shape());
-      cpu::gemm(false, true, OC, CKK, NL, 1.f, pg2, col.data<float>(), 0.f, gw.data<float>());
+    if (w.requires_grad()) {  // gw [OC, CKK] = g2 [OC, NL] col^T [NL, CKK], summed over chunks
+      std::vector<float> parts(omp_get_max_threads() * OC * CKK, 0.f);
+      const float* pc = col.data<float>();
+      for_chunks(N, [&](int64_t n0, int64_t n1, int64_t t) {
+        cpu::gemm(false, true, OC, CKK, (n1 - n0) * L, 1.f, pg2 + n0 * L, NL, pc + n0 * L, NL, 0.f,
+                  parts.data() + t * OC * CKK, CKK);
+      });
+      gw = Tensor::zeros(w.shape());
+      float* pgw = gw.data<float>();
+      for (size_t i = 0; i < parts.size(); ++i) pgw[i % (OC * CKK)] += parts[i];
     }
     if (b.defined() && b.requires_grad()) {  // gb [OC] = row sums of g2
       gb = Tensor::empty(b.shape());
@@ -86,13 +112,15 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
     }
     if (x.requires_grad()) {  // gcol [CKK, NL] = w^T [CKK, OC] g2 [OC, NL]; col2im per sample
       Tensor gcol = Tensor::empty({CKK, NL});
-      cpu::gemm(true, false, CKK, NL, OC, 1.f, w.data<float>(), pg2, 0.f, gcol.data<float>());
       gx = Tensor::zeros(x.shape());
       const int64_t chw = C * geo.H * geo.W;
-      float* pgx = gx.data<float>();
-      const float* pgc = gcol.data<float>();
-#pragma omp parallel for if (N > 1)
-      for (int64_t n = 0; n < N; ++n) cpu::col2im(geo, pgc + n * L, pgx + n * chw, NL);
+      float *pgx = gx.data<float>(), *pgc = gcol.data<float>();
+      const float* pw = w.data<float>();
+      for_chunks(N, [&](int64_t n0, int64_t n1, int64_t) {
+        cpu::gemm(true, false, CKK, (n1 - n0) * L, OC, 1.f, pw, CKK, pg2 + n0 * L, NL, 0.f,
+                  pgc + n0 * L, NL);
+        for (int64_t n = n0; n < n1; ++n) cpu::col2im(geo, pgc + n * L, pgx + n * chw, NL);
+      });
     }
     return std::vector<Tensor>{gx, gw, gb};
   });

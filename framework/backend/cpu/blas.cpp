@@ -21,13 +21,20 @@ namespace cpu {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c) {
+  gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // BLAS rejects lda = 0; the product is empty
-    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0 : beta * c[i];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace cpu

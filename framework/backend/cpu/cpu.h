@@ -9,6 +9,10 @@ namespace minidl::cpu {
 // C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (cblas_sgemm).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c);
+// The same on sub-matrices: row strides lda, ldb, ldc (in elements).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
 
 struct ConvGeometry {
   int64_t C, H, W, KH, KW, stride, pad, OH, OW;
