@@ -1,7 +1,9 @@
 // conv2d (im2col + GEMM, the batch split between threads) and 2-D pooling.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "framework/backend/cpu/cpu.h"
 #include "framework/ops.h"
@@ -18,6 +20,11 @@ int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
 // thread's GEMM then runs single-threaded on its own samples (OpenBLAS's
 // OpenMP build does not fork inside a parallel region), which scales better
 // than one threaded GEMM with a handful of rows.
+// Samples per group whose im2col columns (col_floats each) fill ~512 KiB.
+int64_t group_size(int64_t col_floats) {
+  return std::max<int64_t>(1, (int64_t{512} << 10) / (4 * std::max<int64_t>(col_floats, 1)));
+}
+
 template <class Body>
 void for_chunks(int64_t n, Body body) {
 #pragma omp parallel if (n > 1)
@@ -31,10 +38,12 @@ void for_chunks(int64_t n, Body body) {
 }  // namespace
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
-// Letters: L = OH*OW, CKK = C*KH*KW. The whole batch is one GEMM:
-// col [CKK, N*L] holds every sample's im2col side by side, y2 [OC, N*L] =
-// w [OC, CKK] col, then y2 is permuted to NCHW. col is kept for the weight
-// gradient, so backward does not redo im2col.
+// Letters: L = OH*OW, CKK = C*KH*KW. The batch is split between threads
+// (for_chunks), and each thread walks its samples in groups of S small enough
+// that the group's im2col columns col [CKK, S*L] stay in the L2 cache:
+// y2[:, group] = w [OC, CKK] col, one GEMM per group. Backward rebuilds each
+// group's columns (cheaper than keeping megabytes of them), then
+// gw += g2[:, group] col^T and gcol = w^T g2[:, group], scattered by col2im.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args) {
   require_f32("conv2d", x);
   require_f32("conv2d", w, "weight");
@@ -55,15 +64,19 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
                               out_size(H, KH, args.stride, args.padding),
                               out_size(W, KW, args.stride, args.padding)};
   const int64_t L = geo.OH * geo.OW, CKK = C * KH * KW, NL = N * L;
-  Tensor col = Tensor::empty({CKK, NL});
+  const int64_t S = group_size(CKK * L);
   Tensor y2 = Tensor::empty({OC, NL});
   const float *px = x.data<float>(), *pw = w.data<float>();
-  float *pc = col.data<float>(), *py2o = y2.data<float>();
+  float* py2o = y2.data<float>();
   for_chunks(N, [&](int64_t n0, int64_t n1, int64_t) {
-    for (int64_t n = n0; n < n1; ++n) cpu::im2col(geo, px + n * C * H * W, pc + n * L, NL);
-    // y2[:, n0 L : n1 L] = w [OC, CKK] col[:, n0 L : n1 L]
-    cpu::gemm(false, false, OC, (n1 - n0) * L, CKK, 1.f, pw, CKK, pc + n0 * L, NL, 0.f,
-              py2o + n0 * L, NL);
+    std::vector<float> col(CKK * S * L);
+    for (int64_t g0 = n0; g0 < n1; g0 += S) {
+      const int64_t g1 = std::min(n1, g0 + S), ld = (g1 - g0) * L;
+      for (int64_t n = g0; n < g1; ++n)
+        cpu::im2col(geo, px + n * C * H * W, col.data() + (n - g0) * L, ld);
+      // y2[:, g0 L : g1 L] = w [OC, CKK] col [CKK, ld]
+      cpu::gemm(false, false, OC, ld, CKK, 1.f, pw, CKK, col.data(), ld, 0.f, py2o + g0 * L, NL);
+    }
   });
   // y2 [OC, N, L] -> y [N, OC, L], adding the bias
   Tensor y = Tensor::empty({N, OC, geo.OH, geo.OW});
@@ -78,10 +91,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
       const float bias = pb ? pb[o] : 0.f;
       for (int64_t i = 0; i < L; ++i) dst[i] = src[i] + bias;
     }
-  if (!needs_grad({&x, &w, &b})) return y;
-  if (!w.requires_grad()) col = Tensor();  // only the weight gradient reads it
-  return record(y, "conv2d", {x, w, b}, [x, w, b, geo, N, OC, col](const Tensor& g) {
+  return record(y, "conv2d", {x, w, b}, [x, w, b, geo, N, OC, S](const Tensor& g) {
     const int64_t C = geo.C, L = geo.OH * geo.OW, CKK = C * geo.KH * geo.KW, NL = N * L;
+    const int64_t chw = C * geo.H * geo.W;
     // g [N, OC, L] -> g2 [OC, N*L]
     Tensor g2 = Tensor::empty({OC, NL});
     const float* pg = g.data<float>();
@@ -90,14 +102,29 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
     for (int64_t n = 0; n < N; ++n)
       for (int64_t o = 0; o < OC; ++o)
         std::copy(pg + (n * OC + o) * L, pg + (n * OC + o + 1) * L, pg2 + o * NL + n * L);
-    Tensor gx, gw, gb;
-    if (w.requires_grad()) {  // gw [OC, CKK] = g2 [OC, NL] col^T [NL, CKK], summed over chunks
-      std::vector<float> parts(omp_get_max_threads() * OC * CKK, 0.f);
-      const float* pc = col.data<float>();
-      for_chunks(N, [&](int64_t n0, int64_t n1, int64_t t) {
-        cpu::gemm(false, true, OC, CKK, (n1 - n0) * L, 1.f, pg2 + n0 * L, NL, pc + n0 * L, NL, 0.f,
-                  parts.data() + t * OC * CKK, CKK);
-      });
+    const bool want_w = w.requires_grad();
+    Tensor gx = x.requires_grad() ? Tensor::zeros(x.shape()) : Tensor();
+    std::vector<float> parts(want_w ? omp_get_max_threads() * OC * CKK : 0, 0.f);
+    const float *px = x.data<float>(), *pw = w.data<float>();
+    for_chunks(N, [&](int64_t n0, int64_t n1, int64_t t) {
+      std::vector<float> col(CKK * S * L);
+      for (int64_t g0 = n0; g0 < n1; g0 += S) {
+        const int64_t g1 = std::min(n1, g0 + S), ld = (g1 - g0) * L;
+        if (want_w) {  // parts[t] [OC, CKK] += g2[:, group] [OC, ld] col^T [ld, CKK]
+          for (int64_t n = g0; n < g1; ++n)
+            cpu::im2col(geo, px + n * chw, col.data() + (n - g0) * L, ld);
+          cpu::gemm(false, true, OC, CKK, ld, 1.f, pg2 + g0 * L, NL, col.data(), ld, 1.f,
+                    parts.data() + t * OC * CKK, CKK);
+        }
+        if (gx.defined()) {  // col [CKK, ld] = w^T [CKK, OC] g2[:, group]; scatter back
+          cpu::gemm(true, false, CKK, ld, OC, 1.f, pw, CKK, pg2 + g0 * L, NL, 0.f, col.data(), ld);
+          for (int64_t n = g0; n < g1; ++n)
+            cpu::col2im(geo, col.data() + (n - g0) * L, gx.data<float>() + n * chw, ld);
+        }
+      }
+    });
+    Tensor gw, gb;
+    if (want_w) {
       gw = Tensor::zeros(w.shape());
       float* pgw = gw.data<float>();
       for (size_t i = 0; i < parts.size(); ++i) pgw[i % (OC * CKK)] += parts[i];
@@ -109,18 +136,6 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
         for (int64_t i = 0; i < NL; ++i) s += pg2[o * NL + i];
         gb.data<float>()[o] = static_cast<float>(s);
       }
-    }
-    if (x.requires_grad()) {  // gcol [CKK, NL] = w^T [CKK, OC] g2 [OC, NL]; col2im per sample
-      Tensor gcol = Tensor::empty({CKK, NL});
-      gx = Tensor::zeros(x.shape());
-      const int64_t chw = C * geo.H * geo.W;
-      float *pgx = gx.data<float>(), *pgc = gcol.data<float>();
-      const float* pw = w.data<float>();
-      for_chunks(N, [&](int64_t n0, int64_t n1, int64_t) {
-        cpu::gemm(true, false, CKK, (n1 - n0) * L, OC, 1.f, pw, CKK, pg2 + n0 * L, NL, 0.f,
-                  pgc + n0 * L, NL);
-        for (int64_t n = n0; n < n1; ++n) cpu::col2im(geo, pgc + n * L, pgx + n * chw, NL);
-      });
     }
     return std::vector<Tensor>{gx, gw, gb};
   });
