@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "framework/backend/cpu/cpu.h"
 
@@ -8,6 +9,28 @@ namespace minidl::cpu {
 
 // im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
 void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
+  if (g.stride == 1) {  // rows are plain copies from a zero-padded plane
+    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
+    thread_local std::vector<float> padded;
+    for (int64_t c = 0; c < g.C; ++c) {
+      const float* plane = im + c * g.H * g.W;
+      if (g.pad > 0) {
+        padded.assign(PH * PW, 0.f);
+        for (int64_t h = 0; h < g.H; ++h)
+          std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.pad) * PW + g.pad);
+        plane = padded.data();
+      }
+      for (int64_t ki = 0; ki < g.KH; ++ki)
+        for (int64_t kj = 0; kj < g.KW; ++kj) {
+          float* __restrict out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            const float* __restrict src = plane + (oh + ki) * PW + kj;
+            for (int64_t ow = 0; ow < g.OW; ++ow) out[oh * g.OW + ow] = src[ow];
+          }
+        }
+    }
+    return;
+  }
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t ki = 0; ki < g.KH; ++ki)
       for (int64_t kj = 0; kj < g.KW; ++kj) {
@@ -25,10 +48,7 @@ void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
           }
           const float* srow = src + h * g.W - g.pad + kj;
           for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
-          if (g.stride == 1)
-            for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow];
-          else
-            for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.stride];
+          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.stride];
           for (int64_t ow = hi; ow < g.OW; ++ow) row[ow] = 0.f;
         }
       }
