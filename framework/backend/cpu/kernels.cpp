@@ -56,6 +56,30 @@ void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
 
 // col [C*KH*KW, OH*OW], row stride ld -> im [C, H, W] (accumulates)
 void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
+  if (g.stride == 1) {  // rows add into a zero-padded plane, cropped into im
+    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
+    thread_local std::vector<float> padded;
+    for (int64_t c = 0; c < g.C; ++c) {
+      float* plane = im + c * g.H * g.W;
+      if (g.pad > 0) {
+        padded.assign(PH * PW, 0.f);
+        plane = padded.data();
+      }
+      for (int64_t ki = 0; ki < g.KH; ++ki)
+        for (int64_t kj = 0; kj < g.KW; ++kj) {
+          const float* __restrict in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            float* __restrict dst = plane + (oh + ki) * PW + kj;
+            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] += in[oh * g.OW + ow];
+          }
+        }
+      if (g.pad > 0)
+        for (int64_t h = 0; h < g.H; ++h)
+          for (int64_t w = 0; w < g.W; ++w)
+            im[(c * g.H + h) * g.W + w] += padded[(h + g.pad) * PW + w + g.pad];
+    }
+    return;
+  }
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t ki = 0; ki < g.KH; ++ki)
       for (int64_t kj = 0; kj < g.KW; ++kj) {
