@@ -13,46 +13,13 @@
 #include <functional>
 #include <vector>
 
-#include "bench_common.h"
+#include "bench_ranks.h"
 #include "framework/random.h"
 #include "parallel/adasum.h"
 #include "parallel/grad_reducer.h"
 #include "parallel/init.h"
 
 using namespace minidl;
-
-struct GradSet {
-  const char* name;
-  std::vector<Shape> shapes;
-};
-
-// The parameter shapes of example::LeNet5 and example::MLP (examples/models.h).
-const std::vector<GradSet> kSets = {
-    {"lenet",
-     {{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {120, 400}, {120}, {84, 120}, {84}, {10, 84}, {10}}},
-    {"mlp", {{512, 784}, {512}, {512, 512}, {512}, {10, 512}, {10}}},
-};
-
-// Medians over reps of the slowest rank's seconds, one per body; the bodies
-// take turns within each repetition.
-std::vector<double> median_max_seconds(int reps, const std::vector<std::function<void()>>& bodies) {
-  const size_t k = bodies.size();
-  for (int i = 0; i < 5; ++i)
-    for (const auto& body : bodies) body();
-  std::vector<double> times(k * reps);
-  for (int i = 0; i < reps; ++i)
-    for (size_t b = 0; b < k; ++b) {
-      parallel::barrier();
-      auto t0 = bench::Clock::now();
-      bodies[b]();
-      times[b * reps + i] = bench::seconds_since(t0);
-    }
-  parallel::world().allreduce(times.data(), times.size(), parallel::ReduceOp::Max);
-  std::vector<double> medians;
-  for (size_t b = 0; b < k; ++b)
-    medians.push_back(bench::median({times.begin() + b * reps, times.begin() + (b + 1) * reps}));
-  return medians;
-}
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv, {{"reps", "300"}}, "[--reps N]  (run under mpirun -np 2, 4, ...)");
@@ -67,7 +34,7 @@ int main(int argc, char** argv) {
                 "ratio");
   }
   manual_seed(rank);  // each rank its own gradients
-  for (const GradSet& set : kSets) {
+  for (const bench::GradSet& set : bench::kGradSets) {
     std::vector<Tensor> params, grads;
     size_t count = 0;
     for (const Shape& s : set.shapes) {
@@ -76,7 +43,7 @@ int main(int argc, char** argv) {
       count += static_cast<size_t>(grads.back().numel());
     }
     parallel::DistributedGradReducer reducer(params);
-    std::vector<double> t = median_max_seconds(reps, {[&] { adasum.reduce(grads); },
+    std::vector<double> t = bench::median_max_seconds(reps, {[&] { adasum.reduce(grads); },
                                                       [&] { reducer.reduce(grads); }});
     if (rank == 0)
       std::printf("%-6s %7zu %9zu %10.1f %10.1f %7.2f\n", set.name, grads.size(),

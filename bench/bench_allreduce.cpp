@@ -26,44 +26,12 @@
 #include <string>
 #include <vector>
 
-#include "bench_common.h"
+#include "bench_ranks.h"
 #include "framework/random.h"
 #include "parallel/grad_reducer.h"
 #include "parallel/init.h"
 
 using namespace minidl;
-
-struct GradSet {
-  const char* name;
-  std::vector<Shape> shapes;
-};
-
-const std::vector<GradSet> kSets = {
-    {"lenet",
-     {{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {120, 400}, {120}, {84, 120}, {84}, {10, 84}, {10}}},
-    {"mlp", {{512, 784}, {512}, {512, 512}, {512}, {10, 512}, {10}}},
-};
-
-// Medians over reps of the slowest rank's seconds, one per body; the bodies
-// take turns within each repetition.
-std::vector<double> median_max_seconds(int reps, const std::vector<std::function<void()>>& bodies) {
-  const size_t k = bodies.size();
-  for (int i = 0; i < 5; ++i)
-    for (const auto& body : bodies) body();
-  std::vector<double> times(k * reps);
-  for (int i = 0; i < reps; ++i)
-    for (size_t b = 0; b < k; ++b) {
-      parallel::barrier();
-      auto t0 = bench::Clock::now();
-      bodies[b]();
-      times[b * reps + i] = bench::seconds_since(t0);
-    }
-  parallel::world().allreduce(times.data(), times.size(), parallel::ReduceOp::Max);
-  std::vector<double> medians;
-  for (size_t b = 0; b < k; ++b)
-    medians.push_back(bench::median({times.begin() + b * reps, times.begin() + (b + 1) * reps}));
-  return medians;
-}
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv, {{"reps", "300"}}, "[--reps N]  (run under mpirun -np N)");
@@ -78,7 +46,7 @@ int main(int argc, char** argv) {
                 "outplace", "ratio");
   }
   manual_seed(rank);
-  for (const GradSet& set : kSets) {
+  for (const bench::GradSet& set : bench::kGradSets) {
     std::vector<Tensor> params;
     size_t count = 0;
     for (const Shape& s : set.shapes) {
@@ -92,7 +60,7 @@ int main(int argc, char** argv) {
     auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
     for (size_t bucket_bytes : {parallel::kDefaultBucketBytes, size_t{0}}) {
       parallel::DistributedGradReducer reducer(params, /*mean=*/true, std::nullopt, bucket_bytes);
-      std::vector<double> t = median_max_seconds(
+      std::vector<double> t = bench::median_max_seconds(
           reps, {[&] { reducer.reduce_grads(); },
                  [&] {
                    MPI_Allreduce(MPI_IN_PLACE, in_place.data(), icount, MPI_FLOAT, MPI_SUM,
