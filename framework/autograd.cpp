@@ -162,7 +162,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       const Tensor& in = node->inputs[i];
       if (!in.defined() || !in.requires_grad()) continue;
       TensorImpl* p = in.impl_ptr().get();
-      Tensor gi = i < gin.size() ? gin[i] : Tensor();
+      Tensor gi = i < gin.size() ? std::move(gin[i]) : Tensor();
       assert(!gi.defined() || gi.shape() == in.shape());
       if (p->grad_fn) {
         if (gi.defined()) accumulate(grads[p], std::move(gi));
