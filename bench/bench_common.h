@@ -116,13 +116,16 @@ double median_seconds(Setup setup, Body body, int min_reps = 21, double min_time
 
 // ---- environment ----
 
-// A comment line for the output: the 1-minute load average and the CPU count,
+// Comment lines for the output: the 1-minute load average and the CPU count,
 // since figures taken beside other work are noisy (and with OpenMP's default
-// spin-waiting, multi-threaded figures can collapse).
+// spin-waiting, multi-threaded figures can collapse), and OPENBLAS_CORETYPE
+// when set, since it picks OpenBLAS's kernels (Haswell = AVX2 only).
 inline void print_load_note() {
   double load[1] = {0};
   if (getloadavg(load, 1) == 1)
     std::printf("# load average %.2f on %ld CPUs at start\n", load[0], sysconf(_SC_NPROCESSORS_ONLN));
+  if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core != nullptr && *core != '\0')
+    std::printf("# OPENBLAS_CORETYPE=%s: OpenBLAS kernels chosen by the environment\n", core);
 }
 
 // Peak resident set size of this process in MiB (Linux reports KiB).

@@ -157,4 +157,12 @@ std::shared_ptr<Communicator> non_member(std::vector<int> ranks, int parent_rank
 }
 
 }  // namespace detail
+std::string Communicator::broadcast(std::string text, int root) {
+  uint64_t n = text.size();
+  broadcast(&n, sizeof n, root);
+  text.resize(n);
+  if (n) broadcast(text.data(), n, root);
+  return text;
+}
+
 }  // namespace minidl::parallel

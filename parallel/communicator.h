@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "framework/tensor.h"
@@ -95,6 +96,8 @@ class Communicator {
   std::unique_ptr<Work> allreduce_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   // In place: every rank's t becomes root's t (any dtype; same shape on all ranks).
   void broadcast(const Tensor& t, int root);
+  // Root's string on every rank (its length goes first, so lengths may differ).
+  std::string broadcast(std::string text, int root);
   // Returns [size(), *t.shape()]: row r is rank r's t (any dtype; same shape on all ranks).
   Tensor allgather(const Tensor& t);
   void send(const Tensor& t, int dst, int tag = 0);

@@ -136,15 +136,6 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-// Broadcasts `text` from root (its length first); returns root's text on every rank.
-std::string broadcast_string(Communicator& c, std::string text, int root) {
-  uint64_t n = text.size();
-  c.broadcast(&n, sizeof n, root);
-  text.resize(n);
-  if (n) c.broadcast(text.data(), n, root);
-  return text;
-}
-
 // The collective check of construction step 2.
 void check_same_parameters(Communicator& c, const nn::Cell& module) {
   std::vector<std::string> mine;
@@ -154,7 +145,7 @@ void check_same_parameters(Communicator& c, const nn::Cell& module) {
     joined += mine.back() + "\n";
   }
   const int rank = c.rank();
-  std::vector<std::string> theirs = split_lines(broadcast_string(c, joined, 0));
+  std::vector<std::string> theirs = split_lines(c.broadcast(joined, 0));
 
   std::string diff;
   size_t common = std::min(mine.size(), theirs.size());
@@ -178,7 +169,7 @@ void check_same_parameters(Communicator& c, const nn::Cell& module) {
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     }
   if (first < 0) return;
-  diff = broadcast_string(c, diff, first);
+  diff = c.broadcast(diff, first);
   throw Error(cat("DataParallel: ", diff, "; ranks that differ from rank 0: ", ranks,
                   ". Every rank must build the same model."));
 }

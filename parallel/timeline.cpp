@@ -183,15 +183,6 @@ std::string serialize(const State& s, int rank, int64_t shift_ns) {
   return text;
 }
 
-// Broadcasts `text` from root (its length first).
-std::string broadcast_string(Communicator& c, std::string text, int root) {
-  uint64_t n = text.size();
-  c.broadcast(&n, sizeof n, root);
-  text.resize(n);
-  if (n) c.broadcast(text.data(), n, root);
-  return text;
-}
-
 }  // namespace
 
 int64_t Timeline::now_ns() {
@@ -327,7 +318,7 @@ void Timeline::write(const std::string& path, Communicator& group) {
     if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
       error = "cannot rename " + tmp + " to " + path;
   }
-  error = broadcast_string(group, error, 0);
+  error = group.broadcast(error, 0);
   MINIDL_CHECK(error.empty(), "Timeline::write: rank 0 ", error,
                " (does the directory exist and is it writable?)");
 }
