@@ -46,25 +46,43 @@ int main(int argc, char** argv) {
                 (long long)flags.batch, reduce.c_str(), num_threads());
 
   LossMonitor monitor(flags.log_every);
+  if (!flags.timeline.empty()) parallel::Timeline::enable();
   int64_t steps = 0;
   for (int64_t epoch = 1; epoch <= flags.epochs && steps != flags.steps; ++epoch) {
     int64_t step = 0;
     for (auto& batch : train.epoch(epoch - 1)) {
-      Tensor loss = loss_fn(net(batch.data), batch.labels);
-      loss.backward();
-      if (adasum) {
-        adasum->step();  // gradients combined across ranks, then the optimizer steps
-      } else {
-        mean->reduce_grads();
-        opt->step();
+      parallel::Timeline::set_step(steps + 1);
+      Tensor loss;
+      {
+        parallel::TimelineScope scope("forward", "compute");
+        loss = loss_fn(net(batch.data), batch.labels);
+      }
+      {
+        parallel::TimelineScope scope("backward", "compute");
+        loss.backward();
+      }
+      {
+        parallel::TimelineScope scope("reduce and optimizer step", "compute");
+        if (adasum) {
+          adasum->step();  // gradients combined across ranks, then the optimizer steps
+        } else {
+          mean->reduce_grads();
+          opt->step();
+        }
       }
       opt->zero_grad();
       double mean_loss = loss.item() / ranks;
       parallel::world().allreduce(&mean_loss, 1);
       ++step;
       if (rank == 0) monitor.on_step_end({.epoch = epoch, .step = step, .loss = mean_loss});
+      if (flags.check_replicas > 0 && (steps + 1) % flags.check_replicas == 0)
+        parallel::check_replicas(net, parallel::world(), cat("step ", steps + 1));
       if (++steps == flags.steps) break;
     }
+  }
+  if (!flags.timeline.empty()) {
+    parallel::Timeline::disable();
+    parallel::Timeline::write(flags.timeline);  // every rank: rank 0 gathers and writes
   }
 
   // Every rank holds the same weights; each scores the whole test set.
