@@ -1,6 +1,8 @@
 // Elementwise ops: broadcasting binary ops and unary maps, each with its
 // backward beside it. One templated loop serves every operator.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
@@ -218,8 +220,11 @@ Tensor relu(const Tensor& x) {
   MINIDL_HALF_UNARY(relu, x);
   Tensor out = unary_map(x, [](float v) { return v > 0 ? v : 0.f; });
   return record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{broadcast_map(g, y, "relu_backward",
-                                             [](float gv, float yv) { return yv > 0 ? gv : 0.f; })};
+    // g where y > 0, else 0: a bit mask, so the loop has no branch to mispredict
+    return std::vector<Tensor>{broadcast_map(g, y, "relu_backward", [](float gv, float yv) {
+      uint32_t keep = 0u - static_cast<uint32_t>(yv > 0.f);
+      return std::bit_cast<float>(std::bit_cast<uint32_t>(gv) & keep);
+    })};
   });
 }
 
