@@ -90,9 +90,10 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
   const bool data_parallel = f.parallel == "data";
   const int rank = parallel::rank();
   if (rank == 0)
-    std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads\n",
-                f.dataset.c_str(), (long long)train_set.size(), (long long)test.size(),
-                data_dir(f).c_str(), parallel::world_size(), num_threads());
+    std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads, "
+                "OpenBLAS %s kernels\n", f.dataset.c_str(), (long long)train_set.size(),
+                (long long)test.size(), data_dir(f).c_str(), parallel::world_size(), num_threads(),
+                blas_core());
 
   nn::CrossEntropyLoss loss;
   auto opt = make_optimizer(f, net);

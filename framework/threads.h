@@ -9,4 +9,8 @@ namespace minidl {
 void set_num_threads(int n);  // n >= 1
 int num_threads();
 
+// OpenBLAS's kernels: the name of the set it chose for this CPU ("Cooperlake"
+// on AMD Zen 4), or the one OPENBLAS_CORETYPE names.
+const char* blas_core();
+
 }  // namespace minidl

@@ -17,6 +17,8 @@ void set_num_threads(int n) {
 
 int num_threads() { return omp_get_max_threads(); }
 
+const char* blas_core() { return openblas_get_corename(); }
+
 namespace cpu {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
