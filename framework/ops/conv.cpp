@@ -105,9 +105,19 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
         std::copy(pg + (n * OC + o) * L, pg + (n * OC + o + 1) * L, pg2 + o * NL + n * L);
     const bool want_w = w.requires_grad();
     Tensor gx = x.requires_grad() ? Tensor::zeros(x.shape()) : Tensor();
+    const bool want_b = b.defined() && b.requires_grad();
     std::vector<float> parts(want_w ? omp_get_max_threads() * OC * CKK : 0, 0.f);
+    std::vector<double> bias_parts(want_b ? omp_get_max_threads() * OC : 0, 0.0);
     const float *px = x.data<float>(), *pw = w.data<float>();
     for_chunks(N, [&](int64_t n0, int64_t n1, int64_t t) {
+      if (want_b)  // bias_parts[t] [OC] = row sums of this chunk's g2 columns
+        for (int64_t o = 0; o < OC; ++o) {
+          const float* row = pg2 + o * NL + n0 * L;
+          float s = 0;
+#pragma omp simd reduction(+ : s)
+          for (int64_t i = 0; i < (n1 - n0) * L; ++i) s += row[i];
+          bias_parts[t * OC + o] = s;
+        }
       std::vector<float> col(CKK * S * L);
       for (int64_t g0 = n0; g0 < n1; g0 += S) {
         const int64_t g1 = std::min(n1, g0 + S), ld = (g1 - g0) * L;
@@ -130,11 +140,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args
       float* pgw = gw.data<float>();
       for (size_t i = 0; i < parts.size(); ++i) pgw[i % (OC * CKK)] += parts[i];
     }
-    if (b.defined() && b.requires_grad()) {  // gb [OC] = row sums of g2
+    if (want_b) {  // gb [OC] = the chunks' row sums, added in double
       gb = Tensor::empty(b.shape());
       for (int64_t o = 0; o < OC; ++o) {
         double s = 0;
-        for (int64_t i = 0; i < NL; ++i) s += pg2[o * NL + i];
+        for (size_t t = 0; t < bias_parts.size() / OC; ++t) s += bias_parts[t * OC + o];
         gb.data<float>()[o] = static_cast<float>(s);
       }
     }
