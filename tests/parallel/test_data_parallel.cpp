@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nets.h"
 #include "framework/autograd.h"
 #include "framework/ops.h"
 #include "framework/random.h"
@@ -25,55 +26,13 @@
 #include "parallel/init.h"
 
 using namespace minidl;
+using namespace minidl::testing;
 using parallel::DataParallel;
 
 namespace {
-int R() { return parallel::rank(); }
-int N() { return parallel::world_size(); }
 
-// x [B, IN] -> relu(fc1) [B, HIDDEN] -> fc2 [B, OUT]
-struct Mlp : nn::Cell {
-  nn::Dense fc1, fc2;
-  explicit Mlp(int64_t in = 6, int64_t hidden = 8, int64_t out = 3)
-      : fc1(in, hidden), fc2(hidden, out) {
-    register_cells({{"fc1", fc1}, {"fc2", fc2}});
-  }
-  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
-};
 
-// A chain of `depth` Dense layers (width 16), for many buckets.
-struct Deep : nn::Cell {
-  std::vector<std::shared_ptr<nn::Dense>> layers;
-  explicit Deep(int depth) {
-    for (int i = 0; i < depth; ++i)
-      layers.push_back(
-          register_cell("fc" + std::to_string(i),
-                        std::make_shared<nn::Dense>(i ? 16 : 6, i + 1 < depth ? 16 : 3)));
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = x;
-    for (size_t i = 0; i < layers.size(); ++i)
-      h = i + 1 < layers.size() ? relu((*layers[i])(h)) : (*layers[i])(h);
-    return h;
-  }
-};
 
-// max over parameters of max|a - b| / max|b|.
-double max_rel_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    std::vector<float> va = a[i].to_float_vector(), vb = b[i].to_float_vector();
-    REQUIRE(va.size() == vb.size());
-    double diff = 0, ref = 0;
-    for (size_t k = 0; k < va.size(); ++k) {
-      diff = std::max(diff, std::abs(double(va[k]) - vb[k]));
-      ref = std::max(ref, std::abs(double(vb[k])));
-    }
-    worst = std::max(worst, diff / std::max(ref, 1e-12));
-  }
-  return worst;
-}
 
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
   std::vector<Tensor> g;

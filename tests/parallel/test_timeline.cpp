@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "nets.h"
 #include "data/dataset.h"
 #include "framework/autograd.h"
 #include "framework/ops.h"
@@ -30,30 +31,13 @@
 #include "parallel/timeline.h"
 
 using namespace minidl;
+using namespace minidl::testing;
 using nlohmann::json;
 using parallel::Timeline;
 using parallel::TimelineScope;
 
 namespace {
-int R() { return parallel::rank(); }
-int N() { return parallel::world_size(); }
 
-// x [B, 6] -> fc0 -> relu -> ... -> fc{depth-1} [B, 4]: logits of 4 classes.
-struct Deep : nn::Cell {
-  std::vector<std::shared_ptr<nn::Dense>> layers;
-  explicit Deep(int depth) {
-    for (int i = 0; i < depth; ++i)
-      layers.push_back(
-          register_cell("fc" + std::to_string(i),
-                        std::make_shared<nn::Dense>(i ? 32 : 6, i + 1 < depth ? 32 : 4)));
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = x;
-    for (size_t i = 0; i < layers.size(); ++i)
-      h = i + 1 < layers.size() ? relu((*layers[i])(h)) : (*layers[i])(h);
-    return h;
-  }
-};
 
 // A file name of this job's own (ctest may run the np2 and local jobs at once).
 std::string trace_path(const std::string& stem) {
@@ -81,7 +65,7 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
   Tensor y = Tensor::randint(0, 4, {kPerRank * N() * kSteps});
   auto train = data::Dataset(x, y).shard(R(), N()).batch(kPerRank);
   manual_seed(2);
-  Deep net(kDepth);
+  Deep net(kDepth, /*width=*/32, /*out=*/4);
   parallel::DataParallel dp(net, {.bucket_bytes = 0});  // one bucket per parameter
   const int64_t buckets = static_cast<int64_t>(dp.buckets().size());
   nn::CrossEntropyLoss loss;
@@ -305,7 +289,7 @@ TEST_CASE("disabled, the timeline records nothing and costs one branch") {
   Timeline::disable();
   REQUIRE_FALSE(Timeline::enabled());
   CHECK_FALSE(scope_tracking());
-  Deep net(2);
+  Deep net(2, /*width=*/32, /*out=*/4);
   nn::MSELoss mse;
   mse(net(Tensor::randn({4, 6})), Tensor::randn({4, 4})).backward();
   { TimelineScope scope("nothing", "test"); }
