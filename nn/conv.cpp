@@ -35,15 +35,8 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, Conv2dOptions opt)
                "Conv2d: expected positive channels, "
                "kernel and stride, got in ",
                in, ", out ", out, ", kernel ", k, ", stride ", stride);
-  weight = Tensor::empty({out, in, k, k});
-  const init::Fans fans = init::fans_of(weight.shape());
-  opt.weight_init(weight, fans);
-  register_parameter("weight", weight);
-  if (opt.has_bias) {
-    bias = Tensor::empty({out});
-    opt.bias_init(bias, fans);
-    register_parameter("bias", bias);
-  }
+  add_weight_and_bias(*this, {out, in, k, k}, opt.weight_init, opt.bias_init, opt.has_bias, weight,
+                      bias);
 }
 
 // x [N, C, H, W] -> [N, OC, OH, OW]

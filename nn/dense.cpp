@@ -8,15 +8,7 @@ Dense::Dense(int64_t in, int64_t out, DenseOptions opt)
     : in_features(in), out_features(out), activation_(std::move(opt.activation)) {
   MINIDL_CHECK(in > 0 && out > 0, "Dense: expected positive in and out features, got ", in, " and ",
                out);
-  const init::Fans fans{in, out};
-  weight = Tensor::empty({out, in});
-  opt.weight_init(weight, fans);
-  register_parameter("weight", weight);
-  if (opt.has_bias) {
-    bias = Tensor::empty({out});
-    opt.bias_init(bias, fans);
-    register_parameter("bias", bias);
-  }
+  add_weight_and_bias(*this, {out, in}, opt.weight_init, opt.bias_init, opt.has_bias, weight, bias);
 }
 
 // x [..., IN] -> [..., OUT]

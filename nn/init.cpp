@@ -5,6 +5,7 @@
 
 #include "framework/autograd.h"
 #include "framework/random.h"
+#include "nn/cell.h"
 
 namespace minidl::nn::init {
 namespace {
@@ -129,3 +130,19 @@ InitFn by_name(const std::string& name) {
 void Initializer::operator()(Tensor& t, Fans fans) const { fn_(t, fans); }
 
 }  // namespace minidl::nn::init
+
+namespace minidl::nn {
+
+void add_weight_and_bias(Cell& cell, const Shape& weight_shape, const Initializer& weight_init,
+                         const Initializer& bias_init, bool has_bias, Tensor& weight, Tensor& bias) {
+  weight = Tensor::empty(weight_shape);
+  const init::Fans fans = init::fans_of(weight_shape);
+  weight_init(weight, fans);
+  cell.register_parameter("weight", weight);
+  if (!has_bias) return;
+  bias = Tensor::empty({weight_shape[0]});
+  bias_init(bias, fans);
+  cell.register_parameter("bias", bias);
+}
+
+}  // namespace minidl::nn

@@ -84,4 +84,11 @@ class Initializer {
 
 namespace minidl::nn {
 using init::Initializer;
+class Cell;
+
+// What Dense and Conv2d share: makes weight [OUT, ...] and, with has_bias,
+// bias [OUT], fills both from the weight's fans (init::fans_of), and registers
+// them on `cell` as "weight" and "bias".
+void add_weight_and_bias(Cell& cell, const Shape& weight_shape, const Initializer& weight_init,
+                         const Initializer& bias_init, bool has_bias, Tensor& weight, Tensor& bias);
 }
