@@ -35,6 +35,17 @@ inline const std::vector<ConvCase> kConvCases = {
     {"conv2", /*N=*/64, /*C=*/6, /*H=*/14, /*W=*/14, /*OC=*/16, /*K=*/5, /*pad=*/0},
 };
 
+// linear (x [N, IN] w [OUT, IN]^T + b), forward only: the MLP's fc1 at two batches.
+struct LinearCase {
+  const char* name;
+  int N, IN, OUT;
+  double flops() const { return 2.0 * N * IN * OUT; }
+};
+inline const std::vector<LinearCase> kLinearCases = {
+    {"linear_b32", /*N=*/32, /*IN=*/784, /*OUT=*/512},
+    {"linear_b256", /*N=*/256, /*IN=*/784, /*OUT=*/512},
+};
+
 // ---- flags: `--name value` pairs with defaults; anything else is an error ----
 
 class Flags {

@@ -1,6 +1,6 @@
-// bench_ops: GFLOP/s of minidl's matmul (n = 64, 256, 1024) and of conv2d
-// forward and backward at LeNet-5's shapes (batch 64), each the median over
-// repeated runs. When bench_ops_torch sits in the same folder, it then runs it
+// bench_ops: GFLOP/s of minidl's matmul (n = 64, 256, 1024), linear forward
+// (the MLP's fc1 at batch 32 and 256) and conv2d forward and backward at
+// LeNet-5's shapes (batch 64), each the median over repeated runs. When bench_ops_torch sits in the same folder, it then runs it
 // as a separate process with the same flags (for T > 1 twice: OpenBLAS at 1
 // and at T threads, keeping libtorch's faster figure per case) and prints both
 // libraries side by side with the ratio minidl/libtorch. Prints figures only;
@@ -29,6 +29,13 @@ double matmul_gflops(int n, double min_time) {
   return 2.0 * n * n * n / s * 1e-9;
 }
 
+double linear_gflops(const bench::LinearCase& c, double min_time) {
+  NoGradGuard no_grad;
+  Tensor x = Tensor::randn({c.N, c.IN}), w = Tensor::randn({c.OUT, c.IN}), b = Tensor::randn({c.OUT});
+  const double s = bench::median_seconds([] {}, [&] { Tensor y = linear(x, w, b); }, 21, min_time);
+  return c.flops() / s * 1e-9;
+}
+
 // conv2d with bias, forward only (no graph) or backward only (input, weight
 // and bias gradients; the forward that builds the graph is not timed).
 double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
@@ -55,6 +62,7 @@ double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
 template <class Emit>
 void run_cases(double min_time, Emit emit) {
   for (int n : bench::kMatmulSizes) emit("matmul_" + std::to_string(n), matmul_gflops(n, min_time));
+  for (const auto& c : bench::kLinearCases) emit(c.name, linear_gflops(c, min_time));
   for (const auto& c : bench::kConvCases) {
     emit(std::string(c.name) + "_fwd", conv_gflops(c, /*backward=*/false, min_time));
     emit(std::string(c.name) + "_bwd", conv_gflops(c, /*backward=*/true, min_time));

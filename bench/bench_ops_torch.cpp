@@ -24,6 +24,14 @@ double matmul_gflops(int n, double min_time) {
   return 2.0 * n * n * n / s * 1e-9;
 }
 
+double linear_gflops(const bench::LinearCase& c, double min_time) {
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({c.N, c.IN}), w = torch::randn({c.OUT, c.IN}), b = torch::randn({c.OUT});
+  const double s =
+      bench::median_seconds([] {}, [&] { auto y = torch::linear(x, w, b); }, 21, min_time);
+  return c.flops() / s * 1e-9;
+}
+
 // conv2d with bias, forward only (no graph) or backward only (input, weight
 // and bias gradients; the forward that builds the graph is not timed).
 double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
@@ -66,6 +74,10 @@ int main(int argc, char** argv) {
   bench::print_load_note();
   for (int n : bench::kMatmulSizes) {
     std::printf("matmul_%d %.3f\n", n, matmul_gflops(n, min_time));
+    std::fflush(stdout);
+  }
+  for (const auto& c : bench::kLinearCases) {
+    std::printf("%s %.3f\n", c.name, linear_gflops(c, min_time));
     std::fflush(stdout);
   }
   for (const auto& c : bench::kConvCases) {

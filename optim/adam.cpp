@@ -43,7 +43,7 @@ void Adam::update(size_t i, float* p, const float* g, int64_t n) {
   const float l2 = decoupled_ ? 0.f : static_cast<float>(weight_decay_);
   const bool decoupled = decoupled_;
   float *m = m_[i].data<float>(), *v = v_[i].data<float>();
-#pragma omp simd
+#pragma omp parallel for simd if (n > 65536)
   for (int64_t j = 0; j < n; ++j) {
     if (decoupled) p[j] *= decay;
     const float gj = g[j] + l2 * p[j];

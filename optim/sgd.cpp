@@ -10,7 +10,7 @@ SGD::SGD(std::vector<Tensor> params, double lr, double weight_decay)
 // p [n] -= lr * (g [n] + wd * p [n])
 void SGD::update(size_t, float* p, const float* g, int64_t n) {
   const float lr = static_cast<float>(lr_), wd = static_cast<float>(weight_decay_);
-#pragma omp simd
+#pragma omp parallel for simd if (n > 65536)
   for (int64_t j = 0; j < n; ++j) p[j] -= lr * (g[j] + wd * p[j]);
 }
 
@@ -33,7 +33,7 @@ void Momentum::update(size_t i, float* p, const float* g, int64_t n) {
   const float lr = static_cast<float>(lr_), wd = static_cast<float>(opt_.weight_decay);
   const float mu = static_cast<float>(momentum_), keep = static_cast<float>(1 - opt_.dampening);
   if (momentum_ == 0) {
-#pragma omp simd
+#pragma omp parallel for simd if (n > 65536)
     for (int64_t j = 0; j < n; ++j) p[j] -= lr * (g[j] + wd * p[j]);
     return;
   }
@@ -41,7 +41,7 @@ void Momentum::update(size_t i, float* p, const float* g, int64_t n) {
   if (first) buffers_[i] = Tensor::empty({n});
   float* buf = buffers_[i].data<float>();
   const bool nesterov = opt_.nesterov;
-#pragma omp simd
+#pragma omp parallel for simd if (n > 65536)
   for (int64_t j = 0; j < n; ++j) {
     const float d = g[j] + wd * p[j];
     const float b = first ? d : mu * buf[j] + keep * d;

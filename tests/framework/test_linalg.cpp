@@ -104,6 +104,20 @@ TEST_CASE("gradients of linear with and without bias") {
   CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], Tensor()); }, {x, w});
 }
 
+TEST_CASE("linear's small-batch path (out^T = w x^T, transposed) agrees with the plain one") {
+  // Batches of at most 32 with more outputs than rows take the transposed
+  // product; 40 rows do not. Odd sizes cross the transpose's 16x16 tiles.
+  manual_seed(44);
+  Tensor x = Tensor::randn({40, 37}), w = Tensor::randn({50, 37}), b = Tensor::randn({50});
+  Tensor all = linear(x, w, b);
+  Tensor rows = linear(x.slice(0, 8), w, b);
+  check_same(rows, all.slice(0, 8));
+  check_same(linear(x.slice(0, 8), w, Tensor()),
+             (all - b).slice(0, 8));
+  Tensor xs = Tensor::randn({3, 4}), ws = Tensor::randn({5, 4}), bs = Tensor::randn({5});
+  CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {xs, ws, bs});
+}
+
 TEST_CASE("transpose swaps two dims into a contiguous copy (hand-computed)") {
   Tensor x = Tensor::of({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor t = transpose(x, 0, 1);

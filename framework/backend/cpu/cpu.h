@@ -14,6 +14,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc);
 
+// src [R, C] -> dst [C, R]
+void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
+
 struct ConvGeometry {
   int64_t C, H, W, KH, KW, stride, pad, OH, OW;
 };

@@ -7,6 +7,15 @@
 
 namespace minidl::cpu {
 
+// src [R, C] -> dst [C, R], in 16x16 tiles so reads and writes both stay in cache lines
+void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
 // im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
 void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
   if (g.stride == 1) {  // rows are plain copies from a zero-padded plane
