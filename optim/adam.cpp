@@ -43,14 +43,16 @@ void Adam::update(size_t i, float* p, const float* g, int64_t n) {
   const float l2 = decoupled_ ? 0.f : static_cast<float>(weight_decay_);
   const bool decoupled = decoupled_;
   float *m = m_[i].data<float>(), *v = v_[i].data<float>();
-#pragma omp parallel for simd if (n > 65536)
-  for (int64_t j = 0; j < n; ++j) {
-    if (decoupled) p[j] *= decay;
-    const float gj = g[j] + l2 * p[j];
-    m[j] += c1 * (gj - m[j]);  // = beta1 m + (1 - beta1) g, as torch's lerp_
-    v[j] = b2 * v[j] + c2 * gj * gj;
-    p[j] -= step_size * m[j] / (std::sqrt(v[j]) / bc2_sqrt + eps);
-  }
+  for_chunks(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t j = begin; j < end; ++j) {
+      if (decoupled) p[j] *= decay;
+      const float gj = g[j] + l2 * p[j];
+      m[j] += c1 * (gj - m[j]);  // = beta1 m + (1 - beta1) g, as torch's lerp_
+      v[j] = b2 * v[j] + c2 * gj * gj;
+      p[j] -= step_size * m[j] / (std::sqrt(v[j]) / bc2_sqrt + eps);
+    }
+  });
 }
 
 }  // namespace minidl::optim

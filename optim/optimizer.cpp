@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -26,6 +28,15 @@ void Optimizer::check(bool ok, const char* what, double value, const char* rule)
   if (!ok || std::isnan(value))
     throw std::invalid_argument(
         cat(name_, ": invalid ", what, " ", value, " (expected ", rule, ")"));
+}
+
+void for_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 65536) return f(0, n);
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+    f(n * t / threads, n * (t + 1) / threads);
+  }
 }
 
 void Optimizer::set_lr(double lr) {

@@ -8,6 +8,7 @@
 // Hyperparameters are validated in the constructors: a bad value throws
 // std::invalid_argument naming the optimizer, the hyperparameter and the value.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,11 @@ class Optimizer {
  private:
   const char* name_;
 };
+
+// For the updates: calls f(begin, end) over [0, n), one chunk per OpenMP
+// thread when n is over 64k elements (they are memory-bound), else f(0, n).
+// The loop inside f stays a plain SIMD loop: `omp parallel for simd` over an
+// update compiled to scalar code.
+void for_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& f);
 
 }  // namespace minidl::optim
