@@ -78,6 +78,41 @@ TEST_CASE("Momentum: buf = g first, then momentum * buf + g; p -= lr * buf") {
   check_close(opt.momentum_buffer(0), {-0.245, 2.61});
 }
 
+TEST_CASE("updates over 64k elements (split across threads) follow the same rules") {
+  // 100,001 elements, the pair [1, -2] repeated, stepped on 2 threads: every
+  // element must land where the two-element run puts its pair.
+  const int64_t n = 100001;
+  auto repeat = [&](const std::vector<float>& pair) {
+    std::vector<float> v(n);
+    for (int64_t j = 0; j < n; ++j) v[j] = pair[j % 2];
+    return Tensor::from_vector(v).requires_grad_();
+  };
+  auto run = [&](auto make, int64_t size) {
+    Tensor p = size == 2 ? fresh_param() : repeat({1, -2});
+    auto opt = make(p);
+    for (const auto& g : kGrads) {
+      p.set_grad(size == 2 ? Tensor::from_vector(g) : repeat(g).detach());
+      opt.step();
+    }
+    return p.to_float_vector();
+  };
+  auto momentum = [](Tensor p) { return optim::Momentum({p}, 0.1, 0.9, {.nesterov = true}); };
+  auto sgd = [](Tensor p) { return optim::SGD({p}, 0.1, /*weight_decay=*/0.1); };
+  auto adam = [](Tensor p) { return optim::AdamW({p}, 0.1); };
+  set_num_threads(2);
+  std::vector<std::vector<float>> large{run(momentum, n), run(sgd, n), run(adam, n)};
+  set_num_threads(1);
+  std::vector<std::vector<float>> small{run(momentum, 2), run(sgd, 2), run(adam, 2)};
+  for (size_t k = 0; k < large.size(); ++k) {
+    double worst = 0;  // largest relative difference from the two-element run
+    for (int64_t j = 0; j < n; ++j)
+      worst = std::max(worst, std::abs(double(large[k][j]) - small[k][j % 2]) /
+                                  std::abs(double(small[k][j % 2])));
+    INFO("optimizer " << k << " (Momentum, SGD, AdamW)");
+    CHECK(worst <= 1e-6);
+  }
+}
+
 TEST_CASE("Momentum with Nesterov: p -= lr * (g + momentum * buf)") {
   Tensor p = fresh_param();
   optim::Momentum opt({p}, /*lr=*/0.1, /*momentum=*/0.9, {.nesterov = true});
