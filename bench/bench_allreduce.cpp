@@ -4,20 +4,24 @@
 //
 //   mpirun -np 2 build/bin/bench_allreduce [--reps 300]
 //
-// Per case, one line: the reducer (fused: one 25 MiB bucket; per-tensor: one
-// bucket per gradient), and raw MPI_Allreduce on one contiguous float32 buffer
-// of the same size, both in place (MPI_IN_PLACE, as the reducer calls it) and
-// out of place (a separate send buffer), as busbw = 2 (n - 1) / n * bytes /
-// time in GB/s (nccl-tests' convention). ratio = reducer busbw / the faster
-// raw variant's. time = the median over repetitions of the slowest rank's
-// time. The variants take turns within each repetition, after a barrier
-// each, so load from other processes falls on all of them alike.
+// Per case, one line: the reducer (fused: one 25 MiB bucket, with mean = true,
+// then with mean = false; per-tensor: one bucket per gradient, mean), and raw
+// MPI_Allreduce on one contiguous float32 buffer of the same size, both in
+// place (MPI_IN_PLACE, as the reducer calls it) and out of place (a separate
+// send buffer), as busbw = 2 (n - 1) / n * bytes / time in GB/s (nccl-tests'
+// convention). ratio = reducer busbw / the faster raw variant's; the mean
+// costs one pass more than a raw sum (a multiply by 1 / n for a power-of-two
+// n), the sum nothing but the allreduce. time = the median over repetitions
+// of the slowest rank's time. The variants take turns within each
+// repetition, after a barrier each, so load from other processes falls on
+// all of them alike.
 //
-// The reducer's gradients are private to their parameters, as after backward,
-// so reduce_grads overwrites them in place; after the first call every rank
-// holds the mean, so the values stay put. The raw in-place buffer holds zeros
-// (a sum of zeros stays zero; summing ones would overflow to inf after about
-// 128 calls on 2 ranks).
+// The reducer's gradients stay in its bucket buffer between calls, as they do
+// in training without zero_grad() (see parallel/grad_bucket.h); after the
+// first call every rank holds the mean, so the values stay put. The sum
+// reducer's and the raw in-place buffer's values are zeros (a sum of zeros
+// stays zero; summing ones would overflow to inf after about 128 calls on 2
+// ranks).
 #define OMPI_SKIP_MPICXX 1  // the C API only (Open MPI's C++ bindings need their own library)
 #include <mpi.h>
 
@@ -51,15 +55,22 @@ int main(int argc, char** argv) {
     size_t count = 0;
     for (const Shape& s : set.shapes) {
       params.push_back(Tensor::zeros(s).requires_grad_());
-      params.back().set_grad(Tensor::randn(s));
       count += static_cast<size_t>(params.back().numel());
     }
     std::vector<float> in_place(count, 0.0f), send(count, 1.0f), recv(count);
     const int icount = static_cast<int>(count);
     const double bytes = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
-    for (size_t bucket_bytes : {parallel::kDefaultBucketBytes, size_t{0}}) {
-      parallel::DistributedGradReducer reducer(params, /*mean=*/true, std::nullopt, bucket_bytes);
+    struct Variant {
+      const char* name;
+      bool mean;
+      size_t bucket_bytes;
+    };
+    for (const Variant& v : {Variant{"fused", true, parallel::kDefaultBucketBytes},
+                             Variant{"fused-sum", false, parallel::kDefaultBucketBytes},
+                             Variant{"per-tensor", true, 0}}) {
+      for (Tensor& p : params) p.set_grad(v.mean ? Tensor::randn(p.shape()) : Tensor::zeros(p.shape()));
+      parallel::DistributedGradReducer reducer(params, v.mean, std::nullopt, v.bucket_bytes);
       std::vector<double> t = bench::median_max_seconds(
           reps, {[&] { reducer.reduce_grads(); },
                  [&] {
@@ -73,9 +84,8 @@ int main(int argc, char** argv) {
       const double raw = std::min(t[1], t[2]);
       if (rank == 0)
         std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %11.1f %9.3f %9.3f %9.3f %7.2f\n",
-                    set.name, bucket_bytes ? "fused" : "per-tensor", params.size(), bytes,
-                    t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, busbw(t[0]), busbw(t[1]), busbw(t[2]),
-                    n > 1 ? raw / t[0] : 0.0);
+                    set.name, v.name, params.size(), bytes, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
+                    busbw(t[0]), busbw(t[1]), busbw(t[2]), n > 1 ? raw / t[0] : 0.0);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "parallel/data_parallel.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -14,8 +15,8 @@ struct DataParallel::State {
   std::shared_ptr<Communicator> group;
   std::vector<Tensor> params;                // trainable, registration order
   std::vector<std::vector<size_t>> buckets;  // indices into params; reverse order
-  std::vector<size_t> bucket_of, offset;     // per parameter: its bucket, its offset there
-  std::vector<std::vector<float>> flat;      // per bucket: the float32 gradients
+  std::vector<size_t> bucket_of;             // per parameter: its bucket
+  std::vector<GradBucket> grad_buckets;      // per bucket: the float32 gradients
 
   // The backward in progress (from its first hook to the end callback).
   bool active = false;
@@ -33,40 +34,40 @@ struct DataParallel::State {
 
   int size() const { return group->size(); }
 
-  // Casts bucket b's gradients into its flat buffer and starts its allreduce.
-  void start(size_t b) {
-    float* f = flat[b].data();
-    for (size_t i : buckets[b])
-      detail::to_float32(params[i].grad(), 0, static_cast<size_t>(params[i].numel()), f + offset[i]);
+  // Puts bucket b's gradients, times `scale`, into its buffer and starts its allreduce.
+  void start(size_t b, float scale) {
+    float* f = grad_buckets[b].pack(scale);
+    const size_t n = grad_buckets[b].numel();
     timeline_ids[b] =
         Timeline::enabled()
             ? Timeline::begin("allreduce bucket " + std::to_string(b), "communication",
                               {{"bucket", static_cast<int64_t>(b)},
-                               {"bytes", static_cast<int64_t>(flat[b].size() * sizeof(float))},
+                               {"bytes", static_cast<int64_t>(n * sizeof(float))},
                                {"params", static_cast<int64_t>(buckets[b].size())}},
                               Timeline::kCommunication)
             : -1;
-    works[b] = group->allreduce_async(f, flat[b].size(), ElemType::Float32, ReduceOp::Sum);
+    works[b] = group->allreduce_async(f, n, ElemType::Float32, ReduceOp::Sum);
   }
 
-  // Waits for every bucket, divides by `divisor` and writes the gradients back.
+  // Waits for every bucket, divides by `divisor` and hands the gradients back
+  // (views into the buckets; see grad_bucket.h).
   void finish(float divisor) {
     TimelineScope scope("finish allreduce", "communication");  // wait, average, write back
     for (size_t b = 0; b < buckets.size(); ++b) {
       works[b]->wait();
       Timeline::end(timeline_ids[b]);
       works[b].reset();
-      const float* f = flat[b].data();
-      for (size_t i : buckets[b]) {  // over the gradient itself when nothing else can see it
-        const bool in_place = detail::grad_is_private(params[i]) &&
-                              params[i].grad().dtype() == params[i].dtype();
-        Tensor g = in_place ? params[i].grad() : Tensor::empty(params[i].shape(), params[i].dtype());
-        detail::from_float32(f + offset[i], g, 0, static_cast<size_t>(g.numel()), divisor);
-        if (!in_place) params[i].set_grad(g);
-      }
+      grad_buckets[b].unpack(divisor);
     }
     ++stats.reductions;
   }
+
+  // The automatic style's mean: for a power-of-two number of ranks each
+  // gradient is multiplied by 1 / ranks before the sum (exact, so the same
+  // numbers as dividing after it, and a pass over data still in cache);
+  // otherwise the sum is divided.
+  float auto_scale() const { return std::has_single_bit(static_cast<unsigned>(size())) ? 1.0f / size() : 1.0f; }
+  float auto_divisor() const { return auto_scale() == 1.0f ? static_cast<float>(size()) : 1.0f; }
 
   void begin_pass() {
     active = true;
@@ -86,7 +87,7 @@ struct DataParallel::State {
     ready[i] = 1;
     --missing[bucket_of[i]];
     while (next_start < buckets.size() && missing[next_start] == 0) {
-      start(next_start++);
+      start(next_start++, auto_scale());
       ++stats.buckets_started_in_hooks;
     }
     for (size_t b = 0; b < works.size(); ++b)  // MPI moves requests along only inside MPI calls
@@ -99,10 +100,10 @@ struct DataParallel::State {
     auto_reduced = !explicit_mode && no_sync_depth == 0;
     if (!communicate) return;
     while (next_start < buckets.size()) {
-      start(next_start++);
+      start(next_start++, auto_scale());
       ++stats.buckets_started_at_end;
     }
-    finish(static_cast<float>(size()));
+    finish(auto_divisor());
   }
 
   // An exception escaped the last backward: finish its communication, keep nothing.
@@ -216,15 +217,13 @@ DataParallel::DataParallel(nn::Cell& module, DataParallelOptions options)
     s.buckets.push_back(std::move(bucket));
   }
   s.bucket_of.resize(P);
-  s.offset.resize(P);
   for (size_t b = 0; b < s.buckets.size(); ++b) {
-    size_t n = 0;
+    std::vector<Tensor> members;
     for (size_t i : s.buckets[b]) {
       s.bucket_of[i] = b;
-      s.offset[i] = n;
-      n += static_cast<size_t>(s.params[i].numel());
+      members.push_back(s.params[i]);
     }
-    s.flat.emplace_back(n);
+    s.grad_buckets.emplace_back(std::move(members));
   }
   s.ready.resize(P);
   s.missing.resize(s.buckets.size());
@@ -277,7 +276,7 @@ void DataParallel::apply_collective_grads() {
   s.explicit_mode = false;
   s.auto_reduced = false;
   if (s.size() == 1) return;
-  for (size_t b = 0; b < s.buckets.size(); ++b) s.start(b);
+  for (size_t b = 0; b < s.buckets.size(); ++b) s.start(b, 1.0f);
   s.finish(1.0f);
 }
 

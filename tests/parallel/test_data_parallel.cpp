@@ -268,6 +268,30 @@ TEST_CASE("no_sync accumulates locally; the next backward reduces the sum") {
   CHECK(max_rel_diff(net.parameters(), ref.parameters()) <= 1e-5);
 }
 
+TEST_CASE("two backwards without zero_grad: the second adds to the reduced gradient") {
+  // After a reduction the gradients live in DataParallel's bucket buffers; a
+  // backward without zero_grad() accumulates there and reduces again:
+  // (mean(gA) + gB_r) summed over ranks / N = mean(gA) + mean(gB), the
+  // gradient of mean(A) + mean(B) on one model.
+  const int64_t b = 2;
+  manual_seed(13);
+  Tensor xa = Tensor::randn({b * N(), 6}), ya = Tensor::randn({b * N(), 3});
+  Tensor xb = Tensor::randn({b * N(), 6}), yb = Tensor::randn({b * N(), 3});
+  manual_seed(14);
+  Mlp net, ref;
+  ref.load_state_dict(net.state_dict());
+  nn::MSELoss mse;
+  DataParallel dp(net, {.bucket_bytes = 100});
+  mse(dp(shard(xa)), shard(ya)).backward();
+  mse(dp(shard(xb)), shard(yb)).backward();
+  CHECK(dp.stats().reductions == (N() > 1 ? 2 : 0));
+  CHECK(same_on_every_rank(grads_of(net.parameters())));
+  (mse(ref(xa), ya) + mse(ref(xb), yb)).backward();
+  double diff = max_rel_diff(grads_of(net.parameters()), grads_of(ref.parameters()));
+  MESSAGE(N(), " ranks, two reduced backwards: max relative gradient difference ", diff);
+  CHECK(diff <= 1e-5);
+}
+
 TEST_CASE("apply_collective_grads after an automatic backward throws") {
   manual_seed(4);
   Mlp net;

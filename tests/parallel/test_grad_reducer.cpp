@@ -103,6 +103,56 @@ TEST_CASE("reduce_grads writes the mean back into each parameter's .grad()") {
   check_reduced(now, float(N()));
 }
 
+TEST_CASE("reduce_grads leaves gradients in its bucket; a backward adds there, the next call reuses it") {
+  const int n = N(), r = R();
+  auto params = make_params(kShapes);
+  auto grads = rank_grads(params, r);
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
+  DistributedGradReducer reducer(params);  // one bucket
+  reducer.reduce_grads();
+  // Each gradient is its parameter's part of one buffer, side by side (one
+  // rank has nothing to do and leaves the gradients as they were).
+  const float* base = params[0].grad().data<float>();
+  int64_t at = 0;
+  for (auto& p : params) {
+    if (n > 1) CHECK(p.grad().data<float>() == base + at);
+    at += p.numel();
+  }
+  // A backward without zero_grad() adds g_r in place (autograd accumulates into
+  // the defined gradient); reducing again gives mean_1 + mean(g) = 2 S x / N.
+  for (size_t i = 0; i < params.size(); ++i) {
+    float* g = params[i].grad().data<float>();
+    for (int64_t k = 0; k < params[i].numel(); ++k) g[k] += grads[i].data<float>()[k];
+  }
+  reducer.reduce_grads();
+  CHECK(params[0].grad().data<float>() == base);  // the same buffer: nothing copied in or out
+  std::vector<Tensor> now;
+  for (auto& p : params) now.push_back(p.grad());
+  check_reduced(now, float(n) / 2);  // 2 S x / N, exact: all values are small dyadic numbers
+}
+
+TEST_CASE("a reduction never writes a gradient the caller holds") {
+  const int n = N(), r = R();
+  auto params = make_params(kShapes);
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(Tensor::zeros(params[i].shape()));
+  DistributedGradReducer reducer(params, /*mean=*/false);
+  reducer.reduce_grads();  // the gradients now live in the reducer's buffer
+  for (auto& p : params) p.grad().fill_(r + 1);
+  Tensor held = params[1].grad();  // the caller keeps one across the next reduction
+  reducer.reduce_grads();
+  CHECK(held.to_float_vector() == std::vector<float>(held.numel(), float(r + 1)));
+  for (auto& p : params)  // every parameter has the sum, 1 + 2 + ... + N
+    CHECK(p.grad().to_float_vector() == std::vector<float>(p.numel(), float(n * (n + 1) / 2)));
+  if (n > 1) CHECK_FALSE(params[1].grad().same(held));
+
+  // reduce() results are new tensors each call: a second call leaves the first's alone.
+  auto grads = rank_grads(params, r);
+  auto first = reducer(grads);
+  auto first_values = first[0].to_float_vector();
+  auto second = reducer(rank_grads(params, r + 1));
+  CHECK(first[0].to_float_vector() == first_values);
+}
+
 TEST_CASE("float16 gradients are summed in float32 and cast back") {
   const int n = N(), r = R();
   // entry 0: 60000 on every rank: a float16 sum overflows to inf (max 65504), the mean is 60000.

@@ -1,0 +1,151 @@
+#include "parallel/grad_bucket.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "framework/autograd.h"
+
+namespace minidl::parallel {
+
+namespace {
+
+// dst [n] = g as float32 (zeros for an undefined g)
+void to_float32(const Tensor& g, float* dst, size_t n) {
+  if (!g.defined()) {
+    std::memset(dst, 0, n * sizeof(float));
+    return;
+  }
+  const void* p = g.raw_data();
+  auto load = [&](auto convert, const auto* src) {
+    for (size_t k = 0; k < n; ++k) dst[k] = convert(src[k]);
+  };
+  switch (g.dtype()) {
+    case kFloat32: std::memcpy(dst, p, n * sizeof(float)); break;
+    case kFloat16: load([](Half x) { return half_to_float(x); }, static_cast<const Half*>(p)); break;
+    case kInt32: load([](int32_t x) { return float(x); }, static_cast<const int32_t*>(p)); break;
+    case kInt64: load([](int64_t x) { return float(x); }, static_cast<const int64_t*>(p)); break;
+  }
+}
+
+// out = src [out.numel()] cast to out's dtype
+void from_float32(const float* src, const Tensor& out) {
+  const size_t n = static_cast<size_t>(out.numel());
+  void* p = out.raw_data();
+  auto store = [&](auto convert, auto* dst) {
+    for (size_t k = 0; k < n; ++k) dst[k] = convert(src[k]);
+  };
+  switch (out.dtype()) {
+    case kFloat32: std::memcpy(p, src, n * sizeof(float)); break;
+    case kFloat16: store([](float x) { return float_to_half(x); }, static_cast<Half*>(p)); break;
+    case kInt32: store([](float x) { return static_cast<int32_t>(x); }, static_cast<int32_t*>(p)); break;
+    case kInt64: store([](float x) { return static_cast<int64_t>(x); }, static_cast<int64_t*>(p)); break;
+  }
+}
+
+// x [n] *= s
+void scale(float* x, size_t n, float s) {
+  if (s == 1.0f) return;
+#pragma omp simd
+  for (size_t k = 0; k < n; ++k) x[k] *= s;
+}
+
+// x [n] /= divisor; for a power of two as x * (1 / divisor), the same number
+void divide(float* x, size_t n, float divisor) {
+  int exponent = 0;
+  if (divisor == 1.0f) return;
+  if (std::frexp(divisor, &exponent) == 0.5f) return scale(x, n, 1.0f / divisor);
+#pragma omp simd
+  for (size_t k = 0; k < n; ++k) x[k] /= divisor;
+}
+
+// Parameter k's part of `flat` as a tensor of its shape (a view).
+Tensor part(const Tensor& flat, size_t offset, const Tensor& param) {
+  NoGradGuard no_grad;
+  const int64_t begin = static_cast<int64_t>(offset);
+  return flat.slice(begin, begin + param.numel()).reshape(param.shape());
+}
+
+}  // namespace
+
+GradBucket::GradBucket(std::vector<Tensor> params) : params_(std::move(params)) {
+  for (const Tensor& p : params_) {
+    offsets_.push_back(numel_);
+    numel_ += static_cast<size_t>(p.numel());
+  }
+}
+
+bool GradBucket::holds_view(size_t k) const {
+  const std::shared_ptr<TensorImpl>& g = params_[k].impl().grad;
+  return g && flat_.defined() && g.use_count() == 1 && g->storage == flat_.impl().storage &&
+         g->dtype == kFloat32 && g->offset == flat_.impl().offset + offsets_[k] * sizeof(float);
+}
+
+Tensor GradBucket::view(size_t k) const { return part(flat_, offsets_[k], params_[k]); }
+
+float* GradBucket::pack(float s) {
+  std::vector<char> in_place(params_.size(), 0);
+  long views = 0;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    in_place[k] = holds_view(k);
+    views += in_place[k];
+  }
+  if (!flat_.defined() || flat_.impl().storage.use_count() != 1 + views) {
+    flat_ = Tensor::empty({static_cast<int64_t>(numel_)});  // someone else sees the old one
+    std::fill(in_place.begin(), in_place.end(), 0);
+  }
+  float* f = flat_.data<float>();
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (!in_place[k])
+      to_float32(params_[k].grad(), f + offsets_[k], static_cast<size_t>(params_[k].numel()));
+  scale(f, numel_, s);
+  return f;
+}
+
+void GradBucket::unpack(float divisor) {
+  float* f = flat_.data<float>();
+  divide(f, numel_, divisor);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (holds_view(k)) continue;
+    Tensor& p = params_[k];
+    const std::shared_ptr<TensorImpl>& g = p.impl().grad;
+    const DType dtype = g ? g->dtype : p.dtype();
+    if (dtype == kFloat32) {
+      p.set_grad(view(k));
+      continue;
+    }
+    // Cast back over the gradient itself when nothing else can see it.
+    const bool own = g && g.use_count() == 1 && g->storage && g->storage.use_count() == 1 &&
+                     g->storage->owned && g->device == Device::CPU;
+    Tensor out = own ? p.grad() : Tensor::empty(p.shape(), dtype);
+    from_float32(f + offsets_[k], out);
+    if (!own) p.set_grad(out);
+  }
+}
+
+float* GradBucket::pack_new(const std::vector<Tensor>& grads, float s) {
+  fresh_ = Tensor::empty({static_cast<int64_t>(numel_)});
+  float* f = fresh_.data<float>();
+  for (size_t k = 0; k < params_.size(); ++k)
+    to_float32(grads[k], f + offsets_[k], static_cast<size_t>(params_[k].numel()));
+  scale(f, numel_, s);
+  return f;
+}
+
+std::vector<Tensor> GradBucket::unpack_new(const std::vector<Tensor>& grads, float divisor) {
+  float* f = fresh_.data<float>();
+  divide(f, numel_, divisor);
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const DType dtype = grads[k].defined() ? grads[k].dtype() : params_[k].dtype();
+    if (dtype == kFloat32) {
+      out.push_back(part(fresh_, offsets_[k], params_[k]));
+    } else {
+      out.push_back(Tensor::empty(params_[k].shape(), dtype));
+      from_float32(f + offsets_[k], out.back());
+    }
+  }
+  fresh_ = Tensor();  // the results keep the storage
+  return out;
+}
+
+}  // namespace minidl::parallel

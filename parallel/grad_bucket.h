@@ -1,0 +1,66 @@
+// GradBucket: some parameters' gradients side by side in one float32 buffer,
+// the unit that one allreduce carries (for DistributedGradReducer and
+// DataParallel).
+//
+//   GradBucket bucket({fc2.weight, fc2.bias});
+//   float* data = bucket.pack(0.5f);          // the gradients as float32, times 0.5
+//   comm.allreduce(data, bucket.numel(), ...);
+//   bucket.unpack(1.0f);                      // each .grad() now holds its part
+//
+// Gradient as bucket view (PyTorch DDP's gradient_as_bucket_view): unpack()
+// leaves each float32 gradient as a view into the buffer. The optimizer reads
+// it there, a backward without zero_grad() accumulates into it there, and the
+// next pack() finds it in place: nothing is copied in or out. Any other
+// gradient is copied in (cast to float32; an undefined one as zeros): a new
+// one from a backward after zero_grad(), a float16 one, one given with
+// set_grad(). Float16 results are cast back into their gradient.
+//
+// The buffer is reused only while nothing else refers to it than the
+// parameters' own gradients (each held by its parameter alone). If anything
+// else holds one of them (`Tensor g = p.grad();` kept across the step), pack()
+// moves the bucket to a new buffer and leaves the old values to their holder,
+// so a reduction never changes a tensor the caller holds.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace minidl::parallel {
+
+class GradBucket {
+ public:
+  explicit GradBucket(std::vector<Tensor> params);
+
+  size_t numel() const { return numel_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  // Element offset of parameter k in the buffer.
+  size_t offset(size_t k) const { return offsets_[k]; }
+
+  // The gradients as float32 in the bucket's buffer, each times `scale`
+  // (applied to every value: exact for a power of two).
+  float* pack(float scale);
+  // The buffer divided by `divisor` (1: as is), then the results handed to
+  // the parameters as above.
+  void unpack(float divisor);
+
+  // For DistributedGradReducer::reduce(): `grads` (one per parameter, not the
+  // parameters' own) packed into a new buffer, times `scale`. unpack_new()
+  // divides it and returns the results: float32 ones as views into it, others
+  // cast to their gradient's dtype; the inputs are never written.
+  float* pack_new(const std::vector<Tensor>& grads, float scale);
+  std::vector<Tensor> unpack_new(const std::vector<Tensor>& grads, float divisor);
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<size_t> offsets_;
+  size_t numel_ = 0;
+  Tensor flat_;   // [numel] float32, allocated at the first pack
+  Tensor fresh_;  // pack_new's buffer until unpack_new
+
+  // True when param k's gradient is its view into flat_, held by the parameter alone.
+  bool holds_view(size_t k) const;
+  Tensor view(size_t k) const;
+};
+
+}  // namespace minidl::parallel
