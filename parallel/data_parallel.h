@@ -34,13 +34,15 @@
 //   - each parameter's grad-ready hook marks it ready when backward has
 //     finished its gradient; when every parameter of bucket b is ready (and
 //     buckets 0..b-1 have started: buckets start in index order, the same on
-//     every rank), its gradients are cast to float32 into the bucket's flat
-//     buffer and a non-blocking allreduce-sum starts WHILE backward still runs;
+//     every rank), its gradients are put into the bucket's float32 buffer and
+//     a non-blocking allreduce-sum starts WHILE backward still runs;
 //   - at the end of backward, buckets not yet started are started (a missing
-//     gradient counts as zeros), all are waited for, divided by the number of
-//     ranks in float32 and written back into each parameter's .grad() (in
-//     place when that gradient is private to its parameter, else as a new
-//     tensor; in the parameter's dtype).
+//     gradient counts as zeros), all are waited for and divided by the number
+//     of ranks in float32 (for a power-of-two number of ranks each gradient is
+//     multiplied by 1 / ranks before the sum instead: the same numbers);
+//   - each float32 .grad() is then a view into its bucket's buffer (see
+//     grad_bucket.h): the next reduction finds it there and copies nothing; a
+//     float16 one gets the result cast back.
 //   After loss.backward() every rank's gradients are the mean over ranks; with
 //   mean losses on equal shards that is the full-batch gradient.
 //   The hooks sit on the parameters, so any backward that reaches them
@@ -113,8 +115,8 @@ class DataParallel : public nn::Cell {
   // Marks the iteration explicit until apply_collective_grads().
   Tensor scale_loss(const Tensor& loss);
   // Allreduce-sums every trainable parameter's gradient (undefined ones count
-  // as zeros and get a defined result) and writes it back (in place when the
-  // gradient is private to its parameter, else with set_grad).
+  // as zeros and get a defined result) and leaves the results in .grad() as
+  // above.
   // Throws unless scale_loss() was called since the last apply_collective_grads().
   void apply_collective_grads();
 
