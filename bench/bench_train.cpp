@@ -3,13 +3,14 @@
 // synthetic data, on the same thread count, each in its best configuration.
 //
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
-//               [--parallel none|auto|explicit]
+//               [--parallel none|auto|explicit] [--bucket-kb K]
 //
 // Prints minidl's `samples/s=R` and `peak_rss_mb=M`, then runs the twin after
 // it (never beside it) and prints its figures and the ratios. Under mpirun
 // with --parallel auto (DataParallel's overlapped allreduce during backward) or
 // explicit (scale_loss + apply_collective_grads after backward), every rank
-// trains on its own batch B and samples/s counts all ranks' samples.
+// trains on its own batch B and samples/s counts all ranks' samples;
+// --bucket-kb sets DataParallel's bucket size (default 25 MiB).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -22,11 +23,12 @@ using namespace minidl;
 namespace {
 
 double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, long steps,
-             const std::string& mode) {
+             const std::string& mode, size_t bucket_bytes) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
-  if (mode != "none") dp = std::make_unique<parallel::DataParallel>(net);
+  if (mode != "none")
+    dp = std::make_unique<parallel::DataParallel>(net, parallel::DataParallelOptions{.bucket_bytes = bucket_bytes});
   auto step = [&] {
     opt.zero_grad();
     if (mode == "explicit") {
@@ -76,9 +78,10 @@ std::map<std::string, double> run_twin(const std::string& command) {
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
-                      {"threads", "1"}, {"twin", "on"}, {"parallel", "none"}},
+                      {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
+                      {"bucket-kb", "25600"}},
                      "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
-                     "[--twin on|off] [--parallel none|auto|explicit]");
+                     "[--twin on|off] [--parallel none|auto|explicit] [--bucket-kb K]");
   parallel::init();
   const std::string mode = flags.str("parallel");
   if (mode != "none" && mode != "auto" && mode != "explicit") {
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   const std::string model = flags.str("model");
   const long batch = flags.integer("batch"), steps = flags.integer("steps");
   const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
+  const size_t bucket_bytes = static_cast<size_t>(flags.integer("bucket-kb")) << 10;
   if ((model != "lenet" && model != "mlp") || batch < 1 || steps < 1 || threads < 1) {
     std::fprintf(stderr, "bench_train: expected --model lenet|mlp and positive --batch, --steps, "
                  "--threads\n");
@@ -106,10 +110,10 @@ int main(int argc, char** argv) {
   double ours = 0;
   if (model == "lenet") {
     example::LeNet5 net;
-    ours = train(net, x, labels, warmup, steps, mode);
+    ours = train(net, x, labels, warmup, steps, mode, bucket_bytes);
   } else {
     example::MLP net;
-    ours = train(net, x, labels, warmup, steps, mode);
+    ours = train(net, x, labels, warmup, steps, mode, bucket_bytes);
   }
   const double our_rss = bench::peak_rss_mb();
   if (!root) return 0;

@@ -35,7 +35,9 @@
 //     finished its gradient; when every parameter of bucket b is ready (and
 //     buckets 0..b-1 have started: buckets start in index order, the same on
 //     every rank), its gradients are put into the bucket's float32 buffer and
-//     a non-blocking allreduce-sum starts WHILE backward still runs;
+//     a non-blocking allreduce-sum starts WHILE backward still runs (the last
+//     bucket, with no later gradient to overlap with, runs blocking: Open
+//     MPI's blocking allreduce is the faster call);
 //   - at the end of backward, buckets not yet started are started (a missing
 //     gradient counts as zeros), all are waited for and divided by the number
 //     of ranks in float32 (for a power-of-two number of ranks each gradient is

@@ -9,18 +9,26 @@ namespace minidl::parallel {
 
 namespace {
 
-// dst [n] = g as float32 (zeros for an undefined g)
-void to_float32(const Tensor& g, float* dst, size_t n) {
+// dst [n] = g as float32 times s (zeros for an undefined g)
+void to_float32(const Tensor& g, float* dst, size_t n, float s) {
   if (!g.defined()) {
     std::memset(dst, 0, n * sizeof(float));
     return;
   }
   const void* p = g.raw_data();
   auto load = [&](auto convert, const auto* src) {
-    for (size_t k = 0; k < n; ++k) dst[k] = convert(src[k]);
+    for (size_t k = 0; k < n; ++k) dst[k] = convert(src[k]) * s;
   };
   switch (g.dtype()) {
-    case kFloat32: std::memcpy(dst, p, n * sizeof(float)); break;
+    case kFloat32:
+      if (s == 1.0f) {
+        std::memcpy(dst, p, n * sizeof(float));
+      } else {
+        const float* src = static_cast<const float*>(p);
+#pragma omp simd
+        for (size_t k = 0; k < n; ++k) dst[k] = src[k] * s;
+      }
+      break;
     case kFloat16: load([](Half x) { return half_to_float(x); }, static_cast<const Half*>(p)); break;
     case kInt32: load([](int32_t x) { return float(x); }, static_cast<const int32_t*>(p)); break;
     case kInt64: load([](int64_t x) { return float(x); }, static_cast<const int64_t*>(p)); break;
@@ -94,10 +102,13 @@ float* GradBucket::pack(float s) {
     std::fill(in_place.begin(), in_place.end(), 0);
   }
   float* f = flat_.data<float>();
-  for (size_t k = 0; k < params_.size(); ++k)
-    if (!in_place[k])
-      to_float32(params_[k].grad(), f + offsets_[k], static_cast<size_t>(params_[k].numel()));
-  scale(f, numel_, s);
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const size_t n = static_cast<size_t>(params_[k].numel());
+    if (in_place[k])
+      scale(f + offsets_[k], n, s);
+    else
+      to_float32(params_[k].grad(), f + offsets_[k], n, s);
+  }
   return f;
 }
 
@@ -126,8 +137,7 @@ float* GradBucket::pack_new(const std::vector<Tensor>& grads, float s) {
   fresh_ = Tensor::empty({static_cast<int64_t>(numel_)});
   float* f = fresh_.data<float>();
   for (size_t k = 0; k < params_.size(); ++k)
-    to_float32(grads[k], f + offsets_[k], static_cast<size_t>(params_[k].numel()));
-  scale(f, numel_, s);
+    to_float32(grads[k], f + offsets_[k], static_cast<size_t>(params_[k].numel()), s);
   return f;
 }
 
