@@ -9,12 +9,13 @@
 // MPI_Allreduce on one contiguous float32 buffer of the same size, both in
 // place (MPI_IN_PLACE, as the reducer calls it) and out of place (a separate
 // send buffer), as busbw = 2 (n - 1) / n * bytes / time in GB/s (nccl-tests'
-// convention). ratio = reducer busbw / the faster raw variant's; the mean
+// convention). ratio = reducer busbw / the faster raw variant's. A mean
 // costs one pass more than a raw sum (a multiply by 1 / n for a power-of-two
-// n), the sum nothing but the allreduce. time = the median over repetitions
-// of the slowest rank's time. The variants take turns within each
-// repetition, after a barrier each, so load from other processes falls on
-// all of them alike.
+// n): mean_us is raw MPI's mean (the in-place sum, then that pass), and
+// vs_mean = mean_us / reducer_us for the mean rows. time = the median over
+// repetitions of the slowest rank's time. The variants take turns within
+// each repetition, after a barrier each, so load from other processes falls
+// on all of them alike.
 //
 // The reducer's gradients stay in its bucket buffer between calls, as they do
 // in training without zero_grad() (see parallel/grad_bucket.h); after the
@@ -45,9 +46,9 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     bench::print_load_note();
     std::printf("# %d ranks, %d repetitions, median of the slowest rank; busbw in GB/s\n", n, reps);
-    std::printf("%-6s %-10s %7s %9s %10s %10s %11s %9s %9s %9s %7s\n", "set", "reducer", "tensors",
-                "bytes", "reducer_us", "inplace_us", "outplace_us", "reducer", "inplace",
-                "outplace", "ratio");
+    std::printf("%-6s %-10s %7s %9s %10s %10s %11s %9s %9s %9s %9s %7s %7s\n", "set", "reducer",
+                "tensors", "bytes", "reducer_us", "inplace_us", "outplace_us", "mean_us", "reducer",
+                "inplace", "outplace", "ratio", "vs_mean");
   }
   manual_seed(rank);
   for (const bench::GradSet& set : bench::kGradSets) {
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
       params.push_back(Tensor::zeros(s).requires_grad_());
       count += static_cast<size_t>(params.back().numel());
     }
-    std::vector<float> in_place(count, 0.0f), send(count, 1.0f), recv(count);
+    std::vector<float> in_place(count, 0.0f), send(count, 1.0f), recv(count), mean(count, 0.0f);
     const int icount = static_cast<int>(count);
     const double bytes = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
@@ -80,12 +81,19 @@ int main(int argc, char** argv) {
                  [&] {
                    MPI_Allreduce(send.data(), recv.data(), icount, MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD);
+                 },
+                 [&] {  // what a mean costs with raw MPI: the in-place sum, then one pass
+                   MPI_Allreduce(MPI_IN_PLACE, mean.data(), icount, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD);
+                   const float inverse = 1.0f / static_cast<float>(n);
+                   for (float& x : mean) x *= inverse;
                  }});
       const double raw = std::min(t[1], t[2]);
       if (rank == 0)
-        std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %11.1f %9.3f %9.3f %9.3f %7.2f\n",
+        std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %11.1f %9.1f %9.3f %9.3f %9.3f %7.2f %7.2f\n",
                     set.name, v.name, params.size(), bytes, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
-                    busbw(t[0]), busbw(t[1]), busbw(t[2]), n > 1 ? raw / t[0] : 0.0);
+                    t[3] * 1e6, busbw(t[0]), busbw(t[1]), busbw(t[2]), n > 1 ? raw / t[0] : 0.0,
+                    n > 1 && v.mean ? t[3] / t[0] : 0.0);
     }
   }
 }
