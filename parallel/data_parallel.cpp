@@ -75,7 +75,9 @@ struct DataParallel::State {
   // gradient is multiplied by 1 / ranks before the sum (exact, so the same
   // numbers as dividing after it, and a pass over data still in cache);
   // otherwise the sum is divided.
-  float auto_scale() const { return std::has_single_bit(static_cast<unsigned>(size())) ? 1.0f / size() : 1.0f; }
+  float auto_scale() const {
+    return std::has_single_bit(static_cast<unsigned>(size())) ? 1.0f / size() : 1.0f;
+  }
   float auto_divisor() const { return auto_scale() == 1.0f ? static_cast<float>(size()) : 1.0f; }
 
   void begin_pass() {

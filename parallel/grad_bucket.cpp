@@ -29,9 +29,15 @@ void to_float32(const Tensor& g, float* dst, size_t n, float s) {
         for (size_t k = 0; k < n; ++k) dst[k] = src[k] * s;
       }
       break;
-    case kFloat16: load([](Half x) { return half_to_float(x); }, static_cast<const Half*>(p)); break;
-    case kInt32: load([](int32_t x) { return float(x); }, static_cast<const int32_t*>(p)); break;
-    case kInt64: load([](int64_t x) { return float(x); }, static_cast<const int64_t*>(p)); break;
+    case kFloat16:
+      load([](Half x) { return half_to_float(x); }, static_cast<const Half*>(p));
+      break;
+    case kInt32:
+      load([](int32_t x) { return float(x); }, static_cast<const int32_t*>(p));
+      break;
+    case kInt64:
+      load([](int64_t x) { return float(x); }, static_cast<const int64_t*>(p));
+      break;
   }
 }
 
@@ -43,10 +49,18 @@ void from_float32(const float* src, const Tensor& out) {
     for (size_t k = 0; k < n; ++k) dst[k] = convert(src[k]);
   };
   switch (out.dtype()) {
-    case kFloat32: std::memcpy(p, src, n * sizeof(float)); break;
-    case kFloat16: store([](float x) { return float_to_half(x); }, static_cast<Half*>(p)); break;
-    case kInt32: store([](float x) { return static_cast<int32_t>(x); }, static_cast<int32_t*>(p)); break;
-    case kInt64: store([](float x) { return static_cast<int64_t>(x); }, static_cast<int64_t*>(p)); break;
+    case kFloat32:
+      std::memcpy(p, src, n * sizeof(float));
+      break;
+    case kFloat16:
+      store([](float x) { return float_to_half(x); }, static_cast<Half*>(p));
+      break;
+    case kInt32:
+      store([](float x) { return static_cast<int32_t>(x); }, static_cast<int32_t*>(p));
+      break;
+    case kInt64:
+      store([](float x) { return static_cast<int64_t>(x); }, static_cast<int64_t*>(p));
+      break;
   }
 }
 

@@ -27,7 +27,9 @@ std::vector<std::vector<size_t>> plan_buckets(const std::vector<Tensor>& tensors
 DistributedGradReducer::DistributedGradReducer(std::vector<Tensor> parameters, bool mean,
                                                std::optional<int> degree, size_t bucket_bytes,
                                                std::shared_ptr<Communicator> group)
-    : params_(std::move(parameters)), mean_(mean), bucket_bytes_(bucket_bytes),
+    : params_(std::move(parameters)),
+      mean_(mean),
+      bucket_bytes_(bucket_bytes),
       group_(group ? std::move(group) : world_ptr()) {
   if (degree && *degree <= 0)
     throw std::invalid_argument(cat("DistributedGradReducer: degree must be > 0, got ", *degree));
@@ -57,7 +59,8 @@ bool DistributedGradReducer::check(const std::vector<Tensor>& grads) const {
     MINIDL_CHECK(grads[i].device() == Device::CPU, "DistributedGradReducer: gradient ", i,
                  " is not on the CPU");
   }
-  MINIDL_CHECK(group_->rank() >= 0, "DistributedGradReducer: this process is not a member of "
+  MINIDL_CHECK(group_->rank() >= 0,
+               "DistributedGradReducer: this process is not a member of "
                "the reducer's group (from new_group); only its members may reduce");
   return !(group_->size() == 1 && (!mean_ || degree_ == 1));
 }
@@ -79,8 +82,8 @@ void DistributedGradReducer::allreduce_buckets(const std::vector<float*>& buffer
   for (size_t b = 0; b < buffers.size(); ++b) {
     const size_t n = grad_buckets_[b].numel();
     if (n < kSmallElements) {
-      in_flight.emplace_back(b, group_->allreduce_async(buffers[b], n, ElemType::Float32,
-                                                        ReduceOp::Sum));
+      in_flight.emplace_back(
+          b, group_->allreduce_async(buffers[b], n, ElemType::Float32, ReduceOp::Sum));
     } else {
       group_->allreduce(buffers[b], n, ElemType::Float32, ReduceOp::Sum);
       done(b);

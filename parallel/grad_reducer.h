@@ -103,7 +103,8 @@ class DistributedGradReducer {
   float post_divisor() const;
   // Allreduces buffers[b] (numel[b] floats) for every bucket, calling done(b)
   // after each has its sum.
-  void allreduce_buckets(const std::vector<float*>& buffers, const std::function<void(size_t)>& done);
+  void allreduce_buckets(const std::vector<float*>& buffers,
+                         const std::function<void(size_t)>& done);
 };
 
 // Buckets of parameter indices, in order, each at most bucket_bytes of float32
