@@ -3,13 +3,15 @@
 // synthetic data, on the same thread count, each in its best configuration.
 //
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
-//               [--parallel none|auto|explicit] [--bucket-kb K]
+//               [--parallel none|auto|explicit|both] [--bucket-kb K]
 //
 // Prints minidl's `samples/s=R` and `peak_rss_mb=M`, then runs the twin after
 // it (never beside it) and prints its figures and the ratios. Under mpirun
 // with --parallel auto (DataParallel's overlapped allreduce during backward) or
 // explicit (scale_loss + apply_collective_grads after backward), every rank
 // trains on its own batch B and samples/s counts all ranks' samples;
+// --parallel both times the two styles in turns, chunk by chunk, and prints
+// each (samples/s is then the automatic one's) and auto/explicit;
 // --bucket-kb sets DataParallel's bucket size (default 25 MiB).
 #include <cstdio>
 #include <filesystem>
@@ -22,16 +24,20 @@ using namespace minidl;
 
 namespace {
 
-double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, long steps,
-             const std::string& mode, size_t bucket_bytes) {
+// Median samples/s of each style ("none", "auto" or "explicit"), timed in
+// about ten chunks per style; several styles take turns chunk by chunk, so a
+// slow spell of the machine falls on all of them alike.
+std::vector<double> train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup,
+                          long steps, const std::vector<std::string>& styles, size_t bucket_bytes) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
-  if (mode != "none")
-    dp = std::make_unique<parallel::DataParallel>(net, parallel::DataParallelOptions{.bucket_bytes = bucket_bytes});
-  auto step = [&] {
+  if (styles[0] != "none")
+    dp = std::make_unique<parallel::DataParallel>(
+        net, parallel::DataParallelOptions{.bucket_bytes = bucket_bytes});
+  auto step = [&](const std::string& style) {
     opt.zero_grad();
-    if (mode == "explicit") {
+    if (style == "explicit") {
       dp->scale_loss(loss_fn((*dp)(x), labels)).backward();
       dp->apply_collective_grads();
     } else {
@@ -39,20 +45,24 @@ double train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup, 
     }
     opt.step();
   };
-  for (long i = 0; i < warmup; ++i) step();
-  // About ten chunks of timed steps; the median chunk rate resists the odd slow one.
+  for (const std::string& style : styles)
+    for (long i = 0; i < warmup; ++i) step(style);
   const long chunk = std::max(1L, steps / 10);
-  std::vector<double> rates;
+  std::vector<std::vector<double>> rates(styles.size());
   for (long done = 0; done < steps; done += chunk) {
     const long n = std::min(chunk, steps - done);
-    parallel::barrier();
-    const auto t0 = bench::Clock::now();
-    for (long i = 0; i < n; ++i) step();
-    parallel::barrier();
-    rates.push_back(n * static_cast<double>(x.size(0)) * parallel::world_size() /
-                    bench::seconds_since(t0));
+    for (size_t s = 0; s < styles.size(); ++s) {
+      parallel::barrier();
+      const auto t0 = bench::Clock::now();
+      for (long i = 0; i < n; ++i) step(styles[s]);
+      parallel::barrier();
+      rates[s].push_back(n * static_cast<double>(x.size(0)) * parallel::world_size() /
+                         bench::seconds_since(t0));
+    }
   }
-  return bench::median(rates);
+  std::vector<double> medians;
+  for (auto& r : rates) medians.push_back(bench::median(r));
+  return medians;
 }
 
 // Runs a command and returns the value of its `key=value` line (or -1).
@@ -81,13 +91,16 @@ int main(int argc, char** argv) {
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
                       {"bucket-kb", "25600"}},
                      "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
-                     "[--twin on|off] [--parallel none|auto|explicit] [--bucket-kb K]");
+                     "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K]");
   parallel::init();
   const std::string mode = flags.str("parallel");
-  if (mode != "none" && mode != "auto" && mode != "explicit") {
-    std::fprintf(stderr, "bench_train: --parallel expects none, auto or explicit, got %s\n", mode.c_str());
+  if (mode != "none" && mode != "auto" && mode != "explicit" && mode != "both") {
+    std::fprintf(stderr, "bench_train: --parallel expects none, auto, explicit or both, got %s\n",
+                 mode.c_str());
     return 2;
   }
+  const std::vector<std::string> styles =
+      mode == "both" ? std::vector<std::string>{"auto", "explicit"} : std::vector<std::string>{mode};
   const std::string model = flags.str("model");
   const long batch = flags.integer("batch"), steps = flags.integer("steps");
   const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
@@ -107,17 +120,20 @@ int main(int argc, char** argv) {
   }
   Tensor x = Tensor::randn({batch, 1, 28, 28});
   Tensor labels = Tensor::randint(0, 10, {batch});
-  double ours = 0;
+  std::vector<double> rates;
   if (model == "lenet") {
     example::LeNet5 net;
-    ours = train(net, x, labels, warmup, steps, mode, bucket_bytes);
+    rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
   } else {
     example::MLP net;
-    ours = train(net, x, labels, warmup, steps, mode, bucket_bytes);
+    rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
   }
-  const double our_rss = bench::peak_rss_mb();
+  const double ours = rates[0], our_rss = bench::peak_rss_mb();
   if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
+  if (mode == "both")
+    std::printf("samples/s_auto=%.1f\nsamples/s_explicit=%.1f\nauto/explicit=%.3f\n", rates[0],
+                rates[1], rates[0] / rates[1]);
   if (parallel::world_size() > 1) return 0;  // the twin compares single-process runs
 
   const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_train_torch";
