@@ -1,5 +1,6 @@
-// What the multi-rank suites share: rank shorthands, two small networks and
-// a relative-difference measure for comparing parameters across runs.
+// What the multi-rank suites share: rank shorthands, two small networks, a
+// relative-difference measure for comparing parameters across runs and a
+// check that every rank holds the same values.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -62,6 +63,21 @@ inline double max_rel_diff(const std::vector<Tensor>& a, const std::vector<Tenso
     worst = std::max(worst, diff / std::max(ref, 1e-12));
   }
   return worst;
+}
+
+// True when every rank holds the same bytes in `ts` as rank 0.
+inline bool same_on_every_rank(const std::vector<Tensor>& ts) {
+  std::vector<char> mine;
+  for (const Tensor& t : ts) {
+    const char* p = static_cast<const char*>(t.raw_data());
+    mine.insert(mine.end(), p, p + t.nbytes());
+  }
+  std::vector<char> all(mine.size() * N());
+  parallel::world().allgather(mine.data(), all.data(), mine.size());
+  const auto rank0 = all.begin();
+  for (int r = 1; r < N(); ++r)
+    if (!std::equal(rank0, rank0 + mine.size(), rank0 + r * mine.size())) return false;
+  return true;
 }
 
 }  // namespace minidl::testing

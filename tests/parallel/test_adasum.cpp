@@ -15,17 +15,17 @@
 #include <vector>
 
 #include "framework/random.h"
+#include "nets.h"
 #include "optim/sgd.h"
 #include "parallel/adasum.h"
 #include "parallel/init.h"
 
 using namespace minidl;
+using namespace minidl::testing;
 using parallel::AdaSum;
 using parallel::AdaSumByGradWrapCell;
 
 namespace {
-int R() { return parallel::rank(); }
-int N() { return parallel::world_size(); }
 
 using Vec = std::vector<double>;
 using Inputs = std::vector<std::vector<Vec>>;  // [rank][tensor] -> values
@@ -111,20 +111,6 @@ Inputs make_inputs(int ranks, const std::vector<size_t>& lengths, DType dtype, G
       for (size_t i = 0; i < lengths[t]; ++i)
         in[r][t].push_back(representable(gen(r, t, i), dtype));
   return in;
-}
-
-// True when every rank holds the same bytes in `ts` as rank 0.
-bool same_on_every_rank(const std::vector<Tensor>& ts) {
-  std::vector<char> mine;
-  for (const Tensor& t : ts) {
-    const char* p = static_cast<const char*>(t.raw_data());
-    mine.insert(mine.end(), p, p + t.nbytes());
-  }
-  std::vector<char> all(mine.size() * N());
-  parallel::world().allgather(mine.data(), all.data(), mine.size());
-  for (int r = 1; r < N(); ++r)
-    if (!std::equal(mine.begin(), mine.end(), all.begin() + r * mine.size())) return false;
-  return true;
 }
 
 // A few float32 roundings per level of the tree.

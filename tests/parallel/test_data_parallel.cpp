@@ -31,9 +31,6 @@ using parallel::DataParallel;
 
 namespace {
 
-
-
-
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
   std::vector<Tensor> g;
   for (const Tensor& p : params) g.push_back(p.grad());
@@ -44,19 +41,6 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
 Tensor shard(const Tensor& global) {
   const int64_t b = global.size(0) / N();
   return global.slice(R() * b, (R() + 1) * b);
-}
-
-// True when every rank holds the same values in `params` as rank 0.
-bool same_on_every_rank(const std::vector<Tensor>& params) {
-  std::vector<float> mine;
-  for (const Tensor& p : params)
-    for (float v : p.to_float_vector()) mine.push_back(v);
-  std::vector<float> all(mine.size() * N());
-  parallel::world().allgather(mine.data(), all.data(), mine.size() * sizeof(float));
-  for (int r = 1; r < N(); ++r)
-    if (!std::equal(all.begin(), all.begin() + mine.size(), all.begin() + r * mine.size()))
-      return false;
-  return true;
 }
 
 constexpr int64_t kBatch = 8;  // divisible by 1, 2 and 4

@@ -50,19 +50,6 @@ std::vector<Tensor> scaled(const std::vector<Tensor>& ts, double s) {
   return out;
 }
 
-// True when every rank holds the same values in `params` as rank 0.
-bool same_on_every_rank(const std::vector<Tensor>& params) {
-  std::vector<float> mine;
-  for (const Tensor& p : params)
-    for (float v : p.to_float_vector()) mine.push_back(v);
-  std::vector<float> all(mine.size() * N());
-  parallel::world().allgather(mine.data(), all.data(), mine.size() * sizeof(float));
-  for (int r = 1; r < N(); ++r)
-    if (!std::equal(all.begin(), all.begin() + mine.size(), all.begin() + r * mine.size()))
-      return false;
-  return true;
-}
-
 constexpr int kSteps = 3;
 
 using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
