@@ -7,33 +7,13 @@
 #include <cmath>
 
 #include "cell_gradcheck.h"
+#include "check_close.h"
 #include "gradcheck.h"
 
 using namespace minidl;
 using testing::cell_param_gradcheck;
+using testing::check_close;
 using testing::gradcheck;
-
-namespace {
-
-void check_close(const Tensor& t, const std::vector<float>& want, double tol = 1e-5) {
-  auto got = t.to_float_vector();
-  REQUIRE(got.size() == want.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    max_diff = std::max(max_diff, std::abs(double(got[i]) - want[i]));
-  INFO("max difference " << max_diff);
-  CHECK(max_diff <= tol);
-}
-
-#define CHECK_GRADCHECK(expr)                     \
-  do {                                            \
-    auto res_ = (expr);                           \
-    INFO(res_.first_failure);                     \
-    INFO("max abs error " << res_.max_abs_error); \
-    CHECK(res_.ok);                               \
-  } while (0)
-
-}  // namespace
 
 // ---- Dense ----
 TEST_CASE("Dense forward equals x W^T + b by hand") {
@@ -79,8 +59,8 @@ TEST_CASE("Dense gradients match finite differences") {
   manual_seed(7);
   nn::Dense fc{4, 3, {.activation = "tanh"}};
   Tensor x = Tensor::randn({5, 4});
-  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return fc(in[0]); }, {x}));
-  CHECK_GRADCHECK(cell_param_gradcheck(fc, [&] { return fc(x); }));
+  CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return fc(in[0]); }, {x}));
+  CHECK_GRADCHECK_RESULT(cell_param_gradcheck(fc, [&] { return fc(x); }));
 }
 
 TEST_CASE("Dense rejects a wrong input width with both shapes") {
@@ -102,7 +82,7 @@ TEST_CASE("MatMul multiplies two inputs, optionally transposed") {
   check_close(mm_bt(a, b), {17, 23, 39, 53});
   CHECK_THROWS_WITH_AS(mm(a), doctest::Contains("forward(x) is not implemented"), Error);
   Tensor x = Tensor::randn({3, 4}), y = Tensor::randn({4, 2});
-  CHECK_GRADCHECK(
+  CHECK_GRADCHECK_RESULT(
       gradcheck([&](const std::vector<Tensor>& in) { return mm(in[0], in[1]); }, {x, y}));
 }
 
@@ -248,8 +228,8 @@ TEST_CASE("Conv2d gradients match finite differences") {
   manual_seed(11);
   nn::Conv2d conv{2, 3, 3, {.stride = 2, .padding = 1}};
   Tensor x = Tensor::randn({2, 2, 5, 5});
-  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return conv(in[0]); }, {x}));
-  CHECK_GRADCHECK(cell_param_gradcheck(conv, [&] { return conv(x); }));
+  CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return conv(in[0]); }, {x}));
+  CHECK_GRADCHECK_RESULT(cell_param_gradcheck(conv, [&] { return conv(x); }));
 }
 
 // ---- pooling ----
@@ -265,9 +245,9 @@ TEST_CASE("MaxPool2d and AvgPool2d by hand, with gradients") {
   // overlapping 3x3 windows with stride 1: maxima 10, 11, 14, 15
   check_close(nn::MaxPool2d(3, 1)(x), {10, 11, 14, 15});
   Tensor r = Tensor::randn({2, 2, 4, 4});
-  CHECK_GRADCHECK(
+  CHECK_GRADCHECK_RESULT(
       gradcheck([&](const std::vector<Tensor>& in) { return maxpool(in[0]); }, {r}, {.eps = 1e-3}));
-  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return avgpool(in[0]); }, {r}));
+  CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return avgpool(in[0]); }, {r}));
   CHECK_THROWS_AS(nn::MaxPool2d(0), Error);
   CHECK_THROWS_AS(nn::AvgPool2d(2, 1, 2), Error);
 }
@@ -293,7 +273,7 @@ TEST_CASE("ReLU, Sigmoid, Tanh and Softmax by hand, with gradients") {
   nn::Softmax softmax_cell{1};
   for (nn::Cell* c : std::vector<nn::Cell*>{&relu_cell, &sigmoid_cell, &tanh_cell, &softmax_cell}) {
     INFO(c->type_name());
-    CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return (*c)(in[0]); }, {r}));
+    CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return (*c)(in[0]); }, {r}));
   }
 }
 
@@ -304,7 +284,7 @@ TEST_CASE("Flatten keeps the batch dim and shares storage") {
   CHECK(y.shape() == Shape{2, 12});
   CHECK(y.to_float_vector() == x.to_float_vector());
   CHECK(nn::Flatten(2)(x).shape() == Shape{2, 3, 4});
-  CHECK_GRADCHECK(gradcheck([](const std::vector<Tensor>& in) { return nn::Flatten()(in[0]); },
+  CHECK_GRADCHECK_RESULT(gradcheck([](const std::vector<Tensor>& in) { return nn::Flatten()(in[0]); },
                             {Tensor::randn({2, 2, 3})}));
 }
 
@@ -344,7 +324,7 @@ TEST_CASE("SequentialCell chains owned cells named 0, 1, ...") {
   Tensor x = Tensor::randn({3, 4});
   Tensor manual = mlp[3](mlp[2](mlp[1](mlp[0](x))));
   CHECK(mlp(x).to_float_vector() == manual.to_float_vector());
-  CHECK_GRADCHECK(cell_param_gradcheck(mlp, [&] { return mlp(x); }));
+  CHECK_GRADCHECK_RESULT(cell_param_gradcheck(mlp, [&] { return mlp(x); }));
   CHECK_THROWS_WITH_AS(mlp[4], doctest::Contains("index 4 out of range for 4 cells"), Error);
   CHECK_THROWS_AS(mlp.push_back(nullptr), Error);
   mlp.eval();

@@ -5,29 +5,14 @@
 
 #include <cmath>
 
+#include "check_close.h"
 #include "gradcheck.h"
 
 using namespace minidl;
+using testing::check_close;
 using testing::gradcheck;
 
 namespace {
-
-void check_close(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
-  auto got = t.to_float_vector();
-  REQUIRE(got.size() == want.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
-  INFO("max difference " << max_diff);
-  CHECK(max_diff <= tol);
-}
-
-#define CHECK_GRADCHECK(expr)                     \
-  do {                                            \
-    auto res_ = (expr);                           \
-    INFO(res_.first_failure);                     \
-    INFO("max abs error " << res_.max_abs_error); \
-    CHECK(res_.ok);                               \
-  } while (0)
 
 // logits [[1, 2, 3], [1, 1, 1]], labels [2, 0]:
 //   l0 = log(e^1 + e^2 + e^3) - 3 = log(1 + e^-1 + e^-2) = 0.4076059644
@@ -64,7 +49,7 @@ TEST_CASE("MSELoss by hand for none, mean and sum") {
     INFO(r);
     nn::MSELoss loss{r};
     Tensor a = Tensor::randn({3, 4}), b = Tensor::randn({3, 4});
-    CHECK_GRADCHECK(
+    CHECK_GRADCHECK_RESULT(
         gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], in[1]); }, {a, b}));
   }
   CHECK_THROWS_WITH_AS(nn::MSELoss()(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})),
@@ -101,7 +86,7 @@ TEST_CASE("CrossEntropyLoss with one-hot and probability targets") {
   Tensor probs = Tensor::of({0.2f, 0.3f, 0.5f, 0.5f, 0.5f, 0.f}, {2, 3});
   check_close(nn::CrossEntropyLoss("none")(logits_2x3(), probs), {3 + kL0 - 2.3, kL1});
   check_close(nn::CrossEntropyLoss("sum")(logits_2x3(), probs), {3 + kL0 - 2.3 + kL1});
-  CHECK_GRADCHECK(gradcheck(
+  CHECK_GRADCHECK_RESULT(gradcheck(
       [&](const std::vector<Tensor>& in) { return nn::CrossEntropyLoss("none")(in[0], probs); },
       {Tensor::randn({2, 3})}));
 }
@@ -130,7 +115,7 @@ TEST_CASE("CrossEntropyLoss gradients match finite differences for every reducti
   for (const char* r : {"none", "mean", "sum"}) {
     INFO(r);
     nn::CrossEntropyLoss loss{r};
-    CHECK_GRADCHECK(
+    CHECK_GRADCHECK_RESULT(
         gradcheck([&](const std::vector<Tensor>& in) { return loss(in[0], labels); }, {x}));
   }
 }
@@ -188,6 +173,6 @@ TEST_CASE("SoftmaxCrossEntropyWithLogits follows MindSpore's sparse flag") {
   CHECK_THROWS_WITH_AS(
       dense_labels(logits_2x3(), labels),
       doctest::Contains("sparse=false): expected float labels [N, C], got int64 [2]"), Error);
-  CHECK_GRADCHECK(gradcheck([&](const std::vector<Tensor>& in) { return sparse(in[0], labels); },
+  CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return sparse(in[0], labels); },
                             {Tensor::randn({2, 3})}));
 }

@@ -10,7 +10,10 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "check_close.h"
+
 using namespace minidl;
+using testing::check_close;
 
 namespace {
 
@@ -21,15 +24,6 @@ Tensor fresh_param() { return Tensor::of({1, -2}).requires_grad_(); }
 void step_with(optim::Optimizer& opt, Tensor& p, const std::vector<float>& g) {
   p.set_grad(Tensor::from_vector(g));
   opt.step();
-}
-
-void check_close(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
-  auto got = t.to_float_vector();
-  REQUIRE(got.size() == want.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
-  INFO("got " << t << ", max difference " << max_diff);
-  CHECK(max_diff <= tol);
 }
 
 std::string error_of(const std::function<void()>& f) {
