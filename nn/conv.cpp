@@ -47,12 +47,16 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, {.stride = stride, .padding = padding});
 }
 
+// The pools' arguments: kernel > 0, stride >= 0 (0: the kernel), 0 <= padding <= kernel/2.
+static void check_pool(const char* name, int64_t k, int64_t s, int64_t p) {
+  MINIDL_CHECK(k > 0 && (s ? s : k) > 0 && p >= 0 && 2 * p <= k, name,
+               ": expected kernel > 0, stride >= 0 and 0 <= padding <= kernel/2, got kernel ", k,
+               ", stride ", s, ", padding ", p);
+}
+
 MaxPool2d::MaxPool2d(int64_t k, int64_t s, int64_t p)
     : kernel_size(k), stride(s ? s : k), padding(p) {
-  MINIDL_CHECK(k > 0 && stride > 0 && p >= 0 && 2 * p <= k,
-               "MaxPool2d: expected kernel > 0, "
-               "stride >= 0 and 0 <= padding <= kernel/2, got kernel ",
-               k, ", stride ", s, ", padding ", p);
+  check_pool("MaxPool2d", k, s, p);
 }
 
 // x [N, C, H, W] -> [N, C, OH, OW]
@@ -60,10 +64,7 @@ Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, s
 
 AvgPool2d::AvgPool2d(int64_t k, int64_t s, int64_t p)
     : kernel_size(k), stride(s ? s : k), padding(p) {
-  MINIDL_CHECK(k > 0 && stride > 0 && p >= 0 && 2 * p <= k,
-               "AvgPool2d: expected kernel > 0, "
-               "stride >= 0 and 0 <= padding <= kernel/2, got kernel ",
-               k, ", stride ", s, ", padding ", p);
+  check_pool("AvgPool2d", k, s, p);
 }
 
 // x [N, C, H, W] -> [N, C, OH, OW]
