@@ -1,7 +1,6 @@
 #include "parallel/data_parallel.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <string>
 
@@ -71,15 +70,6 @@ struct DataParallel::State {
     ++stats.reductions;
   }
 
-  // The automatic style's mean: for a power-of-two number of ranks each
-  // gradient is multiplied by 1 / ranks before the sum (exact, so the same
-  // numbers as dividing after it, and a pass over data still in cache);
-  // otherwise the sum is divided.
-  float auto_scale() const {
-    return std::has_single_bit(static_cast<unsigned>(size())) ? 1.0f / size() : 1.0f;
-  }
-  float auto_divisor() const { return auto_scale() == 1.0f ? static_cast<float>(size()) : 1.0f; }
-
   void begin_pass() {
     active = true;
     communicate = size() > 1 && !explicit_mode && no_sync_depth == 0;
@@ -102,7 +92,7 @@ struct DataParallel::State {
       // blocking, the faster call (Open MPI's Iallreduce + Wait costs 1.3-1.6x
       // Allreduce here).
       const bool last = next_start + 1 == buckets.size();
-      start(next_start++, auto_scale(), last);
+      start(next_start++, mean_split(size()).scale, last);
       ++stats.buckets_started_in_hooks;
     }
     for (size_t b = 0; b < works.size(); ++b)  // MPI moves requests along only inside MPI calls
@@ -115,10 +105,10 @@ struct DataParallel::State {
     auto_reduced = !explicit_mode && no_sync_depth == 0;
     if (!communicate) return;
     while (next_start < buckets.size()) {
-      start(next_start++, auto_scale(), /*now=*/true);
+      start(next_start++, mean_split(size()).scale, /*now=*/true);
       ++stats.buckets_started_at_end;
     }
-    finish(auto_divisor());
+    finish(mean_split(size()).divisor);
   }
 
   // An exception escaped the last backward: finish its communication, keep nothing.

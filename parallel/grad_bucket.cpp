@@ -1,6 +1,6 @@
 #include "parallel/grad_bucket.h"
 
-#include <cmath>
+#include <bit>
 #include <cstring>
 
 #include "framework/autograd.h"
@@ -71,11 +71,9 @@ void scale(float* x, size_t n, float s) {
   for (size_t k = 0; k < n; ++k) x[k] *= s;
 }
 
-// x [n] /= divisor; for a power of two as x * (1 / divisor), the same number
+// x [n] /= divisor
 void divide(float* x, size_t n, float divisor) {
-  int exponent = 0;
   if (divisor == 1.0f) return;
-  if (std::frexp(divisor, &exponent) == 0.5f) return scale(x, n, 1.0f / divisor);
 #pragma omp simd
   for (size_t k = 0; k < n; ++k) x[k] /= divisor;
 }
@@ -88,6 +86,11 @@ Tensor part(const Tensor& flat, size_t offset, const Tensor& param) {
 }
 
 }  // namespace
+
+MeanSplit mean_split(int degree) {
+  if (std::has_single_bit(static_cast<unsigned>(degree))) return {1.0f / degree, 1.0f};
+  return {1.0f, static_cast<float>(degree)};
+}
 
 GradBucket::GradBucket(std::vector<Tensor> params) : params_(std::move(params)) {
   for (const Tensor& p : params_) {
@@ -147,28 +150,28 @@ void GradBucket::unpack(float divisor) {
   }
 }
 
-float* GradBucket::pack_new(const std::vector<Tensor>& grads, float s) {
-  fresh_ = Tensor::empty({static_cast<int64_t>(numel_)});
-  float* f = fresh_.data<float>();
+Tensor GradBucket::pack_new(const std::vector<Tensor>& grads, float s) const {
+  Tensor buffer = Tensor::empty({static_cast<int64_t>(numel_)});
+  float* f = buffer.data<float>();
   for (size_t k = 0; k < params_.size(); ++k)
     to_float32(grads[k], f + offsets_[k], static_cast<size_t>(params_[k].numel()), s);
-  return f;
+  return buffer;
 }
 
-std::vector<Tensor> GradBucket::unpack_new(const std::vector<Tensor>& grads, float divisor) {
-  float* f = fresh_.data<float>();
+std::vector<Tensor> GradBucket::unpack_new(const Tensor& buffer, const std::vector<Tensor>& grads,
+                                           float divisor) const {
+  float* f = buffer.data<float>();
   divide(f, numel_, divisor);
   std::vector<Tensor> out;
   for (size_t k = 0; k < params_.size(); ++k) {
     const DType dtype = grads[k].defined() ? grads[k].dtype() : params_[k].dtype();
     if (dtype == kFloat32) {
-      out.push_back(part(fresh_, offsets_[k], params_[k]));
+      out.push_back(part(buffer, offsets_[k], params_[k]));
     } else {
       out.push_back(Tensor::empty(params_[k].shape(), dtype));
       from_float32(f + offsets_[k], out.back());
     }
   }
-  fresh_ = Tensor();  // the results keep the storage
   return out;
 }
 

@@ -28,14 +28,21 @@
 
 namespace minidl::parallel {
 
+// How a mean over `degree` ranks is taken: for a power of two, every
+// gradient times 1 / degree before the sum (exact, so the same numbers as
+// dividing after it, and folded into the copy into the bucket); otherwise the
+// sum divided by degree after it.
+struct MeanSplit {
+  float scale = 1.0f;    // before the sum
+  float divisor = 1.0f;  // after it
+};
+MeanSplit mean_split(int degree);
+
 class GradBucket {
  public:
   explicit GradBucket(std::vector<Tensor> params);
 
   size_t numel() const { return numel_; }
-  const std::vector<Tensor>& params() const { return params_; }
-  // Element offset of parameter k in the buffer.
-  size_t offset(size_t k) const { return offsets_[k]; }
 
   // The gradients as float32 in the bucket's buffer, each times `scale`
   // (applied to every value: exact for a power of two).
@@ -45,18 +52,19 @@ class GradBucket {
   void unpack(float divisor);
 
   // For DistributedGradReducer::reduce(): `grads` (one per parameter, not the
-  // parameters' own) packed into a new buffer, times `scale`. unpack_new()
-  // divides it and returns the results: float32 ones as views into it, others
-  // cast to their gradient's dtype; the inputs are never written.
-  float* pack_new(const std::vector<Tensor>& grads, float scale);
-  std::vector<Tensor> unpack_new(const std::vector<Tensor>& grads, float divisor);
+  // parameters' own) packed into a new [numel] float32 buffer, times `scale`.
+  // unpack_new() divides that buffer and returns the results: float32 ones as
+  // views into it, others cast to their gradient's dtype; the inputs are
+  // never written.
+  Tensor pack_new(const std::vector<Tensor>& grads, float scale) const;
+  std::vector<Tensor> unpack_new(const Tensor& buffer, const std::vector<Tensor>& grads,
+                                 float divisor) const;
 
  private:
   std::vector<Tensor> params_;
   std::vector<size_t> offsets_;
   size_t numel_ = 0;
-  Tensor flat_;   // [numel] float32, allocated at the first pack
-  Tensor fresh_;  // pack_new's buffer until unpack_new
+  Tensor flat_;  // [numel] float32, allocated at the first pack
 
   // True when param k's gradient is its view into flat_, held by the parameter alone.
   bool holds_view(size_t k) const;

@@ -1,7 +1,6 @@
 #include "parallel/grad_reducer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 #include "parallel/init.h"
@@ -65,14 +64,8 @@ bool DistributedGradReducer::check(const std::vector<Tensor>& grads) const {
   return !(group_->size() == 1 && (!mean_ || degree_ == 1));
 }
 
-float DistributedGradReducer::pre_scale() const {
-  int exponent = 0;
-  const bool power_of_two = std::frexp(static_cast<double>(degree_), &exponent) == 0.5;
-  return mean_ && power_of_two ? 1.0f / static_cast<float>(degree_) : 1.0f;
-}
-
-float DistributedGradReducer::post_divisor() const {
-  return mean_ && pre_scale() == 1.0f ? static_cast<float>(degree_) : 1.0f;
+MeanSplit DistributedGradReducer::split() const {
+  return mean_ ? mean_split(degree_) : MeanSplit{};
 }
 
 void DistributedGradReducer::allreduce_buckets(const std::vector<float*>& buffers,
@@ -98,14 +91,17 @@ void DistributedGradReducer::allreduce_buckets(const std::vector<float*>& buffer
 std::vector<Tensor> DistributedGradReducer::reduce(const std::vector<Tensor>& grads) {
   if (!check(grads)) return grads;
   std::vector<std::vector<Tensor>> inputs(buckets_.size());
-  std::vector<float*> buffers;
+  std::vector<Tensor> buffers;
+  std::vector<float*> data;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i : buckets_[b]) inputs[b].push_back(grads[i]);
-    buffers.push_back(grad_buckets_[b].pack_new(inputs[b], pre_scale()));
+    buffers.push_back(grad_buckets_[b].pack_new(inputs[b], split().scale));
+    data.push_back(buffers.back().data<float>());
   }
   std::vector<Tensor> out(grads.size());
-  allreduce_buckets(buffers, [&](size_t b) {
-    std::vector<Tensor> results = grad_buckets_[b].unpack_new(inputs[b], post_divisor());
+  allreduce_buckets(data, [&](size_t b) {
+    std::vector<Tensor> results =
+        grad_buckets_[b].unpack_new(buffers[b], inputs[b], split().divisor);
     for (size_t k = 0; k < results.size(); ++k) out[buckets_[b][k]] = std::move(results[k]);
   });
   return out;
@@ -119,8 +115,8 @@ void DistributedGradReducer::reduce_grads() {
   grads.clear();  // the buckets must see each gradient held by its parameter alone
   if (!work) return;
   std::vector<float*> buffers;
-  for (GradBucket& bucket : grad_buckets_) buffers.push_back(bucket.pack(pre_scale()));
-  allreduce_buckets(buffers, [&](size_t b) { grad_buckets_[b].unpack(post_divisor()); });
+  for (GradBucket& bucket : grad_buckets_) buffers.push_back(bucket.pack(split().scale));
+  allreduce_buckets(buffers, [&](size_t b) { grad_buckets_[b].unpack(split().divisor); });
 }
 
 }  // namespace minidl::parallel

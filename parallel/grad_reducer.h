@@ -99,8 +99,7 @@ class DistributedGradReducer {
   // Validates grads; false when there is nothing to do (one rank, nothing to divide).
   bool check(const std::vector<Tensor>& grads) const;
   // Multiplier before the sum and divisor after it (see 3. above).
-  float pre_scale() const;
-  float post_divisor() const;
+  MeanSplit split() const;
   // Allreduces buffers[b] (numel[b] floats) for every bucket, calling done(b)
   // after each has its sum.
   void allreduce_buckets(const std::vector<float*>& buffers,
