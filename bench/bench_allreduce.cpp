@@ -17,12 +17,13 @@
 // each repetition, after a barrier each, so load from other processes falls
 // on all of them alike.
 //
-// The reducer's gradients stay in its bucket buffer between calls, as they do
-// in training without zero_grad() (see parallel/grad_bucket.h); after the
-// first call every rank holds the mean, so the values stay put. The sum
-// reducer's and the raw in-place buffer's values are zeros (a sum of zeros
-// stays zero; summing ones would overflow to inf after about 128 calls on 2
-// ranks).
+// Before each timed call, every variant's input is written afresh (untimed),
+// as a backward writes the gradients before each reduction. A send buffer
+// nobody writes between calls stays clean in the caches and makes MPI's
+// out-of-place call look up to 20% faster than it is on fresh data, in this
+// machine's slow spells. The reducer's gradients stay in its bucket buffer
+// between calls, as in training without zero_grad() (see
+// parallel/grad_bucket.h), and are rewritten there.
 #define OMPI_SKIP_MPICXX 1  // the C API only (Open MPI's C++ bindings need their own library)
 #include <mpi.h>
 
@@ -58,10 +59,13 @@ int main(int argc, char** argv) {
       params.push_back(Tensor::zeros(s).requires_grad_());
       count += static_cast<size_t>(params.back().numel());
     }
-    std::vector<float> in_place(count, 0.0f), send(count, 1.0f), recv(count), mean(count, 0.0f);
+    std::vector<float> in_place(count), send(count), recv(count), mean(count);
     const int icount = static_cast<int>(count);
     const double bytes = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double s) { return 2.0 * (n - 1) / n * bytes / s / 1e9; };
+    auto fill = [&](float* x, size_t k) {  // fresh values, as a backward writes them
+      for (size_t i = 0; i < k; ++i) x[i] = static_cast<float>((i + rank) % 8) * 0.125f;
+    };
     struct Variant {
       const char* name;
       bool mean;
@@ -70,24 +74,29 @@ int main(int argc, char** argv) {
     for (const Variant& v : {Variant{"fused", true, parallel::kDefaultBucketBytes},
                              Variant{"fused-sum", false, parallel::kDefaultBucketBytes},
                              Variant{"per-tensor", true, 0}}) {
-      for (Tensor& p : params) p.set_grad(v.mean ? Tensor::randn(p.shape()) : Tensor::zeros(p.shape()));
+      for (Tensor& p : params) p.set_grad(Tensor::zeros(p.shape()));
       parallel::DistributedGradReducer reducer(params, v.mean, std::nullopt, v.bucket_bytes);
+      std::vector<float*> inputs = {nullptr, in_place.data(), send.data(), mean.data()};
       std::vector<double> t = bench::median_max_seconds(
-          reps, {[&] { reducer.reduce_grads(); },
-                 [&] {
-                   MPI_Allreduce(MPI_IN_PLACE, in_place.data(), icount, MPI_FLOAT, MPI_SUM,
-                                 MPI_COMM_WORLD);
-                 },
-                 [&] {
-                   MPI_Allreduce(send.data(), recv.data(), icount, MPI_FLOAT, MPI_SUM,
-                                 MPI_COMM_WORLD);
-                 },
-                 [&] {  // what a mean costs with raw MPI: the in-place sum, then one pass
-                   MPI_Allreduce(MPI_IN_PLACE, mean.data(), icount, MPI_FLOAT, MPI_SUM,
-                                 MPI_COMM_WORLD);
-                   const float inverse = 1.0f / static_cast<float>(n);
-                   for (float& x : mean) x *= inverse;
-                 }});
+          reps,
+          {[&] { reducer.reduce_grads(); },
+           [&] {
+             MPI_Allreduce(MPI_IN_PLACE, in_place.data(), icount, MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD);
+           },
+           [&] {
+             MPI_Allreduce(send.data(), recv.data(), icount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+           },
+           [&] {  // what a mean costs with raw MPI: the in-place sum, then one pass
+             MPI_Allreduce(MPI_IN_PLACE, mean.data(), icount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+             const float inverse = 1.0f / static_cast<float>(n);
+             for (float& x : mean) x *= inverse;
+           }},
+          [&](size_t b) {
+            if (inputs[b]) return fill(inputs[b], count);
+            for (Tensor& p : params)  // in place: the reducer's views (no handle kept)
+              fill(p.grad().data<float>(), static_cast<size_t>(p.numel()));
+          });
       const double raw = std::min(t[1], t[2]);
       if (rank == 0)
         std::printf("%-6s %-10s %7zu %9.0f %10.1f %10.1f %11.1f %9.1f %9.3f %9.3f %9.3f %7.2f %7.2f\n",

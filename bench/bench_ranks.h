@@ -24,8 +24,10 @@ inline const std::vector<GradSet> kGradSets = {
 
 // Medians over reps of the slowest rank's seconds, one per body; the bodies
 // take turns within each repetition, after a barrier, so load drifts hit all.
+// `before(b)`, when given, runs untimed before each call of body b.
 inline std::vector<double> median_max_seconds(int reps,
-                                              const std::vector<std::function<void()>>& bodies) {
+                                              const std::vector<std::function<void()>>& bodies,
+                                              const std::function<void(size_t)>& before = {}) {
   namespace parallel = minidl::parallel;
   const size_t k = bodies.size();
   for (int i = 0; i < 5; ++i)
@@ -33,6 +35,7 @@ inline std::vector<double> median_max_seconds(int reps,
   std::vector<double> times(k * reps);
   for (int i = 0; i < reps; ++i)
     for (size_t b = 0; b < k; ++b) {
+      if (before) before(b);
       parallel::barrier();
       auto t0 = Clock::now();
       bodies[b]();

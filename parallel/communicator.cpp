@@ -10,6 +10,7 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::Sum: return "sum";
     case ReduceOp::Max: return "max";
     case ReduceOp::Min: return "min";
+    case ReduceOp::Avg: return "avg";
   }
   return "?";
 }
@@ -103,6 +104,12 @@ void Communicator::recv(const Tensor& t, int src, int tag) {
 // ---- groups ----
 
 namespace detail {
+
+void check_reduce(ElemType type, ReduceOp op, const char* call) {
+  MINIDL_CHECK(op != ReduceOp::Avg || type == ElemType::Float32 || type == ElemType::Float64,
+               call, ": avg needs float32 or float64 elements, got ", elem_type_name(type),
+               " (sum them, then divide)");
+}
 
 static std::string list(const std::vector<int>& ranks) {
   std::string s = "[";

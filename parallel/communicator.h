@@ -26,8 +26,9 @@
 
 namespace minidl::parallel {
 
-enum class ReduceOp { Sum, Max, Min };
-const char* reduce_op_name(ReduceOp op);  // "sum", "max", "min"
+// Avg: the sum divided by size(), for float32 and float64 only (NCCL's ncclAvg).
+enum class ReduceOp { Sum, Max, Min, Avg };
+const char* reduce_op_name(ReduceOp op);  // "sum", "max", "min", "avg"
 
 // Element types of raw reduction buffers (float64 exists only here: Tensor has none).
 enum class ElemType { Float32, Float64, Int32, Int64 };
@@ -105,6 +106,8 @@ class Communicator {
 };
 
 namespace detail {
+// Throws unless `op` applies to `type` (Avg needs a float type).
+void check_reduce(ElemType type, ReduceOp op, const char* call);
 // Throws unless `ranks` is a non-empty list of distinct ranks in [0, size).
 void check_group_ranks(const std::vector<int>& ranks, int size);
 // The object split() hands to a rank outside `ranks`: rank() is -1, size() is

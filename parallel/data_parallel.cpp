@@ -32,12 +32,13 @@ struct DataParallel::State {
   DataParallelStats stats;
 
   int size() const { return group->size(); }
+  MeanSplit mean() const { return mean_split(size(), size()); }
 
-  // Puts bucket b's gradients, times `scale`, into its buffer and starts its
-  // allreduce; `now`: runs it to the end instead (nothing left to overlap with,
-  // and a blocking allreduce is the faster call).
-  void start(size_t b, float scale, bool now = false) {
-    float* f = grad_buckets[b].pack(scale);
+  // Puts bucket b's gradients into its buffer and starts its allreduce, for
+  // the mean or (MeanSplit{}) the sum; `now`: runs it to the end instead
+  // (nothing left to overlap with, and a blocking allreduce is the faster call).
+  void start(size_t b, const MeanSplit& how, bool now = false) {
+    float* f = grad_buckets[b].pack(how.scale);
     const size_t n = grad_buckets[b].numel();
     timeline_ids[b] =
         Timeline::enabled()
@@ -48,10 +49,10 @@ struct DataParallel::State {
                               Timeline::kCommunication)
             : -1;
     if (now) {
-      group->allreduce(f, n, ElemType::Float32, ReduceOp::Sum);
+      group->allreduce(f, n, ElemType::Float32, how.op);
       Timeline::end(timeline_ids[b]);
     } else {
-      works[b] = group->allreduce_async(f, n, ElemType::Float32, ReduceOp::Sum);
+      works[b] = group->allreduce_async(f, n, ElemType::Float32, how.op);
     }
   }
 
@@ -92,7 +93,7 @@ struct DataParallel::State {
       // blocking, the faster call (Open MPI's Iallreduce + Wait costs 1.3-1.6x
       // Allreduce here).
       const bool last = next_start + 1 == buckets.size();
-      start(next_start++, mean_split(size()).scale, last);
+      start(next_start++, mean(), last);
       ++stats.buckets_started_in_hooks;
     }
     for (size_t b = 0; b < works.size(); ++b)  // MPI moves requests along only inside MPI calls
@@ -105,10 +106,10 @@ struct DataParallel::State {
     auto_reduced = !explicit_mode && no_sync_depth == 0;
     if (!communicate) return;
     while (next_start < buckets.size()) {
-      start(next_start++, mean_split(size()).scale, /*now=*/true);
+      start(next_start++, mean(), /*now=*/true);
       ++stats.buckets_started_at_end;
     }
-    finish(mean_split(size()).divisor);
+    finish(mean().divisor);
   }
 
   // An exception escaped the last backward: finish its communication, keep nothing.
@@ -281,7 +282,7 @@ void DataParallel::apply_collective_grads() {
   s.explicit_mode = false;
   s.auto_reduced = false;
   if (s.size() == 1) return;
-  for (size_t b = 0; b < s.buckets.size(); ++b) s.start(b, 1.0f, /*now=*/true);
+  for (size_t b = 0; b < s.buckets.size(); ++b) s.start(b, MeanSplit{}, /*now=*/true);
   s.finish(1.0f);
 }
 

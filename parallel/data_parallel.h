@@ -40,8 +40,10 @@
 //     MPI's blocking allreduce is the faster call);
 //   - at the end of backward, buckets not yet started are started (a missing
 //     gradient counts as zeros), all are waited for and divided by the number
-//     of ranks in float32 (for a power-of-two number of ranks each gradient is
-//     multiplied by 1 / ranks before the sum instead: the same numbers);
+//     of ranks in float32 (the same numbers come cheaper where they can: on
+//     two ranks MPI takes the mean inside the reduction, ReduceOp::Avg; on
+//     another power of two each gradient is multiplied by 1 / ranks before the
+//     sum);
 //   - each float32 .grad() is then a view into its bucket's buffer (see
 //     grad_bucket.h): the next reduction finds it there and copies nothing; a
 //     float16 one gets the result cast back.

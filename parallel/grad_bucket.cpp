@@ -87,9 +87,11 @@ Tensor part(const Tensor& flat, size_t offset, const Tensor& param) {
 
 }  // namespace
 
-MeanSplit mean_split(int degree) {
-  if (std::has_single_bit(static_cast<unsigned>(degree))) return {1.0f / degree, 1.0f};
-  return {1.0f, static_cast<float>(degree)};
+MeanSplit mean_split(int degree, int size) {
+  if (degree == 2 && size == 2) return {1.0f, ReduceOp::Avg, 1.0f};
+  if (std::has_single_bit(static_cast<unsigned>(degree)))
+    return {1.0f / degree, ReduceOp::Sum, 1.0f};
+  return {1.0f, ReduceOp::Sum, static_cast<float>(degree)};
 }
 
 GradBucket::GradBucket(std::vector<Tensor> params) : params_(std::move(params)) {

@@ -25,18 +25,24 @@
 #include <vector>
 
 #include "framework/tensor.h"
+#include "parallel/communicator.h"
 
 namespace minidl::parallel {
 
-// How a mean over `degree` ranks is taken: for a power of two, every
-// gradient times 1 / degree before the sum (exact, so the same numbers as
-// dividing after it, and folded into the copy into the bucket); otherwise the
-// sum divided by degree after it.
+// How a mean over `degree` ranks is taken on a communicator of `size`:
+// - two ranks, degree 2: the communicator's Avg, which MPI computes inside
+//   the reduction ((a + b) / 2, no pass over the data of its own);
+// - degree a power of two: every gradient times 1 / degree before the sum
+//   (exact, so the same numbers as dividing after it; folded into the copy
+//   into the bucket where there is one);
+// - otherwise: the sum divided by degree after it.
+// All three give the same float32 numbers (barring overflow and subnormals).
 struct MeanSplit {
-  float scale = 1.0f;    // before the sum
-  float divisor = 1.0f;  // after it
+  float scale = 1.0f;             // before the allreduce
+  ReduceOp op = ReduceOp::Sum;    // the allreduce
+  float divisor = 1.0f;           // after it
 };
-MeanSplit mean_split(int degree);
+MeanSplit mean_split(int degree, int size);
 
 class GradBucket {
  public:

@@ -65,7 +65,7 @@ bool DistributedGradReducer::check(const std::vector<Tensor>& grads) const {
 }
 
 MeanSplit DistributedGradReducer::split() const {
-  return mean_ ? mean_split(degree_) : MeanSplit{};
+  return mean_ ? mean_split(degree_, group_->size()) : MeanSplit{};
 }
 
 void DistributedGradReducer::allreduce_buckets(const std::vector<float*>& buffers,
@@ -76,9 +76,9 @@ void DistributedGradReducer::allreduce_buckets(const std::vector<float*>& buffer
     const size_t n = grad_buckets_[b].numel();
     if (n < kSmallElements) {
       in_flight.emplace_back(
-          b, group_->allreduce_async(buffers[b], n, ElemType::Float32, ReduceOp::Sum));
+          b, group_->allreduce_async(buffers[b], n, ElemType::Float32, split().op));
     } else {
-      group_->allreduce(buffers[b], n, ElemType::Float32, ReduceOp::Sum);
+      group_->allreduce(buffers[b], n, ElemType::Float32, split().op);
       done(b);
     }
   }

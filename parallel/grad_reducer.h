@@ -19,11 +19,12 @@
 //    allreduce per bucket. Buckets under 64 KiB cost latency rather than
 //    bandwidth: they are started non-blocking and finished after the last
 //    one, so their latencies overlap;
-// 3. when mean, divides by degree in float32 (x / float(degree)). For a
+// 3. when mean, divides by degree in float32 (x / float(degree)). The same
+//    numbers come cheaper (barring results outside float32's normal range):
+//    on two ranks with degree 2 MPI takes the mean inside the reduction
+//    (ReduceOp::Avg: (a + b) / 2, no pass of its own); for another
 //    power-of-two degree every gradient is multiplied by 1 / degree before
-//    the sum instead: the same numbers (scaling by a power of two is exact,
-//    barring results below float32's normal range), one pass over data that
-//    is still in cache;
+//    the sum (exact), in the copy into the bucket where there is one;
 // 4. casts each result back to its gradient's dtype.
 // reduce() returns new tensors (float32 ones are views into a new buffer per
 // bucket) and never modifies its inputs. reduce_grads() leaves each float32
@@ -98,7 +99,7 @@ class DistributedGradReducer {
 
   // Validates grads; false when there is nothing to do (one rank, nothing to divide).
   bool check(const std::vector<Tensor>& grads) const;
-  // Multiplier before the sum and divisor after it (see 3. above).
+  // The multiplier before the allreduce, its op and the divisor after it (see 3. above).
   MeanSplit split() const;
   // Allreduces buffers[b] (numel[b] floats) for every bucket, calling done(b)
   // after each has its sum.

@@ -11,7 +11,8 @@ static void check_self(int r, const char* op, const char* what) {
                "(local backend; start the program under mpirun for more ranks)");
 }
 
-void LocalCommunicator::allreduce(void* data, size_t count, ElemType, ReduceOp) {
+void LocalCommunicator::allreduce(void* data, size_t count, ElemType type, ReduceOp op) {
+  detail::check_reduce(type, op, "allreduce");
   MINIDL_CHECK(data || count == 0, "allreduce: null buffer for ", count, " elements");
 }
 

@@ -1,8 +1,11 @@
 #include "parallel/backend/mpi.h"
 
+#include <bit>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <utility>
 #include <string>
 
 #include "parallel/backend/mpi_check.h"
@@ -71,13 +74,51 @@ MPI_Datatype mpi_type(ElemType t) {
   return MPI_DATATYPE_NULL;
 }
 
-MPI_Op mpi_op(ReduceOp op) {
+// inout [len] = (in + inout) / 2: Avg over two ranks inside the reduction.
+// An allreduce over two ranks combines each element's two values exactly
+// once, whatever algorithm MPI picks, so this gives the mean for the price of
+// a sum. Over more ranks an operation is applied several times per element,
+// so Avg there is a sum and then one pass dividing by the size.
+template <class T>
+void mean_of_two(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  const int n = *len;
+#pragma omp simd
+  for (int i = 0; i < n; ++i) b[i] = (a[i] + b[i]) * T(0.5);
+}
+MPI_Op g_mean_of_two[2] = {MPI_OP_NULL, MPI_OP_NULL};  // float, double (made by mpi_init)
+
+MPI_Op mpi_op(ReduceOp op, ElemType type, int size) {
   switch (op) {
     case ReduceOp::Sum: return MPI_SUM;
     case ReduceOp::Max: return MPI_MAX;
     case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Avg: return size == 2 ? g_mean_of_two[type == ElemType::Float64] : MPI_SUM;
   }
   return MPI_OP_NULL;
+}
+
+// data [count] /= size: the rest of Avg after MPI_SUM (see mean_of_two). For a
+// power of two it multiplies by 1 / size, which is exact and faster.
+template <class T>
+void divide(T* x, size_t count, int size) {
+  const T d = static_cast<T>(size), inverse = T(1) / d;
+  if (std::has_single_bit(static_cast<unsigned>(size))) {
+#pragma omp simd
+    for (size_t i = 0; i < count; ++i) x[i] *= inverse;
+  } else {
+#pragma omp simd
+    for (size_t i = 0; i < count; ++i) x[i] /= d;
+  }
+}
+
+// What is left to do after the allreduce for `op` (nothing: an empty function).
+std::function<void()> after(void* data, size_t count, ElemType type, ReduceOp op, int size) {
+  if (op != ReduceOp::Avg || size <= 2) return {};
+  if (type == ElemType::Float64)
+    return [=] { divide(static_cast<double*>(data), count, size); };
+  return [=] { divide(static_cast<float*>(data), count, size); };
 }
 
 // MPI counts are ints.
@@ -90,18 +131,26 @@ int mpi_count(size_t n, const char* op) {
 class MpiWork final : public Work {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
+  std::function<void()> then;  // run once, when the request completes
   ~MpiWork() override {
     if (request != MPI_REQUEST_NULL && mpi_active())
       warn_if_failed(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
   }
   void wait() override {
     if (request != MPI_REQUEST_NULL) MINIDL_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    finish();
   }
   bool test() override {
-    if (request == MPI_REQUEST_NULL) return true;
-    int done = 0;
-    MINIDL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    int done = 1;
+    if (request != MPI_REQUEST_NULL)
+      MINIDL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) finish();
     return done != 0;
+  }
+
+ private:
+  void finish() {
+    if (then) std::exchange(then, nullptr)();
   }
 };
 
@@ -119,16 +168,21 @@ class MpiCommunicator final : public Communicator {
   const char* backend() const override { return "mpi"; }
 
   void allreduce(void* data, size_t count, ElemType type, ReduceOp op) override {
+    detail::check_reduce(type, op, "allreduce");
     int n = mpi_count(count, "allreduce");
-    MINIDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), comm_));
+    MINIDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type),
+                                   mpi_op(op, type, size_), comm_));
+    if (auto rest = after(data, count, type, op, size_)) rest();
   }
 
   std::unique_ptr<Work> allreduce_async(void* data, size_t count, ElemType type,
                                         ReduceOp op) override {
+    detail::check_reduce(type, op, "allreduce_async");
     int n = mpi_count(count, "allreduce_async");
     auto work = std::make_unique<MpiWork>();
-    MINIDL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), comm_,
-                                    &work->request));
+    MINIDL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type),
+                                    mpi_op(op, type, size_), comm_, &work->request));
+    work->then = after(data, count, type, op, size_);
     return work;
   }
 
@@ -211,6 +265,10 @@ MpiWorld mpi_init() {
   }
   MINIDL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MINIDL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank));
+  if (g_mean_of_two[0] == MPI_OP_NULL) {
+    MINIDL_MPI_CHECK(MPI_Op_create(mean_of_two<float>, /*commute=*/1, &g_mean_of_two[0]));
+    MINIDL_MPI_CHECK(MPI_Op_create(mean_of_two<double>, /*commute=*/1, &g_mean_of_two[1]));
+  }
 
   MpiWorld w;
   w.world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, /*owned=*/false);
@@ -229,6 +287,8 @@ MpiWorld mpi_init() {
 
 void mpi_finalize() {
   if (!g_we_started || !mpi_active()) return;
+  for (MPI_Op& op : g_mean_of_two)
+    if (op != MPI_OP_NULL) MINIDL_MPI_CHECK(MPI_Op_free(&op));
   MINIDL_MPI_CHECK(MPI_Finalize());
 }
 

@@ -78,6 +78,45 @@ TEST_CASE_TEMPLATE("allreduce sum, max, min on raw buffers", T, float, double, i
   CHECK(x[2] == T(unit));
 }
 
+// Avg is the sum divided by the size: on two ranks MPI takes the mean inside
+// the reduction, elsewhere it divides after the sum. Values k/8 with small k
+// make every partial sum exact, so the expected value is the float sum over
+// ranks divided by n, whatever the summation order. 300,000 elements (1.2 MB)
+// take MPI's large-message algorithms (segments, rings), the first 3 its small ones.
+TEST_CASE_TEMPLATE("allreduce avg, blocking and non-blocking", T, float, double) {
+  const int n = N(), r = R();
+  auto value = [](size_t k, int rank) { return T((k * 7 + rank * 13) % 64) / T(8); };
+  for (size_t count : {size_t{3}, size_t{300000}}) {
+    std::vector<T> x(count), y(count), expected(count);
+    for (size_t k = 0; k < count; ++k) {
+      x[k] = y[k] = value(k, r);
+      T sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(k, q);
+      expected[k] = sum / T(n);
+    }
+    comm().allreduce(x.data(), count, ReduceOp::Avg);
+    auto work = comm().allreduce_async(y.data(), count, parallel::elem_type_of<T>::value,
+                                       ReduceOp::Avg);
+    work->wait();
+    CHECK(x == expected);
+    CHECK(y == expected);
+  }
+  Tensor t = Tensor::full({4}, r + 1.0);  // mean of 1..n
+  comm().allreduce(t, ReduceOp::Avg);
+  CHECK(t.to_float_vector() == std::vector<float>(4, (n + 1) / 2.0f));
+}
+
+TEST_CASE("allreduce avg refuses integers") {
+  int32_t i = 1;
+  CHECK_THROWS_WITH_AS(comm().allreduce(&i, 1, ReduceOp::Avg),
+                       doctest::Contains("allreduce: avg needs float32 or float64 elements, "
+                                         "got int32"),
+                       Error);
+  int64_t j = 1;
+  CHECK_THROWS_WITH_AS(comm().allreduce_async(&j, 1, parallel::ElemType::Int64, ReduceOp::Avg),
+                       doctest::Contains("got int64"), Error);
+}
+
 TEST_CASE("allreduce on float64 keeps double precision") {
   // 1 + (r+1) 2^-40 is exact in double, not in float.
   const double eps = std::ldexp(1.0, -40);
@@ -239,6 +278,9 @@ TEST_CASE("new_group of the even ranks") {
     int x = r + 1;  // 1 + 3 + 5 + ...
     group->allreduce(&x, 1, ReduceOp::Sum);
     CHECK(x == int(evens.size() * evens.size()));
+    float mean = r;  // of 0, 2, 4, ...: on 4 ranks a group of two, MPI's in-reduction mean
+    group->allreduce(&mean, 1, ReduceOp::Avg);
+    CHECK(mean == float(evens.size() - 1));
     Tensor all = group->allgather(Tensor::full({1}, r));
     for (size_t i = 0; i < evens.size(); ++i) CHECK(all.at({int64_t(i), 0}) == evens[i]);
     group->barrier();
