@@ -135,6 +135,7 @@ class MpiWork final : public Work {
   ~MpiWork() override {
     if (request != MPI_REQUEST_NULL && mpi_active())
       warn_if_failed(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+    if (request == MPI_REQUEST_NULL) finish();
   }
   void wait() override {
     if (request != MPI_REQUEST_NULL) MINIDL_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));

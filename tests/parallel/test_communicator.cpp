@@ -100,6 +100,9 @@ TEST_CASE_TEMPLATE("allreduce avg, blocking and non-blocking", T, float, double)
     work->wait();
     CHECK(x == expected);
     CHECK(y == expected);
+    for (size_t k = 0; k < count; ++k) y[k] = value(k, r);
+    comm().allreduce_async(y.data(), count, parallel::elem_type_of<T>::value, ReduceOp::Avg);
+    CHECK(y == expected);  // dropping the Work waited and finished the mean
   }
   Tensor t = Tensor::full({4}, r + 1.0);  // mean of 1..n
   comm().allreduce(t, ReduceOp::Avg);
