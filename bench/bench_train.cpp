@@ -11,7 +11,8 @@
 // explicit (scale_loss + apply_collective_grads after backward), every rank
 // trains on its own batch B and samples/s counts all ranks' samples;
 // --parallel both times the two styles in turns, chunk by chunk, and prints
-// each (samples/s is then the automatic one's) and auto/explicit;
+// each (samples/s is then the automatic one's) and auto/explicit, the median
+// over chunks of the ratio of the two chunks timed side by side;
 // --bucket-kb sets DataParallel's bucket size (default 25 MiB).
 #include <cstdio>
 #include <filesystem>
@@ -24,10 +25,11 @@ using namespace minidl;
 
 namespace {
 
-// Median samples/s of each style ("none", "auto" or "explicit"), timed in
-// about ten chunks per style; several styles take turns chunk by chunk, so a
-// slow spell of the machine falls on all of them alike.
-std::vector<double> train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup,
+// Samples/s of each style ("none", "auto" or "explicit") in each of about ten
+// chunks: rates[style][chunk]. Several styles take turns chunk by chunk, in
+// reversed order every other chunk, so a slow spell of the machine falls on
+// all of them alike.
+std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup,
                           long steps, const std::vector<std::string>& styles, size_t bucket_bytes) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
@@ -51,7 +53,8 @@ std::vector<double> train(nn::Cell& net, const Tensor& x, const Tensor& labels, 
   std::vector<std::vector<double>> rates(styles.size());
   for (long done = 0; done < steps; done += chunk) {
     const long n = std::min(chunk, steps - done);
-    for (size_t s = 0; s < styles.size(); ++s) {
+    for (size_t k = 0; k < styles.size(); ++k) {
+      const size_t s = (done / chunk) % 2 ? styles.size() - 1 - k : k;
       parallel::barrier();
       const auto t0 = bench::Clock::now();
       for (long i = 0; i < n; ++i) step(styles[s]);
@@ -60,9 +63,7 @@ std::vector<double> train(nn::Cell& net, const Tensor& x, const Tensor& labels, 
                          bench::seconds_since(t0));
     }
   }
-  std::vector<double> medians;
-  for (auto& r : rates) medians.push_back(bench::median(r));
-  return medians;
+  return rates;
 }
 
 // Runs a command and returns the value of its `key=value` line (or -1).
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
   }
   Tensor x = Tensor::randn({batch, 1, 28, 28});
   Tensor labels = Tensor::randint(0, 10, {batch});
-  std::vector<double> rates;
+  std::vector<std::vector<double>> rates;
   if (model == "lenet") {
     example::LeNet5 net;
     rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
@@ -128,12 +129,15 @@ int main(int argc, char** argv) {
     example::MLP net;
     rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
   }
-  const double ours = rates[0], our_rss = bench::peak_rss_mb();
+  const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
-  if (mode == "both")
-    std::printf("samples/s_auto=%.1f\nsamples/s_explicit=%.1f\nauto/explicit=%.3f\n", rates[0],
-                rates[1], rates[0] / rates[1]);
+  if (mode == "both") {
+    std::vector<double> ratios;  // chunk by chunk, the two timed side by side
+    for (size_t c = 0; c < rates[0].size(); ++c) ratios.push_back(rates[0][c] / rates[1][c]);
+    std::printf("samples/s_auto=%.1f\nsamples/s_explicit=%.1f\nauto/explicit=%.3f\n", ours,
+                bench::median(rates[1]), bench::median(ratios));
+  }
   if (parallel::world_size() > 1) return 0;  // the twin compares single-process runs
 
   const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_train_torch";
