@@ -115,18 +115,26 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   Shape os = x.shape();
   std::swap(os[d0], os[d1]);
   Tensor out = Tensor::empty(os, x.dtype());
-  const int64_t nd = x.dim(), es = static_cast<int64_t>(dtype_size(x.dtype()));
-  std::vector<int64_t> in_strides(nd, 1);
-  for (int64_t d = nd - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.shape()[d + 1];
-  std::swap(in_strides[d0], in_strides[d1]);  // stride of each output dim in x
-  const char* src = static_cast<const char*>(x.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  std::vector<int64_t> idx(nd, 0);
-  for (int64_t o = 0; o < out.numel(); ++o) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < nd; ++d) off += idx[d] * in_strides[d];
-    std::memcpy(dst + o * es, src + off * es, es);
-    for (int64_t d = nd - 1; d >= 0 && ++idx[d] == os[d]; --d) idx[d] = 0;
+  const int64_t nd = x.dim(), rows = x.shape()[nd - 2], cols = x.shape()[nd - 1];
+  if (x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2) {
+    // [batch, rows, cols] -> [batch, cols, rows]: the tiled kernel per matrix
+    for (int64_t i = 0; rows * cols > 0 && i < x.numel() / (rows * cols); ++i)
+      cpu::transpose(x.data<float>() + i * rows * cols, rows, cols,
+                     out.data<float>() + i * rows * cols);
+  } else {  // any dtype, any two dims: element by element
+    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
+    std::vector<int64_t> in_strides(nd, 1);
+    for (int64_t d = nd - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.shape()[d + 1];
+    std::swap(in_strides[d0], in_strides[d1]);  // stride of each output dim in x
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    std::vector<int64_t> idx(nd, 0);
+    for (int64_t o = 0; o < out.numel(); ++o) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < nd; ++d) off += idx[d] * in_strides[d];
+      std::memcpy(dst + o * es, src + off * es, es);
+      for (int64_t d = nd - 1; d >= 0 && ++idx[d] == os[d]; --d) idx[d] = 0;
+    }
   }
   return record(out, "transpose", {x}, [d0, d1](const Tensor& g) {
     return std::vector<Tensor>{transpose(g, d0, d1)};

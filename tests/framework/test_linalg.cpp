@@ -143,6 +143,21 @@ TEST_CASE("transpose swaps two dims into a contiguous copy (hand-computed)") {
   CHECK(ints.to_vector<int32_t>() == std::vector<int32_t>{1, 3, 5, 2, 4, 6});
 }
 
+TEST_CASE("transpose of the last two dims in float32 (tiled, per matrix) at odd sizes") {
+  // y[b, i, j] = 777 b + 21 i + j; 37 x 21 crosses the 16 x 16 tiles.
+  Tensor y = Tensor::arange(3 * 37 * 21).reshape({3, 37, 21});
+  Tensor u = transpose(y, 1, 2);
+  CHECK(u.shape() == Shape{3, 21, 37});
+  std::vector<float> v = u.to_float_vector();
+  size_t wrong = 0;
+  for (int b = 0; b < 3; ++b)
+    for (int j = 0; j < 21; ++j)
+      for (int i = 0; i < 37; ++i) wrong += v[(b * 21 + j) * 37 + i] != 777 * b + 21 * i + j;
+  CHECK(wrong == 0);
+  CHECK(transpose(Tensor::zeros({2, 0, 3}), -1, -2).shape() == Shape{2, 3, 0});
+  CHECK(transpose(Tensor::zeros({0, 5}), 0, 1).shape() == Shape{5, 0});
+}
+
 TEST_CASE("gradient of transpose") {
   manual_seed(44);
   CHECK_GRADCHECK([](const Inputs& in) { return transpose(in[0], 0, 1); }, {Tensor::randn({3, 4})});
