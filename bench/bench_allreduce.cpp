@@ -9,10 +9,11 @@
 // MPI_Allreduce on one contiguous float32 buffer of the same size, both in
 // place (MPI_IN_PLACE, as the reducer calls it) and out of place (a separate
 // send buffer), as busbw = 2 (n - 1) / n * bytes / time in GB/s (nccl-tests'
-// convention). ratio = reducer busbw / the faster raw variant's. A mean
-// costs one pass more than a raw sum (a multiply by 1 / n for a power-of-two
-// n): mean_us is raw MPI's mean (the in-place sum, then that pass), and
-// vs_mean = mean_us / reducer_us for the mean rows. time = the median over
+// convention). ratio = reducer busbw / the faster raw variant's. With raw
+// MPI a mean costs one pass more than a sum (a multiply by 1 / n for a
+// power-of-two n): mean_us is that (the in-place sum, then the pass), and
+// vs_mean = mean_us / reducer_us for the mean rows. The reducer has no such
+// pass on two ranks (see ReduceOp::Avg); on more it multiplies before the sum. time = the median over
 // repetitions of the slowest rank's time. The variants take turns within
 // each repetition, after a barrier each, so load from other processes falls
 // on all of them alike.

@@ -29,8 +29,10 @@ namespace {
 // chunks: rates[style][chunk]. Several styles take turns chunk by chunk, in
 // reversed order every other chunk, so a slow spell of the machine falls on
 // all of them alike.
-std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Tensor& labels, long warmup,
-                          long steps, const std::vector<std::string>& styles, size_t bucket_bytes) {
+std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Tensor& labels,
+                                       long warmup, long steps,
+                                       const std::vector<std::string>& styles,
+                                       size_t bucket_bytes) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "parallel/backend/mpi_check.h"
 
