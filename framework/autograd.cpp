@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "framework/backend/kernels.h"
 #include "framework/ops.h"
 
 namespace minidl {
@@ -99,10 +100,12 @@ static void finish_leaf(TensorImpl* leaf, Tensor g) {
   if (!g.defined()) return;
   if (g.dtype() != leaf->dtype) g = cast(g, leaf->dtype);
   Tensor grad(leaf->grad);
-  if (grad.defined() && grad.dtype() == kFloat32 && g.dtype() == kFloat32) {
-    float* dst = grad.data<float>();  // accumulate in place, as PyTorch does
-    const float* src = g.data<float>();
-    for (int64_t i = 0; i < grad.numel(); ++i) dst[i] += src[i];
+  if (grad.defined() && grad.dtype() == kFloat32 && g.dtype() == kFloat32 &&
+      grad.device() == g.device()) {
+    Broadcast same;  // accumulate in place, as PyTorch does
+    same.n = grad.numel();
+    kernels(grad.device())
+        .binary(BinaryOp::Add, same, grad.data_ptr<float>(), g.data_ptr<float>(), grad.data_ptr<float>());
   } else {
     if (grad.defined()) {
       g = cast(add(grad, g), leaf->dtype);
@@ -124,7 +127,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
   if (!g0.defined()) {
     MINIDL_CHECK(root.numel() == 1, "backward: a gradient can be implied only for a scalar "
                  "output, got shape ", root.shape(), "; pass grad_output");
-    g0 = Tensor::ones(root.shape(), root.dtype());
+    g0 = Tensor::ones(root.shape(), root.dtype(), root.device());
   }
   MINIDL_CHECK(g0.shape() == root.shape(), "backward: grad_output ", g0.shape(),
                " does not match output ", root.shape());

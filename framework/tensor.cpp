@@ -1,13 +1,10 @@
 #include "framework/tensor.h"
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <iomanip>
-#include <mutex>
-#include <unordered_map>
 
+#include "framework/backend/kernels.h"
 #include "framework/ops.h"
 #include "framework/random.h"
 
@@ -21,7 +18,11 @@ std::string to_string(const Shape& shape) {
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    MINIDL_CHECK(d >= 0, "shape ", shape, " has a negative dimension");
+    MINIDL_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape,
+                 " has more elements than an int64 can count");
+  }
   return n;
 }
 
@@ -33,77 +34,34 @@ int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
 }
 
 // ---- storage ----
-namespace {
-
-// Keeps freed blocks of 4 KiB and up for reuse by the next allocation of the
-// same size: a training step allocates the same shapes every step, and fresh
-// pages from the OS cost a page fault each. Bounded; never destroyed, so
-// tensors that outlive static destruction can still return their blocks.
-class BlockCache {
- public:
-  static BlockCache& get() {
-    static BlockCache* cache = new BlockCache;
-    return *cache;
-  }
-  void* allocate(size_t bytes) {
-    if (bytes >= kMinBlock) {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(bytes);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        cached_ -= bytes;
-        return p;
-      }
-    }
-    void* p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void release(void* p, size_t bytes) {
-    if (bytes >= kMinBlock) {
-      std::lock_guard lock(mutex_);
-      if (cached_ + bytes <= kMaxCached) {
-        free_[bytes].push_back(p);
-        cached_ += bytes;
-        return;
-      }
-    }
-    std::free(p);
-  }
-
- private:
-  static constexpr size_t kMinBlock = 4096, kMaxCached = size_t(256) << 20;
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
-  size_t cached_ = 0;
-};
-
-size_t block_size(size_t n) { return n ? (n + 63) / 64 * 64 : 64; }
-
-std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
-
-void count_bytes(int64_t delta) {
-  int64_t now = live_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
-  int64_t peak = peak_bytes.load(std::memory_order_relaxed);
-  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+MemoryStats memory_stats(Device d) {
+  const Kernels& k = kernels(d);
+  return {k.current_bytes(), k.peak_bytes()};
 }
+void reset_peak_memory(Device d) { kernels(d).reset_peak(); }
 
-}  // namespace
-
-MemoryStats memory_stats() { return {live_bytes.load(), peak_bytes.load()}; }
-void reset_peak_memory() { peak_bytes.store(live_bytes.load()); }
-
-Storage::Storage(size_t n) : data(BlockCache::get().allocate(block_size(n))), nbytes(n) {
-  count_bytes(static_cast<int64_t>(n));
-}
+Storage::Storage(size_t n, Device d) : data(kernels(d).allocate(n)), nbytes(n), device(d) {}
 Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
 Storage::~Storage() {
-  if (!owned) return;
-  BlockCache::get().release(data, block_size(nbytes));
-  count_bytes(-static_cast<int64_t>(nbytes));
+  if (owned) kernels(device).deallocate(data, nbytes);
 }
+
+namespace {
+
+// Copies n bytes between any two devices.
+void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n) {
+  if (n == 0) return;
+  if (dd == sd) return kernels(dd).copy(dst, src, n, CopyKind::DeviceToDevice);
+  if (sd == Device::CPU) return kernels(dd).copy(dst, src, n, CopyKind::HostToDevice);
+  MINIDL_CHECK(dd == Device::CPU, "copy: from ", device_name(sd), " to ", device_name(dd),
+               " is not supported");
+  kernels(sd).copy(dst, src, n, CopyKind::DeviceToHost);
+}
+
+// t itself on the CPU, else a host copy.
+Tensor on_host(const Tensor& t) { return t.device() == Device::CPU ? t : t.detach().cpu(); }
+
+}  // namespace
 
 // ---- metadata ----
 TensorImpl& Tensor::impl() const {
@@ -117,39 +75,58 @@ int64_t Tensor::size(int64_t d) const {
 }
 int64_t Tensor::numel() const { return numel_of(shape()); }
 
-void* Tensor::raw_data() const {
+void* Tensor::raw_data_ptr() const {
   return static_cast<char*>(impl().storage->data) + impl().offset;
+}
+void* Tensor::raw_data() const {
+  MINIDL_CHECK(device() == Device::CPU, "raw_data: tensor ", shape(), " is on ",
+               device_name(device()), "; copy it to the host with .cpu() first");
+  return raw_data_ptr();
 }
 
 template <class T>
-T* Tensor::data() const {
+T* Tensor::data_ptr() const {
   MINIDL_CHECK(dtype() == dtype_of<T>::value, "data<", dtype_name(dtype_of<T>::value),
                ">: tensor ", shape(), " has dtype ", dtype_name(dtype()));
-  return static_cast<T*>(raw_data());
+  return static_cast<T*>(raw_data_ptr());
 }
-template float* Tensor::data<float>() const;
-template Half* Tensor::data<Half>() const;
-template int32_t* Tensor::data<int32_t>() const;
-template int64_t* Tensor::data<int64_t>() const;
+template <class T>
+T* Tensor::data() const {
+  MINIDL_CHECK(device() == Device::CPU, "data<", dtype_name(dtype_of<T>::value), ">: tensor ",
+               shape(), " is on ", device_name(device()), "; copy it to the host with .cpu() first");
+  return data_ptr<T>();
+}
+#define MINIDL_DATA(T)                    \
+  template T* Tensor::data<T>() const; \
+  template T* Tensor::data_ptr<T>() const;
+MINIDL_DATA(float)
+MINIDL_DATA(Half)
+MINIDL_DATA(int32_t)
+MINIDL_DATA(int64_t)
+#undef MINIDL_DATA
 
 // ---- factories ----
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) MINIDL_CHECK(d >= 0, "empty: negative dimension in shape ", shape);
+  int64_t bytes = 0;
+  MINIDL_CHECK(!__builtin_mul_overflow(numel_of(shape), int64_t(dtype_size(dtype)), &bytes),
+               "empty: shape ", shape, " of ", dtype_name(dtype), " needs more bytes than fit int64");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype));
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
   impl->shape = shape;
   impl->dtype = dtype;
+  impl->device = device;
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, t.nbytes());
-  return t;
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 0.0, dtype, device);
 }
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
   t.fill_(value);
   return t;
 }
@@ -255,46 +232,40 @@ static int64_t flat_index(const Tensor& t, std::initializer_list<int64_t> index,
 
 double Tensor::item() const {
   MINIDL_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", shape());
-  return read_as_double(*this, 0);
+  return read_as_double(on_host(*this), 0);
 }
 double Tensor::at(std::initializer_list<int64_t> index) const {
-  return read_as_double(*this, flat_index(*this, index, "at"));
+  return read_as_double(on_host(*this), flat_index(*this, index, "at"));
 }
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
-  write_double(*this, flat_index(*this, index, "set"), value);
+  const int64_t i = flat_index(*this, index, "set");
+  if (device() == Device::CPU) return write_double(*this, i, value);
+  Tensor one = Tensor::full({}, value, dtype());  // one element through the host
+  const size_t es = dtype_size(dtype());
+  copy_bytes(static_cast<char*>(raw_data_ptr()) + i * es, device(), one.raw_data(), Device::CPU, es);
 }
 std::vector<float> Tensor::to_float_vector() const {
+  Tensor h = on_host(*this);
   std::vector<float> v(numel());
-  for (int64_t i = 0; i < numel(); ++i) v[i] = static_cast<float>(read_as_double(*this, i));
+  for (int64_t i = 0; i < numel(); ++i) v[i] = static_cast<float>(read_as_double(h, i));
   return v;
 }
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  const T* p = data<T>();
+  const T* p = on_host(*this).data<T>();
   return std::vector<T>(p, p + numel());
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
-void Tensor::fill_(double value) {
-  if (dtype() == kFloat32) {
-    float* p = data<float>(), v = static_cast<float>(value);
-    std::fill(p, p + numel(), v);
-    return;
-  }
-  for (int64_t i = 0; i < numel(); ++i) write_double(*this, i, value);
-}
+void Tensor::fill_(double value) { kernels(device()).fill(dtype(), numel(), value, raw_data_ptr()); }
 
 void Tensor::copy_(const Tensor& src) {
   MINIDL_CHECK(src.numel() == numel(), "copy_: source ", src.shape(), " and destination ",
                shape(), " differ in size");
-  if (src.dtype() == dtype()) {
-    std::memmove(raw_data(), src.raw_data(), nbytes());
-    return;
-  }
-  Tensor c = src.detach().to(dtype());
-  std::memcpy(raw_data(), c.raw_data(), nbytes());
+  Tensor c = src.dtype() == dtype() ? src : src.detach().to(dtype());
+  copy_bytes(raw_data_ptr(), device(), c.raw_data_ptr(), c.device(), nbytes());
 }
 
 // ---- views ----
@@ -304,11 +275,23 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return minidl::transpos
 Tensor Tensor::slice(int64_t start, int64_t end) const { return minidl::slice(*this, start, end); }
 Tensor Tensor::clone() const {
   if (is_floating(dtype())) return *this * 1.0;
-  Tensor t = empty(shape(), dtype());  // integers: no autograd, a plain copy
-  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  Tensor t = empty(shape(), dtype(), device());  // integers: no autograd, a plain copy
+  t.copy_(*this);
   return t;
 }
 Tensor Tensor::to(DType t) const { return cast(*this, t); }
+
+// x -> the same values on `d`; the gradient goes back to x's device
+Tensor Tensor::to(Device d) const {
+  if (device() == d) return *this;
+  Tensor out = empty(shape(), dtype(), d);
+  copy_bytes(out.raw_data_ptr(), d, raw_data_ptr(), device(), nbytes());
+  if (!is_floating(dtype())) return out;
+  const Device from = device();
+  return record(out, "to", {*this}, [from](const Tensor& g) {
+    return std::vector<Tensor>{g.to(from)};
+  });
+}
 
 Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>();
@@ -316,6 +299,7 @@ Tensor Tensor::detach() const {
   impl->offset = this->impl().offset;
   impl->shape = shape();
   impl->dtype = dtype();
+  impl->device = device();
   return Tensor(std::move(impl));
 }
 
@@ -383,9 +367,12 @@ void Tensor::register_grad_ready_hook(GradHook hook) {
 // ---- printing ----
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
-  os << "Tensor(shape=" << to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype()) << ", [";
+  os << "Tensor(shape=" << to_string(t.shape()) << ", dtype=" << dtype_name(t.dtype());
+  if (t.device() != Device::CPU) os << ", device=" << device_name(t.device());
+  os << ", [";
+  const Tensor h = on_host(t);
   int64_t n = t.numel(), shown = std::min<int64_t>(n, 20);
-  for (int64_t i = 0; i < shown; ++i) os << (i ? ", " : "") << read_as_double(t, i);
+  for (int64_t i = 0; i < shown; ++i) os << (i ? ", " : "") << read_as_double(h, i);
   if (shown < n) os << ", ...";
   return os << "])";
 }

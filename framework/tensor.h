@@ -1,10 +1,15 @@
-// Tensor: an n-dimensional, contiguous, reference-counted array on the CPU.
+// Tensor: an n-dimensional, contiguous, reference-counted array on a device
+// (the CPU, or a CUDA GPU when minidl is built with CUDA; see device.h).
 //
 // A Tensor is a handle: copies share the same impl (like torch::Tensor).
 // Storage is shared between views: reshape/view/flatten and slice along dim 0
 // never copy; transpose and concat materialise a new contiguous tensor.
 // Autograd state (requires_grad, grad, the node that produced the tensor)
 // lives in the impl; see autograd.h.
+// Device: factories take one (the CPU by default); .to(device), .cuda() and
+// .cpu() copy (with autograd). data<T>() is for host code and throws on a
+// CUDA tensor; item(), at(), to_vector() and printing copy to the host first.
+// An op on tensors of two devices throws naming both.
 #pragma once
 #include <functional>
 #include <initializer_list>
@@ -12,32 +17,33 @@
 #include <ostream>
 #include <vector>
 
+#include "framework/device.h"
 #include "framework/dtype.h"
 #include "framework/error.h"
 
 namespace minidl {
 
-enum class Device { CPU, CUDA };
-
-// A block of 64-byte aligned bytes, or a view of a caller's buffer.
+// A block of bytes from a device's allocator (64-byte aligned), or a view of
+// a caller's host buffer.
 struct Storage {
-  explicit Storage(size_t nbytes);
-  Storage(void* external, size_t nbytes);  // not owned
+  Storage(size_t nbytes, Device device);
+  Storage(void* external, size_t nbytes);  // host memory, not owned
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
+  Device device = Device::CPU;
   bool owned = true;
 };
 
-// Bytes held by live tensor storages (owned ones), and the peak since the
-// last reset: a measure of activation memory for tests and benchmarks.
+// Bytes held by live tensor storages (owned ones) on a device, and the peak
+// since the last reset: a measure of activation memory for tests and benchmarks.
 struct MemoryStats {
   int64_t current_bytes = 0, peak_bytes = 0;
 };
-MemoryStats memory_stats();
-void reset_peak_memory();  // peak := current
+MemoryStats memory_stats(Device device = Device::CPU);
+void reset_peak_memory(Device device = Device::CPU);  // peak := current
 
 class Tensor;
 struct Node;
@@ -62,13 +68,16 @@ class Tensor {
   Tensor() = default;  // undefined tensor
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- factories (float32 unless a dtype is given) ----
-  static Tensor empty(const Shape& shape, DType dtype = kFloat32);
-  static Tensor zeros(const Shape& shape, DType dtype = kFloat32);
-  static Tensor ones(const Shape& shape, DType dtype = kFloat32);
-  static Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+  // ---- factories (float32 on the CPU unless a dtype and device are given) ----
+  // Throws when the shape has a negative dim or more elements than fit int64.
+  static Tensor empty(const Shape& shape, DType dtype = kFloat32, Device device = Device::CPU);
+  static Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = Device::CPU);
+  static Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = Device::CPU);
+  static Tensor full(const Shape& shape, double value, DType dtype = kFloat32,
+                     Device device = Device::CPU);
   static Tensor arange(int64_t n, DType dtype = kFloat32);  // 0, 1, ..., n-1
   static Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32);
+  // The rest make CPU tensors (move them with .to(device)).
   // Copies values; the shape defaults to [values.size()].
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape = {});
   static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape = {});
@@ -98,10 +107,14 @@ class Tensor {
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
   // ---- raw data (checked dtype) ----
+  // Host code: throws for a tensor that is not on the CPU.
   template <class T> T* data() const;
   void* raw_data() const;
+  // Kernels: a pointer on the tensor's own device.
+  template <class T> T* data_ptr() const;
+  void* raw_data_ptr() const;
 
-  // ---- element access for tests and printing ----
+  // ---- element access for tests and printing (copies to the host) ----
   double item() const;                     // one-element tensors only
   double at(std::initializer_list<int64_t> index) const;  // any dtype, read as double
   void set(std::initializer_list<int64_t> index, double value);  // no autograd
@@ -118,7 +131,10 @@ class Tensor {
   Tensor clone() const;                            // a copy, in the graph
   Tensor detach() const;                           // same storage, out of the graph
   Tensor to(DType dtype) const;                    // cast (autograd through float types)
-  void copy_(const Tensor& src);                   // in-place, no autograd; same numel
+  Tensor to(Device device) const;                  // copy (autograd through float types)
+  Tensor cuda() const { return to(Device::CUDA); }
+  Tensor cpu() const { return to(Device::CPU); }
+  void copy_(const Tensor& src);  // in-place, no autograd; same numel; any dtypes and devices
   void fill_(double value);                        // in-place, no autograd
 
   // ---- math (see ops.h for the full list) ----
@@ -167,7 +183,8 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 
-// Shape helpers shared by ops.
+// Shape helpers shared by ops. numel_of throws when a dim is negative or the
+// product overflows int64.
 int64_t numel_of(const Shape& shape);
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
 

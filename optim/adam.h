@@ -26,13 +26,12 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
        double weight_decay, bool decoupled, const char* name);
-  void update(size_t i, float* p, const float* g, int64_t n) override;
+  void update(const std::vector<size_t>& ready) override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;
   bool decoupled_;
   std::vector<Tensor> m_, v_;  // beside params_
-  std::vector<int64_t> steps_;
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter), PyTorch's default

@@ -1,7 +1,5 @@
 #include "optim/optimizer.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -11,7 +9,7 @@
 namespace minidl::optim {
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
-    : params_(std::move(params)), lr_(lr), name_(name) {
+    : params_(std::move(params)), steps_(params_.size(), 0), lr_(lr), name_(name) {
   check(lr >= 0, "learning rate", lr, "lr >= 0");
   std::set<TensorImpl*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -30,15 +28,6 @@ void Optimizer::check(bool ok, const char* what, double value, const char* rule)
         cat(name_, ": invalid ", what, " ", value, " (expected ", rule, ")"));
 }
 
-void for_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& f) {
-  if (n <= 65536) return f(0, n);
-#pragma omp parallel
-  {
-    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
-    f(n * t / threads, n * (t + 1) / threads);
-  }
-}
-
 void Optimizer::set_lr(double lr) {
   check(lr >= 0, "learning rate", lr, "lr >= 0");
   lr_ = lr;
@@ -46,13 +35,40 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  std::vector<size_t> ready;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     MINIDL_CHECK(g.dtype() == kFloat32 && g.numel() == params_[i].numel(), name_, ": gradient ",
                  g.shape(), " (", dtype_name(g.dtype()), ") does not fit parameter ", i, " ",
                  params_[i].shape());
-    update(i, params_[i].data<float>(), g.data<float>(), params_[i].numel());
+    MINIDL_CHECK(g.device() == params_[i].device(), name_, ": gradient of parameter ", i, " ",
+                 params_[i].shape(), " is on ", device_name(g.device()), ", the parameter on ",
+                 device_name(params_[i].device()));
+    ++steps_[i];
+    ready.push_back(i);
+  }
+  if (!ready.empty()) update(ready);
+}
+
+void Optimizer::apply(UpdateRule rule, const UpdateArgs& args, const std::vector<size_t>& ready,
+                      std::vector<Tensor>* m, std::vector<Tensor>* v) {
+  auto state = [&](std::vector<Tensor>* slot, size_t i) -> float* {
+    if (!slot) return nullptr;
+    Tensor& t = (*slot)[i];
+    if (!t.defined()) t = Tensor::zeros({params_[i].numel()}, kFloat32, params_[i].device());
+    return t.data_ptr<float>();
+  };
+  for (Device d : {Device::CPU, Device::CUDA}) {
+    std::vector<UpdateSlice> slices;
+    for (size_t i : ready) {
+      const Tensor& p = params_[i];
+      if (p.device() != d) continue;
+      slices.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(), state(m, i), state(v, i),
+                        p.numel(), steps_[i]});
+    }
+    if (!slices.empty())
+      kernels(d).update(rule, args, slices.data(), static_cast<int>(slices.size()));
   }
 }
 

@@ -2,16 +2,18 @@
 //
 // An optimizer holds a flat list of float32 parameters (e.g.
 // net.trainable_params()). step() updates, in place and outside autograd,
-// every parameter that has a gradient and skips the others; per-parameter
-// state (momentum buffers, Adam moments and step counts) is kept in vectors
-// beside the parameter list and created on a parameter's first update.
+// every parameter that has a gradient and skips the others, through the
+// device's update kernel (one call per step for all parameters on a device);
+// per-parameter state (momentum buffers, Adam moments, step counts) is kept
+// in vectors beside the parameter list and created, on the parameter's
+// device, on its first update.
 // Hyperparameters are validated in the constructors: a bad value throws
 // std::invalid_argument naming the optimizer, the hyperparameter and the value.
 #pragma once
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "framework/backend/kernels.h"
 #include "framework/tensor.h"
 
 namespace minidl::optim {
@@ -36,22 +38,23 @@ class Optimizer {
   const char* name() const { return name_; }
 
  protected:
-  // Updates parameter i: p [n] (its data) from g [n] (its gradient).
-  virtual void update(size_t i, float* p, const float* g, int64_t n) = 0;
+  // Updates the parameters listed in `ready` (indices into parameters(), each
+  // with a float32 gradient of its size on its device; steps_ already counts
+  // this update).
+  virtual void update(const std::vector<size_t>& ready) = 0;
+  // Runs `rule` over the `ready` parameters, one kernel call per device;
+  // m and v hold per-parameter state tensors (zeros [n] from the first update).
+  void apply(UpdateRule rule, const UpdateArgs& args, const std::vector<size_t>& ready,
+             std::vector<Tensor>* m = nullptr, std::vector<Tensor>* v = nullptr);
   // Throws std::invalid_argument "<name>: invalid <what> <value> (expected <rule>)" unless ok.
   void check(bool ok, const char* what, double value, const char* rule) const;
 
   std::vector<Tensor> params_;
+  std::vector<int64_t> steps_;  // updates of each parameter so far
   double lr_;
 
  private:
   const char* name_;
 };
-
-// For the updates: calls f(begin, end) over [0, n), one chunk per OpenMP
-// thread when n is over 64k elements (they are memory-bound), else f(0, n).
-// The loop inside f stays a plain SIMD loop: `omp parallel for simd` over an
-// update compiled to scalar code.
-void for_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& f);
 
 }  // namespace minidl::optim

@@ -7,19 +7,9 @@ SGD::SGD(std::vector<Tensor> params, double lr, double weight_decay)
   check(weight_decay >= 0, "weight_decay", weight_decay, "weight_decay >= 0");
 }
 
-namespace {
-// p [n] -= lr * (g [n] + wd * p [n])
-void plain_step(float* p, const float* g, int64_t n, double lr_d, double wd_d) {
-  const float lr = static_cast<float>(lr_d), wd = static_cast<float>(wd_d);
-  for_chunks(n, [=](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t j = begin; j < end; ++j) p[j] -= lr * (g[j] + wd * p[j]);
-  });
-}
-}  // namespace
-
-void SGD::update(size_t, float* p, const float* g, int64_t n) {
-  plain_step(p, g, n, lr_, weight_decay_);
+// p -= lr * (g + wd * p)
+void SGD::update(const std::vector<size_t>& ready) {
+  apply(UpdateRule::SGD, {.lr = lr_, .weight_decay = weight_decay_}, ready);
 }
 
 Momentum::Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions opt)
@@ -36,24 +26,12 @@ Momentum::Momentum(std::vector<Tensor> params, double lr, double momentum, Momen
           "nesterov needs momentum > 0 and dampening 0");
 }
 
-// p [n], g [n], buf [n]: see the header for the rule
-void Momentum::update(size_t i, float* p, const float* g, int64_t n) {
-  const float lr = static_cast<float>(lr_), wd = static_cast<float>(opt_.weight_decay);
-  const float mu = static_cast<float>(momentum_), keep = static_cast<float>(1 - opt_.dampening);
-  if (momentum_ == 0) return plain_step(p, g, n, lr_, opt_.weight_decay);
-  const bool first = !buffers_[i].defined();
-  if (first) buffers_[i] = Tensor::empty({n});
-  float* buf = buffers_[i].data<float>();
-  const bool nesterov = opt_.nesterov;
-  for_chunks(n, [=](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t j = begin; j < end; ++j) {
-      const float d = g[j] + wd * p[j];
-      const float b = first ? d : mu * buf[j] + keep * d;
-      buf[j] = b;
-      p[j] -= lr * (nesterov ? d + mu * b : b);
-    }
-  });
+// See the header for the rule; momentum 0 is plain SGD with no buffer.
+void Momentum::update(const std::vector<size_t>& ready) {
+  const UpdateArgs args{.lr = lr_, .weight_decay = opt_.weight_decay, .momentum = momentum_,
+                        .dampening = opt_.dampening, .nesterov = opt_.nesterov};
+  if (momentum_ == 0) return apply(UpdateRule::SGD, args, ready);
+  apply(UpdateRule::Momentum, args, ready, &buffers_);
 }
 
 }  // namespace minidl::optim

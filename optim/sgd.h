@@ -12,7 +12,7 @@ class SGD : public Optimizer {
   double weight_decay() const { return weight_decay_; }
 
  protected:
-  void update(size_t i, float* p, const float* g, int64_t n) override;
+  void update(const std::vector<size_t>& ready) override;
 
  private:
   double weight_decay_;
@@ -40,7 +40,7 @@ class Momentum : public Optimizer {
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
 
  protected:
-  void update(size_t i, float* p, const float* g, int64_t n) override;
+  void update(const std::vector<size_t>& ready) override;
 
  private:
   double momentum_;

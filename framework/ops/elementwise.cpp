@@ -1,7 +1,5 @@
 // Elementwise ops: broadcasting binary ops and unary maps, each with its
-// backward beside it. One templated loop serves every operator.
-#include <bit>
-#include <cmath>
+// backward beside it; the loops are the device's unary and binary kernels.
 #include <cstdint>
 
 #include "framework/ops.h"
@@ -22,89 +20,59 @@ Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+// out = op(a, b) over the broadcast shape. Dims are coalesced so the
+// kernel's inner loop has stride 0 or 1 on each side.
+Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryOp op) {
+  const Kernels& k = kernels_for(name, a, {&b});
+  Shape out_shape = broadcast_shape(a.shape(), b.shape(), name);
+  Tensor out = empty_like(a, out_shape);
+  Broadcast bc;
+  bc.n = out.numel();
+  if (bc.n > 0 && a.shape() != b.shape()) {
+    // Per-dim element strides (0 where broadcast), then merge dims that are
+    // contiguous on both sides.
+    const size_t nd = out_shape.size();
+    auto strides_of = [&](const Shape& s) {
+      std::vector<int64_t> st(nd, 0);
+      int64_t acc = 1;
+      for (size_t i = 0; i < s.size(); ++i) {
+        size_t d = nd - 1 - i;
+        int64_t len = s[s.size() - 1 - i];
+        st[d] = len == 1 ? 0 : acc;
+        acc *= len;
+      }
+      return st;
+    };
+    std::vector<int64_t> ta = strides_of(a.shape()), tb = strides_of(b.shape());
+    for (size_t d = 0; d < nd; ++d) {
+      if (out_shape[d] == 1) continue;
+      const int last = bc.nd - 1;
+      if (bc.nd > 0 && bc.stride_a[last] == ta[d] * out_shape[d] &&
+          bc.stride_b[last] == tb[d] * out_shape[d]) {
+        bc.size[last] *= out_shape[d];
+        bc.stride_a[last] = ta[d];
+        bc.stride_b[last] = tb[d];
+        continue;
+      }
+      MINIDL_CHECK(bc.nd < kMaxDims, name, ": shapes ", a.shape(), " and ", b.shape(),
+                   " broadcast over more than ", kMaxDims, " separate dims");
+      bc.size[bc.nd] = out_shape[d];
+      bc.stride_a[bc.nd] = ta[d];
+      bc.stride_b[bc.nd] = tb[d];
+      ++bc.nd;
+    }
+  }
+  k.binary(op, bc, a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>());
+  return out;
+}
+
+Tensor unary_map(const Tensor& x, UnaryOp op, float s) {
+  Tensor out = empty_like(x, x.shape());
+  kernels(x.device()).unary(op, s, x.numel(), x.data_ptr<float>(), out.data_ptr<float>());
+  return out;
+}
+
 namespace {
-
-// out[i] = f(a[ia(i)], b[ib(i)]) over the broadcast shape [rows, inner], where
-// dims are coalesced so the inner loop has stride 0 or 1 on each side.
-template <class F>
-Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* op, F f) {
-  Shape out_shape = broadcast_shape(a.shape(), b.shape(), op);
-  Tensor out = Tensor::empty(out_shape);
-  const float *pa = a.data<float>(), *pb = b.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = out.numel();
-  if (n == 0) return out;
-  if (a.shape() == b.shape()) {
-#pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
-    return out;
-  }
-  // Per-dim sizes and element strides (0 where broadcast), then coalesce.
-  const size_t nd = out_shape.size();
-  std::vector<int64_t> size, sa, sb;
-  auto strides_of = [&](const Shape& s) {
-    std::vector<int64_t> st(nd, 0);
-    int64_t acc = 1;
-    for (size_t i = 0; i < s.size(); ++i) {
-      size_t d = nd - 1 - i;
-      int64_t len = s[s.size() - 1 - i];
-      st[d] = len == 1 ? 0 : acc;
-      acc *= len;
-    }
-    return st;
-  };
-  std::vector<int64_t> ta = strides_of(a.shape()), tb = strides_of(b.shape());
-  for (size_t d = 0; d < nd; ++d) {
-    if (out_shape[d] == 1) continue;
-    if (!size.empty() && sa.back() == ta[d] * out_shape[d] && sb.back() == tb[d] * out_shape[d]) {
-      size.back() *= out_shape[d];
-      sa.back() = ta[d];
-      sb.back() = tb[d];
-    } else {
-      size.push_back(out_shape[d]);
-      sa.push_back(ta[d]);
-      sb.push_back(tb[d]);
-    }
-  }
-  if (size.empty()) {  // every dim is 1
-    po[0] = f(pa[0], pb[0]);
-    return out;
-  }
-  const int64_t inner = size.back(), ia = sa.back(), ib = sb.back(), rows = n / inner;
-#pragma omp parallel for if (n > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t oa = 0, ob = 0, rem = r;
-    for (int64_t d = static_cast<int64_t>(size.size()) - 2; d >= 0; --d) {
-      int64_t idx = rem % size[d];
-      rem /= size[d];
-      oa += idx * sa[d];
-      ob += idx * sb[d];
-    }
-    float* o = po + r * inner;
-    const float *xa = pa + oa, *xb = pb + ob;
-    if (ia == 1 && ib == 1) {
-      for (int64_t i = 0; i < inner; ++i) o[i] = f(xa[i], xb[i]);
-    } else if (ia == 1) {
-      for (int64_t i = 0; i < inner; ++i) o[i] = f(xa[i], xb[0]);
-    } else if (ib == 1) {
-      for (int64_t i = 0; i < inner; ++i) o[i] = f(xa[0], xb[i]);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) o[i] = f(xa[0], xb[0]);
-    }
-  }
-  return out;
-}
-
-template <class F>
-Tensor unary_map(const Tensor& x, F f) {
-  Tensor out = Tensor::empty(x.shape());
-  const float* px = x.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = x.numel();
-#pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
-  return out;
-}
 
 // Float16 operands are computed in float32; the result is float16 only when
 // every operand was. Integer operands are an error.
@@ -128,7 +96,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 Tensor scalar_like(double value, const Tensor& like) {
-  return Tensor::full({}, value, is_floating(like.dtype()) ? like.dtype() : kFloat32);
+  return Tensor::full({}, value, is_floating(like.dtype()) ? like.dtype() : kFloat32, like.device());
 }
 
 // Computes a float16 op in float32 (autograd flows through the casts).
@@ -142,7 +110,7 @@ Tensor scalar_like(double value, const Tensor& like) {
 // a, b broadcast -> out
 Tensor add(const Tensor& a, const Tensor& b) {
   MINIDL_HALF_BINARY(add, a, b);
-  Tensor out = broadcast_map(a, b, "add", [](float x, float y) { return x + y; });
+  Tensor out = broadcast_map(a, b, "add", BinaryOp::Add);
   Shape sa = a.shape(), sb = b.shape();
   return record(out, "add", {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -151,7 +119,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   MINIDL_HALF_BINARY(sub, a, b);
-  Tensor out = broadcast_map(a, b, "sub", [](float x, float y) { return x - y; });
+  Tensor out = broadcast_map(a, b, "sub", BinaryOp::Sub);
   Shape sa = a.shape(), sb = b.shape();
   return record(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -160,7 +128,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   MINIDL_HALF_BINARY(mul, a, b);
-  Tensor out = broadcast_map(a, b, "mul", [](float x, float y) { return x * y; });
+  Tensor out = broadcast_map(a, b, "mul", BinaryOp::Mul);
   return record(out, "mul", {a, b}, [a, b](const Tensor& g) {
     return std::vector<Tensor>{a.requires_grad() ? sum_to(mul(g, b), a.shape()) : Tensor(),
                                b.requires_grad() ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -169,7 +137,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   MINIDL_HALF_BINARY(div, a, b);
-  Tensor out = broadcast_map(a, b, "div", [](float x, float y) { return x / y; });
+  Tensor out = broadcast_map(a, b, "div", BinaryOp::Div);
   return record(out, "div", {a, b}, [a, b, y = out.detach()](const Tensor& g) {
     // d(a/b)/da = 1/b, d(a/b)/db = -out/b
     Tensor ga = a.requires_grad() ? sum_to(div(g, b), a.shape()) : Tensor();
@@ -180,13 +148,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor neg(const Tensor& x) {
   MINIDL_HALF_UNARY(neg, x);
-  Tensor out = unary_map(x, [](float v) { return -v; });
+  Tensor out = unary_map(x, UnaryOp::Neg);
   return record(out, "neg", {x}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 
 Tensor exp(const Tensor& x) {
   MINIDL_HALF_UNARY(exp, x);
-  Tensor out = unary_map(x, [](float v) { return std::exp(v); });
+  Tensor out = unary_map(x, UnaryOp::Exp);
   return record(out, "exp", {x}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{mul(g, y)};
   });
@@ -194,23 +162,23 @@ Tensor exp(const Tensor& x) {
 
 Tensor log(const Tensor& x) {
   MINIDL_HALF_UNARY(log, x);
-  Tensor out = unary_map(x, [](float v) { return std::log(v); });
+  Tensor out = unary_map(x, UnaryOp::Log);
   return record(out, "log", {x}, [x](const Tensor& g) { return std::vector<Tensor>{div(g, x)}; });
 }
 
 Tensor pow(const Tensor& x, double e) {
   MINIDL_HALF_UNARY(pow, x, e);
   float fe = static_cast<float>(e);
-  Tensor out = unary_map(x, [fe](float v) { return std::pow(v, fe); });
+  Tensor out = unary_map(x, UnaryOp::Pow, fe);
   return record(out, "pow", {x}, [x, fe](const Tensor& g) {
-    Tensor d = unary_map(x, [fe](float v) { return fe * std::pow(v, fe - 1); });
+    Tensor d = unary_map(x, UnaryOp::PowGrad, fe);
     return std::vector<Tensor>{mul(g, d)};
   });
 }
 
 Tensor sqrt(const Tensor& x) {
   MINIDL_HALF_UNARY(sqrt, x);
-  Tensor out = unary_map(x, [](float v) { return std::sqrt(v); });
+  Tensor out = unary_map(x, UnaryOp::Sqrt);
   return record(out, "sqrt", {x}, [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{div(g, mul(y, scalar_like(2, g)))};
   });
@@ -218,31 +186,25 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   MINIDL_HALF_UNARY(relu, x);
-  Tensor out = unary_map(x, [](float v) { return v > 0 ? v : 0.f; });
+  Tensor out = unary_map(x, UnaryOp::Relu);
   return record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
-    // g where y > 0, else 0: a bit mask, so the loop has no branch to mispredict
-    return std::vector<Tensor>{broadcast_map(g, y, "relu_backward", [](float gv, float yv) {
-      uint32_t keep = 0u - static_cast<uint32_t>(yv > 0.f);
-      return std::bit_cast<float>(std::bit_cast<uint32_t>(gv) & keep);
-    })};
+    return std::vector<Tensor>{broadcast_map(g, y, "relu_backward", BinaryOp::ReluGrad)};
   });
 }
 
 Tensor sigmoid(const Tensor& x) {
   MINIDL_HALF_UNARY(sigmoid, x);
-  Tensor out = unary_map(x, [](float v) { return 1.f / (1.f + std::exp(-v)); });
+  Tensor out = unary_map(x, UnaryOp::Sigmoid);
   return record(out, "sigmoid", {x}, [y = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{broadcast_map(g, y, "sigmoid_backward",
-                                             [](float gv, float y) { return gv * y * (1 - y); })};
+    return std::vector<Tensor>{broadcast_map(g, y, "sigmoid_backward", BinaryOp::SigmoidGrad)};
   });
 }
 
 Tensor tanh(const Tensor& x) {
   MINIDL_HALF_UNARY(tanh, x);
-  Tensor out = unary_map(x, [](float v) { return std::tanh(v); });
+  Tensor out = unary_map(x, UnaryOp::Tanh);
   return record(out, "tanh", {x}, [y = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{broadcast_map(g, y, "tanh_backward",
-                                             [](float gv, float y) { return gv * (1 - y * y); })};
+    return std::vector<Tensor>{broadcast_map(g, y, "tanh_backward", BinaryOp::TanhGrad)};
   });
 }
 
@@ -250,11 +212,9 @@ Tensor tanh(const Tensor& x) {
 Tensor dropout(const Tensor& x, double p) {
   MINIDL_CHECK(p >= 0 && p < 1, "dropout: expected 0 <= p < 1, got ", p);
   MINIDL_HALF_UNARY(dropout, x, p);
-  Tensor mask = Tensor::rand(x.shape());
-  float keep = static_cast<float>(1 - p), scale = 1.f / keep;
-  float* m = mask.data<float>();
-  for (int64_t i = 0; i < mask.numel(); ++i) m[i] = m[i] < keep ? scale : 0.f;
-  return mul(x, mask);
+  // uniform draws from the default (host) generator, then 1/keep or 0 on x's device
+  Tensor draws = Tensor::rand(x.shape()).to(x.device());
+  return mul(x, unary_map(draws, UnaryOp::KeepMask, static_cast<float>(1 - p)));
 }
 
 }  // namespace minidl

@@ -1,8 +1,7 @@
-// matmul, linear and transpose. Every product goes through cblas_sgemm.
+// matmul, linear and transpose. Every product is the device's gemm kernel
+// (cblas_sgemm on the CPU).
 #include <algorithm>
-#include <cstring>
 
-#include "framework/backend/cpu/cpu.h"
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -28,26 +27,24 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor out = matmul(a.reshape({batch * m, k}), b);
     return out.reshape({batch, m, n});
   }
-  Tensor out = Tensor::empty(batched ? Shape{batch, m, n} : Shape{m, n});
-  const float *pa = a.data<float>(), *pb = b.data<float>();
-  float* po = out.data<float>();
-  for (int64_t i = 0; i < batch; ++i)
-    cpu::gemm(false, false, m, n, k, 1.f, pa + i * m * k, pb + i * k * n, 0.f, po + i * m * n);
+  const Kernels& kern = kernels_for("matmul", a, {&b});
+  Tensor out = empty_like(a, batched ? Shape{batch, m, n} : Shape{m, n});
+  kern.gemm(false, false, m, n, k, 1.f, a.data_ptr<float>(), k, m * k, b.data_ptr<float>(), n,
+            k * n, 0.f, out.data_ptr<float>(), n, m * n, batch);
   return record(out, "matmul", {a, b}, [a, b, batch, m, n, k](const Tensor& g) {
     // ga = g b^T [M, K]; gb = a^T g [K, N]
+    const Kernels& kern = kernels_for("matmul backward", g, {&a, &b});
     Tensor ga, gb;
-    const float *pg = g.data<float>(), *pa = a.data<float>(), *pb = b.data<float>();
+    const float *pg = g.data_ptr<float>(), *pa = a.data_ptr<float>(), *pb = b.data_ptr<float>();
     if (a.requires_grad()) {
-      ga = Tensor::empty(a.shape());
-      for (int64_t i = 0; i < batch; ++i)
-        cpu::gemm(false, true, m, k, n, 1.f, pg + i * m * n, pb + i * k * n, 0.f,
-                  ga.data<float>() + i * m * k);
+      ga = empty_like(g, a.shape());
+      kern.gemm(false, true, m, k, n, 1.f, pg, n, m * n, pb, n, k * n, 0.f, ga.data_ptr<float>(),
+                k, m * k, batch);
     }
     if (b.requires_grad()) {
-      gb = Tensor::empty(b.shape());
-      for (int64_t i = 0; i < batch; ++i)
-        cpu::gemm(true, false, k, n, m, 1.f, pa + i * m * k, pg + i * m * n, 0.f,
-                  gb.data<float>() + i * k * n);
+      gb = empty_like(g, b.shape());
+      kern.gemm(true, false, k, n, m, 1.f, pa, k, m * k, pg, n, m * n, 0.f, gb.data_ptr<float>(),
+                n, k * n, batch);
     }
     return std::vector<Tensor>{ga, gb};
   });
@@ -67,41 +64,27 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     MINIDL_CHECK(b.shape() == Shape{out_f}, "linear: weight ", w.shape(), " and bias ", b.shape(),
                  ": expected bias [", out_f, "]");
   }
-  Tensor out = Tensor::empty({n, out_f});
-  float* po = out.data<float>();
-  const float* pb = b.defined() ? b.data<float>() : nullptr;
-  if (n <= 32 && out_f > n) {
-    // Small batch: out^T [OUT, N] = w [OUT, IN] x^T [IN, N], then transposed.
-    // OpenBLAS is faster with the weight in that place (784->512 at N 32: 153
-    // vs 204 us on 1 thread, 110 vs 127 on 2; from N 48 on it is not, and on
-    // 2 threads slower). bench_ops' linear_b32 case measures it.
-    std::vector<float> t(static_cast<size_t>(out_f * n), 0.f);
-    if (pb)
-      for (int64_t o = 0; o < out_f; ++o) std::fill_n(t.data() + o * n, n, pb[o]);
-    cpu::gemm(false, true, out_f, n, in, 1.f, w.data<float>(), x.data<float>(), pb ? 1.f : 0.f,
-              t.data());
-    cpu::transpose(t.data(), out_f, n, po);
-  } else {
-    if (pb)
-      for (int64_t i = 0; i < n; ++i) std::copy(pb, pb + out_f, po + i * out_f);
-    cpu::gemm(false, true, n, out_f, in, 1.f, x.data<float>(), w.data<float>(), pb ? 1.f : 0.f, po);
-  }
+  const Kernels& kern = kernels_for("linear", x, {&w, &b});
+  Tensor out = empty_like(x, {n, out_f});
+  kern.linear(n, in, out_f, x.data_ptr<float>(), w.data_ptr<float>(),
+              b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>());
   return record(out, "linear", {x, w, b}, [x, w, b, n, in, out_f](const Tensor& g) {
+    const Kernels& kern = kernels(g.device());
     Tensor gx, gw, gb;
-    const float* pg = g.data<float>();
+    const float* pg = g.data_ptr<float>();
     if (x.requires_grad()) {  // gx [N, IN] = g [N, OUT] w [OUT, IN]
-      gx = Tensor::empty(x.shape());
-      cpu::gemm(false, false, n, in, out_f, 1.f, pg, w.data<float>(), 0.f, gx.data<float>());
+      gx = empty_like(g, x.shape());
+      kern.gemm(false, false, n, in, out_f, 1.f, pg, out_f, 0, w.data_ptr<float>(), in, 0, 0.f,
+                gx.data_ptr<float>(), in, 0, 1);
     }
     if (w.requires_grad()) {  // gw [OUT, IN] = g^T [OUT, N] x [N, IN]
-      gw = Tensor::empty(w.shape());
-      cpu::gemm(true, false, out_f, in, n, 1.f, pg, x.data<float>(), 0.f, gw.data<float>());
+      gw = empty_like(g, w.shape());
+      kern.gemm(true, false, out_f, in, n, 1.f, pg, out_f, 0, x.data_ptr<float>(), in, 0, 0.f,
+                gw.data_ptr<float>(), in, 0, 1);
     }
     if (b.defined() && b.requires_grad()) {  // gb [OUT] = column sums of g
-      gb = Tensor::zeros({out_f});
-      float* pgb = gb.data<float>();
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < out_f; ++j) pgb[j] += pg[i * out_f + j];
+      gb = empty_like(g, {out_f});
+      kern.reduce(ReduceOp::Sum, 1, n, out_f, pg, gb.data_ptr<float>());
     }
     return std::vector<Tensor>{gx, gw, gb};
   });
@@ -114,27 +97,19 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   if (d0 == d1 || x.dim() < 2) return x.clone();
   Shape os = x.shape();
   std::swap(os[d0], os[d1]);
-  Tensor out = Tensor::empty(os, x.dtype());
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  const Kernels& kern = kernels(x.device());
   const int64_t nd = x.dim(), rows = x.shape()[nd - 2], cols = x.shape()[nd - 1];
   if (x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2) {
     // [batch, rows, cols] -> [batch, cols, rows]: the tiled kernel per matrix
-    for (int64_t i = 0; rows * cols > 0 && i < x.numel() / (rows * cols); ++i)
-      cpu::transpose(x.data<float>() + i * rows * cols, rows, cols,
-                     out.data<float>() + i * rows * cols);
-  } else {  // any dtype, any two dims: element by element
-    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
+    const int64_t batch = rows * cols > 0 ? x.numel() / (rows * cols) : 0;
+    kern.transpose(batch, rows, cols, x.data_ptr<float>(), out.data_ptr<float>());
+  } else {  // any dtype, any two dims: a strided copy
     std::vector<int64_t> in_strides(nd, 1);
     for (int64_t d = nd - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.shape()[d + 1];
     std::swap(in_strides[d0], in_strides[d1]);  // stride of each output dim in x
-    const char* src = static_cast<const char*>(x.raw_data());
-    char* dst = static_cast<char*>(out.raw_data());
-    std::vector<int64_t> idx(nd, 0);
-    for (int64_t o = 0; o < out.numel(); ++o) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < nd; ++d) off += idx[d] * in_strides[d];
-      std::memcpy(dst + o * es, src + off * es, es);
-      for (int64_t d = nd - 1; d >= 0 && ++idx[d] == os[d]; --d) idx[d] = 0;
-    }
+    kern.permute(dtype_size(x.dtype()), static_cast<int>(nd), os.data(), in_strides.data(),
+                 x.raw_data_ptr(), out.raw_data_ptr());
   }
   return record(out, "transpose", {x}, [d0, d1](const Tensor& g) {
     return std::vector<Tensor>{transpose(g, d0, d1)};

@@ -1,6 +1,5 @@
 // Reductions over any set of dims: sum, mean, max (and argmax, no grad).
 #include <algorithm>
-#include <limits>
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
@@ -30,9 +29,8 @@ Shape reduced_shape(const Shape& s, const std::vector<int64_t>& dims, bool keepd
   return out;
 }
 
-// x viewed as [outer, R, inner] -> [outer, inner], folding with op from init.
-template <class Op>
-Tensor reduce_block(const Tensor& x, int64_t first, int64_t last, float init, Op op) {
+// x viewed as [outer, R, inner] -> [outer, inner] (dims first..last kept as 1)
+Tensor reduce_block(const Tensor& x, int64_t first, int64_t last, ReduceOp op) {
   const Shape& s = x.shape();
   int64_t outer = 1, r = 1, inner = 1;
   for (int64_t d = 0; d < first; ++d) outer *= s[d];
@@ -40,28 +38,18 @@ Tensor reduce_block(const Tensor& x, int64_t first, int64_t last, float init, Op
   for (int64_t d = last + 1; d < x.dim(); ++d) inner *= s[d];
   Shape os = s;
   for (int64_t d = first; d <= last; ++d) os[d] = 1;
-  Tensor out = Tensor::full(os, init);
-  const float* px = x.data<float>();
-  float* po = out.data<float>();
-#pragma omp parallel for if (outer * r * inner > 65536 && outer > 1)
-  for (int64_t o = 0; o < outer; ++o) {
-    float* dst = po + o * inner;
-    for (int64_t k = 0; k < r; ++k) {
-      const float* src = px + (o * r + k) * inner;
-      for (int64_t i = 0; i < inner; ++i) dst[i] = op(dst[i], src[i]);
-    }
-  }
+  Tensor out = empty_like(x, os);
+  kernels(x.device()).reduce(op, outer, r, inner, x.data_ptr<float>(), out.data_ptr<float>());
   return out;
 }
 
 // Reduces the dims in blocks of adjacent dims, last block first; keeps dims.
-template <class Op>
-Tensor reduce_dims(const Tensor& x, const std::vector<int64_t>& dims, float init, Op op) {
+Tensor reduce_dims(const Tensor& x, const std::vector<int64_t>& dims, ReduceOp op) {
   Tensor cur = x;
   for (size_t j = dims.size(); j > 0;) {
     size_t i = j - 1;
     while (i > 0 && dims[i - 1] == dims[i] - 1) --i;
-    cur = reduce_block(cur, dims[i], dims[j - 1], init, op);
+    cur = reduce_block(cur, dims[i], dims[j - 1], op);
     j = i;
   }
   return cur;
@@ -74,11 +62,10 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   MINIDL_CHECK(is_floating(x.dtype()), "sum: expected a float tensor, got ", dtype_name(x.dtype()));
   if (x.dtype() == kFloat16) return cast(sum(cast(x, kFloat32), dims_in, keepdim), kFloat16);
   auto dims = norm_dims(x, dims_in, "sum");
-  Tensor out = reduce_dims(x, dims, 0.f, [](float a, float b) { return a + b; })
-                   .reshape(reduced_shape(x.shape(), dims, keepdim));
+  Tensor out = reduce_dims(x, dims, ReduceOp::Sum).reshape(reduced_shape(x.shape(), dims, keepdim));
   Shape in_shape = x.shape(), kept = reduced_shape(x.shape(), dims, true);
   return record(out, "sum", {x}, [in_shape, kept](const Tensor& g) {
-    return std::vector<Tensor>{add(g.reshape(kept), Tensor::zeros(in_shape))};
+    return std::vector<Tensor>{add(g.reshape(kept), Tensor::zeros(in_shape, kFloat32, g.device()))};
   });
 }
 
@@ -99,15 +86,10 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   MINIDL_CHECK(is_floating(x.dtype()), "max: expected a float tensor, got ", dtype_name(x.dtype()));
   if (x.dtype() == kFloat16) return cast(max(cast(x, kFloat32), dims_in, keepdim), kFloat16);
   auto dims = norm_dims(x, dims_in, "max");
-  Tensor kept = reduce_dims(x, dims, -std::numeric_limits<float>::infinity(),
-                            [](float a, float b) { return b > a || b != b ? b : a; });
+  Tensor kept = reduce_dims(x, dims, ReduceOp::Max);
   Tensor out = kept.reshape(reduced_shape(x.shape(), dims, keepdim));
   return record(out, "max", {x}, [x, kept, dims](const Tensor& g) {
-    Tensor xd = x.detach(), mask = Tensor::empty(x.shape());
-    Tensor m = add(kept, Tensor::zeros(x.shape()));  // broadcast max to x's shape
-    const float *px = xd.data<float>(), *pm = m.data<float>();
-    float* pk = mask.data<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) pk[i] = px[i] == pm[i] ? 1.f : 0.f;
+    Tensor mask = broadcast_map(x.detach(), kept, "max_backward", BinaryOp::Equal);
     Tensor ties = sum(mask, dims, true);
     return std::vector<Tensor>{mul(mask, div(g.reshape(kept.shape()), ties))};
   });
@@ -120,10 +102,8 @@ Tensor argmax(const Tensor& x) {
   int64_t c = x.size(-1), n = x.numel() / c;
   Shape s = x.shape();
   s.pop_back();
-  Tensor out = Tensor::empty(s, kInt64);
-  const float* p = xf.data<float>();
-  int64_t* o = out.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) o[i] = std::max_element(p + i * c, p + (i + 1) * c) - (p + i * c);
+  Tensor out = Tensor::empty(s, kInt64, x.device());
+  kernels(x.device()).argmax(n, c, xf.data_ptr<float>(), out.data_ptr<int64_t>());
   return out;
 }
 

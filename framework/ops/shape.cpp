@@ -1,6 +1,4 @@
 // Shape ops (reshape, flatten, concat, slice), gather by label, and cast.
-#include <cstring>
-
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -14,6 +12,7 @@ Tensor alias(const Tensor& x, const Shape& shape, size_t offset) {
   impl->offset = offset;
   impl->shape = shape;
   impl->dtype = x.dtype();
+  impl->device = x.device();
   return Tensor(std::move(impl));
 }
 
@@ -65,6 +64,7 @@ Tensor concat(const std::vector<Tensor>& xs) {
   for (const Tensor& t : xs) {
     MINIDL_CHECK(t.dtype() == first.dtype(), "concat: dtypes ", dtype_name(first.dtype()), " and ",
                  dtype_name(t.dtype()), " differ");
+    kernels_for("concat", first, {&t});
     bool same_tail = t.dim() == first.dim() &&
                      std::equal(t.shape().begin() + 1, t.shape().end(), first.shape().begin() + 1);
     MINIDL_CHECK(same_tail, "concat: shapes ", first.shape(), " and ", t.shape(),
@@ -73,11 +73,11 @@ Tensor concat(const std::vector<Tensor>& xs) {
   }
   Shape s = first.shape();
   s[0] = rows;
-  Tensor out = Tensor::empty(s, first.dtype());
-  char* dst = static_cast<char*>(out.raw_data());
+  Tensor out = Tensor::empty(s, first.dtype(), first.device());
+  int64_t at = 0;
   for (const Tensor& t : xs) {
-    std::memcpy(dst, t.raw_data(), t.nbytes());
-    dst += t.nbytes();
+    out.slice(at, at + t.size(0)).copy_(t);
+    at += t.size(0);
   }
   return record(out, "concat", xs, [xs](const Tensor& g) {
     std::vector<Tensor> gs;
@@ -102,9 +102,8 @@ Tensor slice(const Tensor& x, int64_t start, int64_t end) {
   Tensor out = alias(x, s, x.impl().offset + start * row_bytes);
   Shape xs = x.shape();
   return record(out, "slice", {x}, [xs, start](const Tensor& g) {
-    Tensor gx = Tensor::zeros(xs, g.dtype());
-    std::memcpy(static_cast<char*>(gx.raw_data()) + start * (g.numel() ? g.nbytes() / g.size(0) : 0),
-                g.raw_data(), g.nbytes());
+    Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
+    gx.slice(start, start + g.size(0)).copy_(g);
     return std::vector<Tensor>{gx};
   });
 }
@@ -117,56 +116,35 @@ Tensor gather(const Tensor& x, const Tensor& labels) {
                "int64 labels, got ", dtype_name(labels.dtype()));
   MINIDL_CHECK(labels.shape() == Shape{x.size(0)}, "gather: input ", x.shape(), " and labels ",
                labels.shape(), ": expected labels [", x.size(0), "]");
+  const Kernels& kern = kernels_for("gather", x, {&labels});
+  if (labels.device() == Device::CPU) check_labels("gather", labels, x, "input");
   const int64_t n = x.size(0), c = x.size(1);
-  std::vector<int64_t> idx(n);
-  for (int64_t i = 0; i < n; ++i) {
-    idx[i] = labels.dtype() == kInt64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
-    MINIDL_CHECK(idx[i] >= 0 && idx[i] < c, "gather: label ", idx[i], " at row ", i,
-                 " out of range [0, ", c, ") for input ", x.shape());
-  }
-  Tensor out = Tensor::empty({n});
-  const float* px = x.data<float>();
-  for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = px[i * c + idx[i]];
+  Tensor out = empty_like(x, {n});
+  kern.gather(n, c, x.data_ptr<float>(), labels.raw_data_ptr(), labels.dtype(),
+              out.data_ptr<float>());
   Shape xs = x.shape();
-  return record(out, "gather", {x}, [xs, idx, c](const Tensor& g) {
-    Tensor gx = Tensor::zeros(xs);
-    for (size_t i = 0; i < idx.size(); ++i) gx.data<float>()[i * c + idx[i]] = g.data<float>()[i];
+  return record(out, "gather", {x}, [xs, labels, n, c](const Tensor& g) {
+    Tensor gx = empty_like(g, xs);
+    kernels(g.device()).gather_backward(n, c, g.data_ptr<float>(), labels.raw_data_ptr(),
+                                        labels.dtype(), gx.data_ptr<float>());
     return std::vector<Tensor>{gx};
   });
 }
 
-namespace {
-
-template <class To, class From>
-To convert(From v) {
-  if constexpr (std::is_same_v<From, Half>) return convert<To>(half_to_float(v));
-  else if constexpr (std::is_same_v<To, Half>) return float_to_half(static_cast<float>(v));
-  else return static_cast<To>(v);
-}
-
-template <class From>
-void cast_from(const From* src, const Tensor& out, int64_t n) {
-  switch (out.dtype()) {
-    case kFloat32: for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = convert<float>(src[i]); break;
-    case kFloat16: for (int64_t i = 0; i < n; ++i) out.data<Half>()[i] = convert<Half>(src[i]); break;
-    case kInt32: for (int64_t i = 0; i < n; ++i) out.data<int32_t>()[i] = convert<int32_t>(src[i]); break;
-    case kInt64: for (int64_t i = 0; i < n; ++i) out.data<int64_t>()[i] = convert<int64_t>(src[i]); break;
+void check_labels(const char* op, const Tensor& labels, const Tensor& x, const char* what) {
+  const int64_t c = x.size(1);
+  for (int64_t i = 0; i < labels.numel(); ++i) {
+    const int64_t v = labels.dtype() == kInt64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
+    MINIDL_CHECK(v >= 0 && v < c, op, ": label ", v, " at row ", i, " out of range [0, ", c,
+                 ") for ", what, " ", x.shape());
   }
 }
-
-}  // namespace
 
 // x -> x converted to dtype; gradients flow between float types
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  Tensor out = Tensor::empty(x.shape(), dtype);
-  const int64_t n = x.numel();
-  switch (x.dtype()) {
-    case kFloat32: cast_from(x.data<float>(), out, n); break;
-    case kFloat16: cast_from(x.data<Half>(), out, n); break;
-    case kInt32: cast_from(x.data<int32_t>(), out, n); break;
-    case kInt64: cast_from(x.data<int64_t>(), out, n); break;
-  }
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  kernels(x.device()).cast(x.dtype(), dtype, x.numel(), x.raw_data_ptr(), out.raw_data_ptr());
   if (!is_floating(dtype)) return out;
   DType from = x.dtype();
   return record(out, "cast", {x}, [from](const Tensor& g) {

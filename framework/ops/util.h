@@ -1,5 +1,6 @@
-// Checks shared by the op files.
+// Checks shared by the op files, and the way an op reaches its device's kernels.
 #pragma once
+#include "framework/backend/kernels.h"
 #include "framework/tensor.h"
 
 namespace minidl {
@@ -16,5 +17,31 @@ inline void require_dim(const char* op, const Tensor& t, int64_t ndim, const cha
 inline void require_nonempty(const char* op, const Tensor& t) {
   MINIDL_CHECK(t.numel() > 0, op, ": empty tensor of shape ", t.shape());
 }
+
+// The kernel table of the first tensor's device; throws when another defined
+// tensor is on a different device, naming both.
+inline const Kernels& kernels_for(const char* op, const Tensor& a,
+                                  std::initializer_list<const Tensor*> others = {}) {
+  for (const Tensor* t : others)
+    MINIDL_CHECK(!t->defined() || t->device() == a.device(), op, ": tensors on two devices: ",
+                 a.shape(), " on ", device_name(a.device()), " and ", t->shape(), " on ",
+                 device_name(t->device()));
+  return kernels(a.device());
+}
+
+// An uninitialised float32 tensor on t's device.
+inline Tensor empty_like(const Tensor& t, const Shape& shape) {
+  return Tensor::empty(shape, kFloat32, t.device());
+}
+
+// Throws unless every label of a host tensor lies in [0, x.size(1)), naming
+// the first that does not and x as `what` (other devices' kernels trust
+// their labels).
+void check_labels(const char* op, const Tensor& labels, const Tensor& x, const char* what);
+
+// The device's elementwise kernels on float32 tensors, without autograd:
+// out = op(a, b) broadcast (name is the op for errors), out = op(x, s).
+Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryOp op);
+Tensor unary_map(const Tensor& x, UnaryOp op, float s = 0);
 
 }  // namespace minidl

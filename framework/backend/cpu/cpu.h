@@ -1,11 +1,36 @@
-// CPU kernels on raw float32 pointers: GEMM through CBLAS, im2col/col2im,
-// pooling. Letters: N batch, C channels, H W input size, KH KW kernel,
-// OH OW output size, OC output channels. All arrays are contiguous row-major.
+// CPU kernels on raw pointers: the entries of the CPU table (backend/kernels.h)
+// and the helpers they share (GEMM through CBLAS, im2col/col2im). Letters as
+// in kernels.h. All arrays are contiguous row-major.
 #pragma once
 #include <cstdint>
 
+#include "framework/backend/kernels.h"
+
 namespace minidl::cpu {
 
+const Kernels& table();
+
+// ---- memory (memory.cpp): 64-byte aligned blocks, freed ones cached for reuse ----
+void* allocate(size_t bytes);
+void deallocate(void* p, size_t bytes);
+int64_t current_bytes();
+int64_t peak_bytes();
+void reset_peak();
+// An uninitialised float buffer from the allocator, counted like a tensor.
+class Scratch {
+ public:
+  explicit Scratch(int64_t floats);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* data() const { return data_; }
+
+ private:
+  size_t bytes_;
+  float* data_;
+};
+
+// ---- GEMM (blas.cpp) ----
 // C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (cblas_sgemm).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c);
@@ -13,28 +38,42 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc);
-
 // src [R, C] -> dst [C, R]
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 
-struct ConvGeometry {
-  int64_t C, H, W, KH, KW, stride, pad, OH, OW;
-};
 // im: [C, H, W] -> col: [C*KH*KW, OH*OW] with row stride ld >= OH*OW (zero
 // where the window hits padding). A batch writes sample n at col + n*OH*OW.
 void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld);
 // col: [C*KH*KW, OH*OW] (row stride ld) -> im: [C, H, W], summing overlapping windows
 void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld);
 
-struct PoolGeometry {
-  int64_t NC, H, W, K, stride, pad, OH, OW;
-};
-// x: [NC, H, W] -> y: [NC, OH, OW], argmax: [NC, OH, OW] flat index into H*W
+// ---- table entries (see kernels.h for each contract) ----
+void fill(DType t, int64_t n, double value, void* dst);
+void cast(DType from, DType to, int64_t n, const void* src, void* dst);
+void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
+             const void* src, void* dst);
+void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
+void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
+void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
+void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
+void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
+void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, const float* b,
+            float* y);
+void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                    float* y);
+void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                     float* gx, float* gw, float* gb);
 void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
-// gy: [NC, OH, OW] -> gx: [NC, H, W] (gx zeroed first)
 void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx);
-// Average over the window's cells, padding counted (PyTorch's count_include_pad).
 void avg_pool_forward(const PoolGeometry& g, const float* x, float* y);
 void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
+void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out);
+void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
+                     float* gx);
+void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels,
+                           DType lt, float* loss, float* probs);
+void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
+                            float* probs);
+void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 
 }  // namespace minidl::cpu

@@ -1,0 +1,90 @@
+// The CPU allocator: 64-byte aligned blocks, freed ones of 4 KiB and up kept
+// for reuse, and the byte counts memory_stats() reports.
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "framework/backend/cpu/cpu.h"
+
+namespace minidl::cpu {
+namespace {
+
+// Keeps freed blocks of 4 KiB and up for reuse by the next allocation of the
+// same size: a training step allocates the same shapes every step, and fresh
+// pages from the OS cost a page fault each. Bounded; never destroyed, so
+// tensors that outlive static destruction can still return their blocks.
+class BlockCache {
+ public:
+  static BlockCache& get() {
+    static BlockCache* cache = new BlockCache;
+    return *cache;
+  }
+  void* allocate(size_t bytes) {
+    if (bytes >= kMinBlock) {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void release(void* p, size_t bytes) {
+    if (bytes >= kMinBlock) {
+      std::lock_guard lock(mutex_);
+      if (cached_ + bytes <= kMaxCached) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  static constexpr size_t kMinBlock = 4096, kMaxCached = size_t(256) << 20;
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+size_t block_size(size_t n) { return n ? (n + 63) / 64 * 64 : 64; }
+
+std::atomic<int64_t> live{0}, peak{0};
+
+void count_bytes(int64_t delta) {
+  int64_t now = live.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t p = peak.load(std::memory_order_relaxed);
+  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+void* allocate(size_t bytes) {
+  void* p = BlockCache::get().allocate(block_size(bytes));
+  count_bytes(static_cast<int64_t>(bytes));
+  return p;
+}
+void deallocate(void* p, size_t bytes) {
+  BlockCache::get().release(p, block_size(bytes));
+  count_bytes(-static_cast<int64_t>(bytes));
+}
+int64_t current_bytes() { return live.load(); }
+int64_t peak_bytes() { return peak.load(); }
+void reset_peak() { peak.store(live.load()); }
+
+Scratch::Scratch(int64_t floats)
+    : bytes_(static_cast<size_t>(floats) * sizeof(float)),
+      data_(static_cast<float*>(allocate(bytes_))) {}
+Scratch::~Scratch() { deallocate(data_, bytes_); }
+
+}  // namespace minidl::cpu

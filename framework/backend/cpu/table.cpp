@@ -1,0 +1,64 @@
+// The CPU's kernel table: every entry of backend/kernels.h, filled from cpu.h.
+#include <cstring>
+
+#include "framework/backend/cpu/cpu.h"
+
+namespace minidl::cpu {
+namespace {
+
+void copy(void* dst, const void* src, size_t n, CopyKind) {
+  if (n) std::memmove(dst, src, n);
+}
+
+// src [batch, rows, cols] -> dst [batch, cols, rows]
+void transpose_batch(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst) {
+  for (int64_t i = 0; rows * cols > 0 && i < batch; ++i)
+    transpose(src + i * rows * cols, rows, cols, dst + i * rows * cols);
+}
+
+void gemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
+                float* c, int64_t ldc, int64_t sc, int64_t batch) {
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, beta, c + i * sc, ldc);
+}
+
+}  // namespace
+
+const Kernels& table() {
+  static const Kernels k{
+      .name = "cpu",
+      .allocate = allocate,
+      .deallocate = deallocate,
+      .copy = copy,
+      .synchronize = [] {},
+      .current_bytes = current_bytes,
+      .peak_bytes = peak_bytes,
+      .reset_peak = reset_peak,
+      .fill = fill,
+      .cast = cast,
+      .permute = permute,
+      .unary = unary,
+      .binary = binary,
+      .reduce = reduce,
+      .argmax = argmax,
+      .softmax = softmax,
+      .gemm = gemm_batch,
+      .linear = linear,
+      .transpose = transpose_batch,
+      .conv2d_forward = conv2d_forward,
+      .conv2d_backward = conv2d_backward,
+      .max_pool_forward = max_pool_forward,
+      .max_pool_backward = max_pool_backward,
+      .avg_pool_forward = avg_pool_forward,
+      .avg_pool_backward = avg_pool_backward,
+      .gather = gather,
+      .gather_backward = gather_backward,
+      .cross_entropy_forward = cross_entropy_forward,
+      .cross_entropy_backward = cross_entropy_backward,
+      .update = update,
+  };
+  return k;
+}
+
+}  // namespace minidl::cpu

@@ -1,0 +1,157 @@
+// The device seam: one table of raw-pointer kernels per device.
+//
+// Op front ends (framework/ops/*.cpp) check arguments, compute shapes and
+// record the backward; the loops behind them are entries of this table, filled
+// by framework/backend/cpu (always) and framework/backend/cuda (when built).
+// Every pointer an entry takes lives on that table's device, except where an
+// entry says "host". Arrays are contiguous and row-major. Entries never throw
+// for a valid call; the front ends have checked shapes, dtypes and devices.
+// Letters: N batch, C channels, H W input size, KH KW kernel, OH OW output
+// size, OC output channels, L = OH*OW.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "framework/device.h"
+#include "framework/dtype.h"
+
+namespace minidl {
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// out = f(x, s): Pow x^s; PowGrad s*x^(s-1); KeepMask (dropout, from uniform
+// draws x): 1/s where x < s, else 0.
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad, KeepMask };
+// out = f(a, b); the *Grad ops take (gradient, forward output):
+// ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b].
+enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad };
+enum class ReduceOp { Sum, Max };  // Max propagates NaN
+enum class UpdateRule { SGD, Momentum, Adam };
+
+// A broadcast binary op's index map, dims coalesced by the front end: out has
+// dims size[0..nd), and a (b) advances stride_a[d] (stride_b[d]) elements per
+// step of dim d, 0 where it is broadcast. nd == 0: n elements, same shape.
+inline constexpr int kMaxDims = 12;
+struct Broadcast {
+  int64_t n = 0;  // elements of out
+  int nd = 0;
+  int64_t size[kMaxDims] = {}, stride_a[kMaxDims] = {}, stride_b[kMaxDims] = {};
+};
+
+struct ConvGeometry {
+  int64_t N, C, H, W, OC, KH, KW, stride, pad, OH, OW;
+};
+struct PoolGeometry {
+  int64_t NC, H, W, K, stride, pad, OH, OW;
+};
+
+// One parameter's update: p [n] from g [n] with state m, v [n] (Momentum's
+// buffer is m; Adam's moments m and v). step: the 1-based count of this
+// parameter's updates including this one (Momentum: 1 initialises m; Adam:
+// the bias corrections' t).
+struct UpdateSlice {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n, step;
+};
+// The rules' hyperparameters (PyTorch's update formulas; see optim/*.h).
+struct UpdateArgs {
+  double lr = 0, weight_decay = 0;
+  double momentum = 0, dampening = 0;  // Momentum
+  bool nesterov = false;
+  double beta1 = 0, beta2 = 0, eps = 0;  // Adam
+  bool decoupled = false;                // AdamW
+};
+
+struct Kernels {
+  const char* name;  // "cpu", "cuda"
+
+  // ---- memory ----
+  void* (*allocate)(size_t bytes);  // 64-byte aligned at least; throws std::bad_alloc
+  void (*deallocate)(void* p, size_t bytes);
+  // n bytes; host memory on the side `kind` names. Queued on the device's
+  // stream: DeviceToHost waits for it, the others need not.
+  void (*copy)(void* dst, const void* src, size_t n, CopyKind kind);
+  void (*synchronize)();  // waits until the device has finished all queued work
+  // Bytes this device's allocator holds for live storages, and the peak.
+  int64_t (*current_bytes)();
+  int64_t (*peak_bytes)();
+  void (*reset_peak)();
+
+  // ---- data movement, any dtype ----
+  void (*fill)(DType dtype, int64_t n, double value, void* dst);
+  void (*cast)(DType from, DType to, int64_t n, const void* src, void* dst);
+  // dst [shape[0..nd)] contiguous, element i read from src at sum(idx[d] * src_strides[d])
+  void (*permute)(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
+                  const void* src, void* dst);
+
+  // ---- float32 elementwise and reductions ----
+  void (*unary)(UnaryOp op, float s, int64_t n, const float* x, float* out);
+  void (*binary)(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
+  // x [outer, R, inner] -> out [outer, inner]
+  void (*reduce)(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
+  // x [rows, cols] -> out [rows] int64, the first largest column
+  void (*argmax)(int64_t rows, int64_t cols, const float* x, int64_t* out);
+  // x [outer, D, inner] -> y, softmax (or log_softmax) along D, stable
+  void (*softmax)(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
+
+  // ---- linear algebra ----
+  // For each of `batch` problems i: C_i [M, N] = alpha op(A_i) op(B_i) + beta C_i,
+  // X_i = x + i * stride_x, row strides lda, ldb, ldc (cuBLAS strided-batched).
+  void (*gemm)(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+               int64_t batch);
+  // x [N, IN], w [OUT, IN], b [OUT] or null -> y [N, OUT] = x w^T + b
+  void (*linear)(int64_t n, int64_t in, int64_t out, const float* x, const float* w,
+                 const float* b, float* y);
+  // src [batch, rows, cols] -> dst [batch, cols, rows]
+  void (*transpose)(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst);
+
+  // ---- convolution and pooling, NCHW ----
+  // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH, OW]
+  void (*conv2d_forward)(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                         float* y);
+  // gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC]; each
+  // may be null (not wanted); the wanted ones are overwritten.
+  void (*conv2d_backward)(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                          float* gx, float* gw, float* gb);
+  // x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW] (flat index into H*W, first maximum)
+  void (*max_pool_forward)(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
+  // gy [NC, OH, OW] -> gx [NC, H, W] (overwritten)
+  void (*max_pool_backward)(const PoolGeometry& g, const float* gy, const int32_t* argmax,
+                            float* gx);
+  // window means, padding counted (count_include_pad)
+  void (*avg_pool_forward)(const PoolGeometry& g, const float* x, float* y);
+  void (*avg_pool_backward)(const PoolGeometry& g, const float* gy, float* gx);
+
+  // ---- labels: int32 or int64 (label_dtype), in [0, C) ----
+  // x [N, C] -> out [N] = x[i, labels[i]]
+  void (*gather)(int64_t n, int64_t c, const float* x, const void* labels, DType label_dtype,
+                 float* out);
+  // g [N] -> gx [N, C] (overwritten): g[i] at labels[i], zero elsewhere
+  void (*gather_backward)(int64_t n, int64_t c, const float* g, const void* labels,
+                          DType label_dtype, float* gx);
+  // logits [N, C] -> loss [1] = mean_i(logsumexp_i - logits[i, labels[i]]);
+  // probs [N, C] = softmax(logits) unless null
+  void (*cross_entropy_forward)(int64_t n, int64_t c, const float* logits, const void* labels,
+                                DType label_dtype, float* loss, float* probs);
+  // probs [N, C] -> in place, d loss / d logits scaled by g [1]:
+  // g / N * (probs - onehot(labels))
+  void (*cross_entropy_backward)(int64_t n, int64_t c, const void* labels, DType label_dtype,
+                                 const float* g, float* probs);
+
+  // ---- optimizers: every slice of a step in one call (host array of slices) ----
+  void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
+};
+
+// The table of `d`; throws minidl::Error when the device is not available.
+const Kernels& kernels(Device d);
+// Installs (or, with null, removes) the table of a non-CPU device. minidl's
+// own registration point does this for CUDA; tests use it to run the seam
+// against an emulated device.
+void set_kernels(Device d, const Kernels* table);
+
+}  // namespace minidl
