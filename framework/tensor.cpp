@@ -252,7 +252,8 @@ std::vector<float> Tensor::to_float_vector() const {
 }
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  const T* p = on_host(*this).data<T>();
+  const Tensor h = on_host(*this);  // alive while p is read
+  const T* p = h.data<T>();
   return std::vector<T>(p, p + numel());
 }
 template std::vector<float> Tensor::to_vector<float>() const;

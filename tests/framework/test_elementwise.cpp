@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "helpers.h"
 
@@ -224,6 +225,19 @@ TEST_CASE("relu passes the gradient only where the input is positive") {
   Tensor x = Tensor::of({-1, 2, -3, 4}).requires_grad_();
   relu(x).sum().backward();
   check_values(x.grad(), {0, 1, 0, 1});
+}
+
+TEST_CASE("relu keeps NaN, as IEEE and PyTorch do, and passes it no gradient") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = Tensor::from_vector(std::vector<float>{nan, -1, 2, 0}).requires_grad_();
+  Tensor y = relu(x);
+  std::vector<float> v = y.to_vector<float>();
+  CHECK(std::isnan(v[0]));
+  CHECK(v[1] == 0.f);
+  CHECK(v[2] == 2.f);
+  CHECK(v[3] == 0.f);
+  y.sum().backward();
+  check_values(x.grad(), {0, 0, 1, 0});
 }
 
 TEST_CASE("dropout zeroes about p of the elements, scales the rest and keeps the mean") {

@@ -92,8 +92,8 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Exp: return map(n, x, out, [](float v) { return std::exp(v); });
     case UnaryOp::Log: return map(n, x, out, [](float v) { return std::log(v); });
     case UnaryOp::Sqrt: return map(n, x, out, [](float v) { return std::sqrt(v); });
-    // NaN stays NaN (PyTorch's relu); -0 becomes 0
-    case UnaryOp::Relu: return map(n, x, out, [](float v) { return v > 0 || v != v ? v : 0.f; });
+    // NaN stays NaN (PyTorch's relu); written as "below zero" so it vectorizes
+    case UnaryOp::Relu: return map(n, x, out, [](float v) { return v < 0.f ? 0.f : v; });
     case UnaryOp::Sigmoid: return map(n, x, out, [](float v) { return 1.f / (1.f + std::exp(-v)); });
     case UnaryOp::Tanh: return map(n, x, out, [](float v) { return std::tanh(v); });
     case UnaryOp::Pow: return map(n, x, out, [s](float v) { return std::pow(v, s); });

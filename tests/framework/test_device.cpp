@@ -1,0 +1,287 @@
+// The device seam, run without a GPU: an emulated "cuda" device whose table
+// is the CPU's kernels over its own allocator, installed with set_kernels.
+// Every op then takes the device path (allocation, kernels, copies between
+// devices, host reads) and must give the CPU's bits exactly; host-only
+// access, mixed devices and host synchronisation are checked on the way.
+// With a real CUDA device present this suite steps aside (tests/cuda covers it).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "framework/backend/kernels.h"
+#include "framework/ops.h"
+#include "framework/random.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "helpers.h"
+
+using namespace minidl;
+
+namespace {
+
+constexpr Device kDev = Device::CUDA;
+
+struct Emulated {
+  static inline std::atomic<int64_t> live{0}, peak{0}, to_host{0};
+  Kernels table;
+  Emulated() : table(kernels(Device::CPU)) {
+    table.name = "emulated";
+    table.allocate = [](size_t n) {
+      live += static_cast<int64_t>(n);
+      peak = std::max<int64_t>(peak, live);
+      return std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+    };
+    table.deallocate = [](void* p, size_t n) {
+      live -= static_cast<int64_t>(n);
+      std::free(p);
+    };
+    table.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
+      if (kind == CopyKind::DeviceToHost) ++to_host;
+      std::memmove(dst, src, n);
+    };
+    table.current_bytes = [] { return live.load(); };
+    table.peak_bytes = [] { return peak.load(); };
+    table.reset_peak = [] { peak = live.load(); };
+  }
+};
+
+// Installs the emulated device for the process, unless a real one is here.
+bool emulate() {
+  static const bool real = device_available(kDev);
+  static Emulated emulated;
+  if (!real) set_kernels(kDev, &emulated.table);
+  return !real;
+}
+
+#define SEAM_CASE(name) TEST_CASE("device seam: " name)
+#define REQUIRE_EMULATED()                                             \
+  if (!emulate()) {                                                    \
+    MESSAGE("a real CUDA device is present: tests/cuda covers it"); \
+    return;                                                            \
+  }
+
+// Same shape, dtype and bits.
+void check_bits(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.defined() == want.defined());
+  if (!got.defined()) return;
+  CHECK(got.device() == kDev);
+  REQUIRE(got.shape() == want.shape());
+  REQUIRE(got.dtype() == want.dtype());
+  Tensor g = got.cpu();
+  CHECK(std::memcmp(g.raw_data(), want.raw_data(), want.nbytes()) == 0);
+}
+
+// Runs f on CPU inputs and on copies of them on the device (leaves again,
+// requiring grad where the CPU's do); returns for each the outputs and then
+// the inputs' gradients after backward from the sum of the first output.
+using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+std::vector<Tensor> run(const Fn& f, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> outs = f(inputs);
+  if (outs[0].requires_grad()) outs[0].sum().backward();
+  for (const Tensor& x : inputs)
+    if (x.requires_grad()) outs.push_back(x.grad());
+  return outs;
+}
+void check_op(const Fn& f, const std::vector<Tensor>& cpu_inputs) {
+  std::vector<Tensor> dev_inputs;
+  for (const Tensor& x : cpu_inputs) {
+    Tensor d = x.detach().to(kDev);
+    if (x.requires_grad()) d.requires_grad_();
+    dev_inputs.push_back(d);
+  }
+  std::vector<Tensor> want = run(f, cpu_inputs), got = run(f, dev_inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    check_bits(got[i], want[i]);
+  }
+}
+
+Tensor leaf(const Shape& s, double offset = 0) {
+  return testing::distinct(s, offset).requires_grad_();
+}
+
+}  // namespace
+
+SEAM_CASE("factories allocate on the device and host reads copy back") {
+  REQUIRE_EMULATED();
+  const int64_t before = memory_stats(kDev).current_bytes;
+  Tensor z = Tensor::zeros({2, 3}, kFloat32, kDev);
+  Tensor f = Tensor::full({4}, 2.5, kInt64, kDev);
+  CHECK(z.device() == kDev);
+  CHECK(memory_stats(kDev).current_bytes - before == 2 * 3 * 4 + 4 * 8);
+  CHECK(z.to_vector<float>() == std::vector<float>(6, 0.f));
+  CHECK(f.to_vector<int64_t>() == std::vector<int64_t>(4, 2));
+  CHECK(Tensor::ones({}, kFloat32, kDev).item() == 1.0);
+  z.set({1, 2}, 7);
+  CHECK(z.at({1, 2}) == 7.0);
+  std::ostringstream os;
+  os << z;
+  CHECK(os.str() == "Tensor(shape=[2, 3], dtype=float32, device=cuda, [0, 0, 0, 0, 0, 7])");
+}
+
+SEAM_CASE("host pointers of a device tensor throw, naming the device") {
+  REQUIRE_EMULATED();
+  Tensor t = Tensor::zeros({2, 3}, kFloat32, kDev);
+  CHECK_ERROR(t.data<float>(), "data<float32>: tensor [2, 3] is on cuda; copy it to the host");
+  CHECK_ERROR(t.raw_data(), "raw_data: tensor [2, 3] is on cuda");
+  CHECK(t.data_ptr<float>() != nullptr);
+}
+
+SEAM_CASE("an op on tensors of two devices throws naming both") {
+  REQUIRE_EMULATED();
+  Tensor a = Tensor::ones({2}), b = Tensor::ones({2}, kFloat32, kDev);
+  CHECK_ERROR(a + b, "add: tensors on two devices: [2] on cpu and [2] on cuda");
+  CHECK_ERROR(matmul(Tensor::ones({2, 2}), Tensor::ones({2, 2}, kFloat32, kDev)),
+              "matmul: tensors on two devices: [2, 2] on cpu and [2, 2] on cuda");
+  CHECK_ERROR(conv2d(Tensor::ones({1, 1, 3, 3}, kFloat32, kDev), Tensor::ones({1, 1, 2, 2}), {}),
+              "conv2d: tensors on two devices: [1, 1, 3, 3] on cuda and [1, 1, 2, 2] on cpu");
+  CHECK_ERROR(cross_entropy(Tensor::ones({2, 3}, kFloat32, kDev), Tensor::of_ints({0, 1})),
+              "cross_entropy: tensors on two devices");
+}
+
+SEAM_CASE("to(device) copies both ways and carries the gradient back") {
+  REQUIRE_EMULATED();
+  Tensor x = Tensor::of({1, -2, 3}).requires_grad_();
+  Tensor y = x.cuda();
+  CHECK(y.device() == kDev);
+  CHECK(y.to_vector<float>() == std::vector<float>{1, -2, 3});
+  (y * y).sum().backward();
+  REQUIRE(x.grad().device() == Device::CPU);
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{2, -4, 6});
+  Tensor i = Tensor::of_ints({5, 6}).cuda();
+  CHECK(i.cpu().to_vector<int64_t>() == std::vector<int64_t>{5, 6});
+  Tensor h = Tensor::zeros({3});
+  h.copy_(y);  // device -> host, through copy_
+  CHECK(h.to_vector<float>() == std::vector<float>{1, -2, 3});
+  Tensor d = Tensor::zeros({3}, kInt32, kDev);
+  d.copy_(Tensor::of({4, 5, 6}));  // host float -> device int32
+  CHECK(d.to_vector<int32_t>() == std::vector<int32_t>{4, 5, 6});
+}
+
+SEAM_CASE("elementwise ops and their gradients equal the CPU's bits") {
+  REQUIRE_EMULATED();
+  for (auto [name, f] : std::vector<std::pair<const char*, Fn>>{
+           {"add broadcast", [](auto& v) { return std::vector{v[0] + v[1]}; }},
+           {"sub", [](auto& v) { return std::vector{v[0] - v[1]}; }},
+           {"mul", [](auto& v) { return std::vector{v[0] * v[1]}; }},
+           {"div", [](auto& v) { return std::vector{v[0] / (v[1] + 10.0)}; }},
+           {"exp log sqrt", [](auto& v) { return std::vector{exp(v[0]) + log(v[1] + 10.0).sqrt()}; }},
+           {"pow", [](auto& v) { return std::vector{pow(v[0], 3.0)}; }},
+           {"relu sigmoid tanh", [](auto& v) { return std::vector{relu(v[0]) * sigmoid(v[1]) + tanh(v[0])}; }},
+           {"neg, scalar", [](auto& v) { return std::vector{2.0 - (-v[0]) * 3.0}; }},
+           {"half", [](auto& v) { return std::vector{(v[0].to(kFloat16) * v[1].to(kFloat16)).to(kFloat32)}; }},
+       }) {
+    INFO(name);
+    check_op(f, {leaf({2, 3, 4}, 1.2), leaf({3, 1})});
+  }
+}
+
+SEAM_CASE("reductions, softmax and losses equal the CPU's bits") {
+  REQUIRE_EMULATED();
+  check_op([](auto& v) { return std::vector{v[0].sum({0, 2}), v[0].mean({1}, true)}; },
+           {leaf({3, 4, 5})});
+  check_op([](auto& v) { return std::vector{v[0].max({1})}; }, {leaf({3, 4, 5})});
+  check_op([](auto& v) { return std::vector{softmax(v[0], 1) * v[0]}; }, {leaf({3, 4, 2})});
+  check_op([](auto& v) { return std::vector{log_softmax(v[0]) * v[0]}; }, {leaf({3, 5})});
+  check_op([](auto& v) { return std::vector{argmax(v[0])}; }, {testing::distinct({4, 5})});
+  Tensor labels = Tensor::of_ints({2, 0, 4});
+  check_op([](auto& v) { return std::vector{cross_entropy(v[0], v[1])}; },
+           {leaf({3, 5}), labels});
+  check_op([](auto& v) { return std::vector{gather(v[0], v[1]) * 2.0}; },
+           {leaf({3, 5}), labels.to(kInt32)});
+}
+
+SEAM_CASE("matmul, linear, transpose and shape ops equal the CPU's bits") {
+  REQUIRE_EMULATED();
+  check_op([](auto& v) { return std::vector{matmul(v[0], v[1])}; }, {leaf({3, 4}), leaf({4, 5})});
+  check_op([](auto& v) { return std::vector{matmul(v[0], v[1])}; },
+           {leaf({2, 3, 4}), leaf({2, 4, 5})});
+  check_op([](auto& v) { return std::vector{linear(v[0], v[1], v[2])}; },
+           {leaf({6, 4}), leaf({40, 4}), leaf({40})});  // the small-batch path
+  check_op([](auto& v) { return std::vector{linear(v[0], v[1], v[2])}; },
+           {leaf({64, 4}), leaf({3, 4}), leaf({3})});
+  check_op([](auto& v) { return std::vector{v[0].transpose(0, 2), v[0].transpose(1, 2) * 1.0}; },
+           {leaf({2, 3, 4})});
+  check_op([](auto& v) { return std::vector{v[0].transpose(0, 1)}; },
+           {Tensor::of_ints({1, 2, 3, 4, 5, 6}, {2, 3})});
+  check_op([](auto& v) { return std::vector{concat({v[0], v[1] * 2.0}).slice(1, 4).reshape({-1})}; },
+           {leaf({2, 3}), leaf({3, 3})});
+  check_op([](auto& v) { return std::vector{v[0].flatten(1).clone()}; }, {leaf({2, 3, 2})});
+}
+
+SEAM_CASE("convolution and pooling equal the CPU's bits") {
+  REQUIRE_EMULATED();
+  check_op([](auto& v) { return std::vector{conv2d(v[0], v[1], v[2], {.stride = 1, .padding = 2})}; },
+           {leaf({3, 2, 7, 7}), leaf({4, 2, 5, 5}), leaf({4})});
+  check_op([](auto& v) { return std::vector{conv2d(v[0], v[1], Tensor(), {.stride = 2})}; },
+           {leaf({2, 3, 6, 6}), leaf({2, 3, 3, 3})});
+  check_op([](auto& v) { return std::vector{max_pool2d(v[0], 2)}; }, {leaf({2, 3, 6, 6})});
+  check_op([](auto& v) { return std::vector{avg_pool2d(v[0], 3, 2, 1)}; }, {leaf({2, 3, 7, 7})});
+}
+
+SEAM_CASE("dropout draws its mask on the host generator, the same on both devices") {
+  REQUIRE_EMULATED();
+  manual_seed(11);
+  Tensor a = dropout(Tensor::ones({100}), 0.3);
+  manual_seed(11);
+  Tensor b = dropout(Tensor::ones({100}, kFloat32, kDev), 0.3);
+  check_bits(b, a);
+}
+
+SEAM_CASE("optimizers update device parameters with the CPU's bits, state on the device") {
+  REQUIRE_EMULATED();
+  auto train = [](Device d, auto make) {
+    Tensor w = testing::distinct({70000}, 3000).to(d).requires_grad_();  // > 64k: chunked
+    Tensor b = testing::distinct({5}).to(d).requires_grad_();
+    auto opt = make(std::vector<Tensor>{w, b});
+    for (int step = 0; step < 3; ++step) {
+      opt->zero_grad();
+      ((w * w).sum() * 1e-4 + (b * w.slice(0, 5)).sum()).backward();
+      opt->step();
+    }
+    return std::vector<Tensor>{w.detach(), b.detach()};
+  };
+  using P = std::vector<Tensor>;
+  std::vector<std::function<std::unique_ptr<optim::Optimizer>(P)>> makers{
+      [](P p) { return std::make_unique<optim::SGD>(p, 0.1, 0.01); },
+      [](P p) { return std::make_unique<optim::Momentum>(p, 0.1, 0.9, optim::MomentumOptions{.nesterov = true}); },
+      [](P p) { return std::make_unique<optim::Adam>(p, 0.01); },
+      [](P p) { return std::make_unique<optim::AdamW>(p, 0.01); },
+  };
+  for (size_t i = 0; i < makers.size(); ++i) {
+    INFO("optimizer " << i);
+    P want = train(Device::CPU, makers[i]), got = train(kDev, makers[i]);
+    for (size_t j = 0; j < got.size(); ++j) check_bits(got[j], want[j]);
+  }
+  Tensor p = Tensor::ones({3}, kFloat32, kDev).requires_grad_();
+  optim::Adam adam({p}, 0.1);
+  (p * 2.0).sum().backward();
+  adam.step();
+  CHECK(adam.exp_avg(0).device() == kDev);
+  CHECK(adam.step_count(0) == 1);
+}
+
+SEAM_CASE("a training step reads nothing back to the host until item()") {
+  REQUIRE_EMULATED();
+  Tensor x = testing::distinct({4, 1, 12, 12}).to(kDev), labels = Tensor::of_ints({1, 0, 2, 1}).to(kDev);
+  Tensor w1 = testing::distinct({3, 1, 5, 5}, 1).to(kDev).requires_grad_();
+  Tensor w2 = (testing::distinct({3, 48}, 2) * 0.1).to(kDev).requires_grad_();
+  optim::Momentum opt({w1, w2}, 0.01, 0.9);
+  const int64_t reads = Emulated::to_host;
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    Tensor h = max_pool2d(relu(conv2d(x, w1, Tensor(), {})), 2).flatten(1);
+    Tensor loss = cross_entropy(linear(h, w2, Tensor()), labels);
+    loss.backward();
+    opt.step();
+  }
+  CHECK(Emulated::to_host == reads);
+  CHECK(std::isfinite(w2.sum().item()));
+  CHECK(Emulated::to_host == reads + 1);
+}
