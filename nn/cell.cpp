@@ -151,6 +151,20 @@ void Cell::zero_grad() {
   for (Tensor& p : parameters()) p.zero_grad();
 }
 
+void Cell::to(Device device) {
+  for (auto* list : {&params_, &buffers_})
+    for (auto& [name, t] : *list) {
+      if (t.device() == device) continue;
+      Tensor moved = t.detach().to(device);  // the handle stays; its storage moves
+      TensorImpl& impl = t.impl();
+      impl.storage = moved.impl().storage;
+      impl.offset = 0;
+      impl.device = device;
+      impl.grad = nullptr;
+    }
+  for (auto& item : children_) item.second->to(device);
+}
+
 TensorDict Cell::state_dict() const {
   TensorDict out;
   for (const auto& [name, t] : named_parameters()) out.insert(name, t.detach());

@@ -90,6 +90,11 @@ class Cell {
 
   // Drops every parameter's gradient (PyTorch's set_to_none).
   void zero_grad();
+  // Moves every parameter and buffer to `device` in place (the handles stay,
+  // so named_parameters() and held copies see the move; gradients are
+  // dropped). Create the optimizer after the move, as in PyTorch: its state
+  // lives on the device its parameters were on when it first updated them.
+  void to(Device device);
 
   // ---- checkpoints ----
   // Parameters then buffers, by dotted name. Values share storage with the

@@ -57,6 +57,9 @@ void Optimizer::apply(UpdateRule rule, const UpdateArgs& args, const std::vector
     if (!slot) return nullptr;
     Tensor& t = (*slot)[i];
     if (!t.defined()) t = Tensor::zeros({params_[i].numel()}, kFloat32, params_[i].device());
+    MINIDL_CHECK(t.device() == params_[i].device(), name_, ": the state of parameter ", i, " ",
+                 params_[i].shape(), " is on ", device_name(t.device()), " but the parameter on ",
+                 device_name(params_[i].device()), "; move the model before creating the optimizer");
     return t.data_ptr<float>();
   };
   for (Device d : {Device::CPU, Device::CUDA}) {

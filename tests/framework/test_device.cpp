@@ -16,6 +16,7 @@
 #include "framework/backend/kernels.h"
 #include "framework/ops.h"
 #include "framework/random.h"
+#include "nn/dense.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "helpers.h"
@@ -284,4 +285,47 @@ SEAM_CASE("a training step reads nothing back to the host until item()") {
   CHECK(Emulated::to_host == reads);
   CHECK(std::isfinite(w2.sum().item()));
   CHECK(Emulated::to_host == reads + 1);
+}
+
+SEAM_CASE("Cell::to moves parameters in place; a net trains there with the CPU's bits") {
+  REQUIRE_EMULATED();
+  struct Net : nn::Cell {
+    nn::Dense fc1{4, 8}, fc2{8, 3};
+    Net() { register_cells({{"fc1", fc1}, {"fc2", fc2}}); }
+    Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
+  };
+  manual_seed(3);
+  Net cpu_net;
+  manual_seed(3);
+  Net dev_net;
+  Tensor held = dev_net.fc1.named_parameters().at("weight");
+  dev_net.to(kDev);
+  CHECK(held.device() == kDev);  // the same handle moved
+  for (const auto& [name, p] : dev_net.named_parameters()) {
+    INFO(name);
+    CHECK(p.device() == kDev);
+    CHECK(p.requires_grad());
+  }
+  auto train = [](Net& net, Device d) {
+    optim::Momentum opt(net.trainable_params(), 0.1, 0.9);
+    Tensor x = testing::distinct({5, 4}, 0.7).to(d), y = Tensor::of_ints({0, 2, 1, 1, 0}).to(d);
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      cross_entropy(net(x), y).backward();
+      opt.step();
+    }
+  };
+  train(cpu_net, Device::CPU);
+  train(dev_net, kDev);
+  for (const auto& [name, p] : cpu_net.named_parameters()) {
+    INFO(name);
+    check_bits(dev_net.named_parameters().at(name), p);
+  }
+  optim::Momentum late(cpu_net.trainable_params(), 0.1, 0.9);
+  cross_entropy(cpu_net(testing::distinct({2, 4})), Tensor::of_ints({0, 1})).backward();
+  late.step();
+  cpu_net.to(kDev);
+  cross_entropy(cpu_net(testing::distinct({2, 4}).to(kDev)), Tensor::of_ints({0, 1}).to(kDev))
+      .backward();
+  CHECK_ERROR(late.step(), "move the model before creating the optimizer");
 }
