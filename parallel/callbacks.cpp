@@ -120,12 +120,16 @@ void ModelCheckpoint::save(int64_t epoch, int64_t step) {
 }
 
 void ModelCheckpoint::on_step_end(const StepEnd& s) {
-  last_step_ = s.step;
-  if (every_steps_ > 0 && s.global_step % every_steps_ == 0) save(s.epoch, s.step);
+  last_global_step_ = s.global_step;
+  if (every_steps_ > 0 && s.global_step % every_steps_ == 0) {
+    save(s.epoch, s.step);
+    saved_global_step_ = s.global_step;
+  }
 }
 
 void ModelCheckpoint::on_epoch_end(const EpochEnd& e) {
-  if (every_steps_ == 0 || last_step_ % every_steps_ != 0) save(e.epoch, e.steps);
+  if (saved_global_step_ != last_global_step_) save(e.epoch, e.steps);
+  saved_global_step_ = last_global_step_;
 }
 
 HistoryWriter::HistoryWriter(std::string csv_path, std::string svg_path)

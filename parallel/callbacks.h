@@ -113,8 +113,11 @@ class ProgressBar : public Callback {
 };
 
 // Saves the network's parameters as `<prefix>-<epoch>_<step>.safetensors`
-// every `every_steps` steps (0: off) and at every epoch's end; the file is
-// written to a temporary name and renamed, so a crash never leaves it torn.
+// (step: within the epoch, from 1) every `every_steps` global steps (counted
+// over all epochs, like MindSpore's save_checkpoint_steps; 0: off) and at
+// every epoch's end unless that step was just saved. With 10 steps per epoch
+// and every_steps 4: -1_4, -1_8, -1_10, -2_2, -2_6, -2_10. The file is written
+// to a temporary name and renamed, so a crash never leaves it torn.
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0);
@@ -126,7 +129,7 @@ class ModelCheckpoint : public Callback {
   void save(int64_t epoch, int64_t step);
   std::string prefix_;
   int64_t every_steps_;
-  int64_t last_step_ = 0;
+  int64_t last_global_step_ = 0, saved_global_step_ = 0;
   std::vector<std::string> saved_;
 };
 

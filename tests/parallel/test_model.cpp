@@ -166,6 +166,33 @@ TEST_CASE("ModelCheckpoint and HistoryWriter write their files; --steps stops ea
   fs::remove_all(dir);
 }
 
+TEST_CASE("ModelCheckpoint counts global steps and writes each file once") {
+  if (parallel::world_size() > 1) return;
+  fs::path dir = fs::temp_directory_path() / cat("minidl_ckpt_", getpid());
+  fs::create_directories(dir);
+  manual_seed(3);
+  Toy net;
+  nn::CrossEntropyLoss loss;
+  optim::SGD opt(net.trainable_params(), 0.05);
+  Model model(net, loss, opt);
+  auto ckpt = std::make_shared<ModelCheckpoint>((dir / "toy").string(), /*every_steps=*/4);
+  model.train(2, toy(160, 4).batch(16), {ckpt});  // 10 steps per epoch, 20 in all
+  // global steps 4, 8 (epoch 1 steps 4, 8), epoch 1's end (10), 12, 16, 20 (epoch 2 steps 2, 6,
+  // 10); epoch 2 ends on global step 20, already saved
+  const std::vector<std::string> expect = {"toy-1_4.safetensors", "toy-1_8.safetensors",
+                                           "toy-1_10.safetensors", "toy-2_2.safetensors",
+                                           "toy-2_6.safetensors", "toy-2_10.safetensors"};
+  std::vector<std::string> saved, on_disk;
+  for (const auto& p : ckpt->saved()) saved.push_back(fs::path(p).filename().string());
+  for (auto& e : fs::directory_iterator(dir)) on_disk.push_back(e.path().filename().string());
+  CHECK(saved == expect);
+  std::sort(on_disk.begin(), on_disk.end());
+  std::vector<std::string> sorted = expect;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(on_disk == sorted);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("data-parallel Model: N ranks with batch B/N equal one rank with batch B") {
   const int world = parallel::world_size();
   const int64_t B = 16;
