@@ -8,6 +8,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -39,6 +40,7 @@ struct StepEnd {
   double loss = 0;          // this step's loss (mean over ranks)
   double accuracy = 0;      // this step's batch accuracy (over all ranks)
   double seconds = 0;       // wall time of the step
+  double lr = 0;            // the learning rate this step's update used
 };
 
 struct EpochEnd {
@@ -47,6 +49,8 @@ struct EpochEnd {
   int64_t samples = 0;
   double seconds = 0;
   double mean_loss = 0;
+  // eval() figures ("accuracy", "loss") on TrainOptions::valid_dataset; empty without one
+  std::map<std::string, double> valid;
 };
 
 class Callback {

@@ -222,3 +222,108 @@ TEST_CASE("data-parallel Model: N ranks with batch B/N equal one rank with batch
   MESSAGE("ranks ", world, ": max relative difference ", worst);
   CHECK(worst <= 1e-5);
 }
+
+TEST_CASE("Model::eval: a set split over ranks gives the whole set's figures, as one rank does") {
+  const int world = parallel::world_size(), rank = parallel::rank();
+  auto set = toy(61, 6);  // 61 = 4 * 15 + 1: the shards of 2 and 4 ranks are padded with repeats
+  manual_seed(8);
+  Toy net;
+  nn::CrossEntropyLoss loss;
+  const auto whole = Model(net, loss).eval(set.batch(8));  // on this rank alone, no communication
+  Model dp(net, loss, {.parallel = ParallelMode::DataParallel});
+  Model plain(net, loss);
+  const std::vector<std::pair<std::string, std::map<std::string, double>>> runs = {
+      {"DataParallel, sharded by Model", dp.eval(set.batch(8))},
+      {"DataParallel, sharded by the caller", dp.eval(set.shard(rank, world).batch(8))},
+      {"StandAlone, sharded by the caller", plain.eval(set.shard(rank, world).batch(5))}};
+  const double correct = whole.at("accuracy") * 61;
+  CHECK(correct == doctest::Approx(std::round(correct)).epsilon(1e-12));  // a count of 61 samples
+  for (const auto& [what, m] : runs) {
+    INFO(what);
+    MESSAGE("ranks ", world, ", ", what, ": accuracy ", m.at("accuracy"), " (one rank ",
+            whole.at("accuracy"), "), loss ", m.at("loss"), " (one rank ", whole.at("loss"), ")");
+    CHECK(m.at("accuracy") == whole.at("accuracy"));
+    CHECK(m.at("loss") == doctest::Approx(whole.at("loss")).epsilon(1e-6));
+  }
+  CHECK_THROWS_WITH_AS(plain.eval(set.shard(0, world + 1).batch(8)),
+                       cat("Model::eval: the dataset has ", world + 1, " shards but the world has ",
+                           world, " rank(s); shard it as shard(parallel::rank(), "
+                           "parallel::world_size()) or not at all").c_str(),
+                       Error);
+}
+
+TEST_CASE("Model without an optimizer evaluates a loaded checkpoint and refuses to train") {
+  if (parallel::world_size() > 1) return;
+  const std::string path = cat(fs::temp_directory_path().string(), "/minidl_eval_only_", getpid(),
+                               ".safetensors");
+  auto train = toy(64, 9).batch(16), test = toy(40, 10).batch(16);
+  manual_seed(9);
+  Toy net;
+  nn::CrossEntropyLoss loss;
+  optim::Momentum opt(net.trainable_params(), 0.05, 0.9);
+  Model trainer(net, loss, opt);
+  trainer.train(2, train);
+  net.save(path);
+  Toy restored;  // other initial weights until the load
+  restored.load(path);
+  fs::remove(path);
+  Model evaluator(restored, loss);
+  const auto got = evaluator.eval(test), want = trainer.eval(test);
+  CHECK(got.at("accuracy") == want.at("accuracy"));
+  CHECK(got.at("loss") == want.at("loss"));
+  CHECK_THROWS_WITH_AS(evaluator.train(1, train),
+                       "Model::train: this Model has no optimizer (Model(network, loss_fn) only "
+                       "evaluates); build it as Model(network, loss_fn, optimizer) to train",
+                       Error);
+}
+
+namespace {
+struct LrLog : Callback {  // the rate each step's update used, and the validation figures
+  std::vector<double> lrs;
+  std::vector<std::map<std::string, double>> valid;
+  void on_step_end(const StepEnd& s) override { lrs.push_back(s.lr); }
+  void on_epoch_end(const EpochEnd& e) override { valid.push_back(e.valid); }
+};
+}  // namespace
+
+TEST_CASE("Model steps a learning-rate schedule per step or per epoch, with warm-up") {
+  if (parallel::world_size() > 1) return;
+  auto train = toy(80, 11).batch(16);  // 5 steps per epoch
+  nn::CrossEntropyLoss loss;
+  manual_seed(10);
+  Toy net;
+  {  // per step: warm-up over 2 steps from 0.5, then StepLR halving every 3 steps
+    optim::SGD opt(net.trainable_params(), 0.1);
+    optim::StepLR sched(opt, /*step_size=*/3, /*gamma=*/0.5,
+                        {.interval = optim::Interval::Step, .warmup = 2, .warmup_start = 0.5});
+    Model model(net, loss, opt);
+    auto log = std::make_shared<LrLog>();
+    model.train(2, train, {log}, {.scheduler = &sched});
+    // t = 0, 1: 0.1 * (0.5 + 0.5 t / 2) = 0.05, 0.075; t = 2..: 0.1 * 0.5^floor((t - 2) / 3)
+    const std::vector<double> want{0.05, 0.075, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025};
+    REQUIRE(log->lrs.size() == want.size());
+    for (size_t t = 0; t < want.size(); ++t) CHECK(log->lrs[t] == doctest::Approx(want[t]).epsilon(1e-12));
+    CHECK(opt.lr() == doctest::Approx(0.025));  // step 10's rate, set after step 9
+  }
+  {  // per epoch: one warm-up epoch at 0.25, then a cosine over 2 epochs to 0
+    optim::SGD opt(net.trainable_params(), 0.1);
+    optim::CosineAnnealingLR sched(opt, /*T_max=*/2, /*eta_min=*/0, {.warmup = 1, .warmup_start = 0.25});
+    Model model(net, loss, opt);
+    auto log = std::make_shared<LrLog>();
+    auto test = toy(24, 12).batch(8);
+    model.train(3, train, {log}, {.scheduler = &sched, .valid_dataset = &test});
+    // epoch 1: 0.1 * 0.25; epoch 2: cosine at 0 = 0.1; epoch 3: at 1, 0.1 * (1 + cos(pi / 2)) / 2
+    const std::vector<double> per_epoch{0.025, 0.1, 0.05};
+    REQUIRE(log->lrs.size() == 15);
+    for (size_t t = 0; t < 15; ++t) CHECK(log->lrs[t] == doctest::Approx(per_epoch[t / 5]).epsilon(1e-12));
+    // the validation figures at each epoch's end are eval()'s
+    REQUIRE(log->valid.size() == 3);
+    CHECK(log->valid.back().at("accuracy") == model.eval(test).at("accuracy"));
+    CHECK(log->valid.back().at("loss") == model.eval(test).at("loss"));
+    optim::SGD other(net.trainable_params(), 0.1);
+    optim::StepLR elsewhere(other, 1);
+    CHECK_THROWS_WITH_AS(model.train(1, train, {}, {.scheduler = &elsewhere}),
+                         "Model::train: the scheduler drives another SGD than the Model's SGD; "
+                         "build it on the optimizer the Model was given", Error);
+  }
+}
