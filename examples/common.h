@@ -106,7 +106,8 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
   if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   if (f.check_replicas > 0) callbacks.push_back(ReplicaCheck(f.check_replicas));
   if (!f.timeline.empty()) parallel::Timeline::enable();
-  model.train(f.epochs, train, callbacks, {.max_steps = f.steps});
+  model.train(f.epochs, train, callbacks,
+              {.max_steps = f.steps, .valid_dataset = f.history.empty() ? nullptr : &test});
   if (!f.timeline.empty()) {
     parallel::Timeline::disable();
     parallel::Timeline::write(f.timeline);  // every rank: rank 0 gathers and writes

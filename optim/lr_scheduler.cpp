@@ -6,15 +6,28 @@
 
 namespace minidl::optim {
 
-LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+LRScheduler::LRScheduler(Optimizer& optimizer, SchedulerOptions options, const char* name)
+    : optimizer_(optimizer), base_lr_(optimizer.lr()), options_(options) {
+  if (options.warmup < 0)
+    throw std::invalid_argument(cat(name, ": invalid warmup ", options.warmup, " (expected >= 0)"));
+  if (!(options.warmup_start > 0 && options.warmup_start <= 1))
+    throw std::invalid_argument(
+        cat(name, ": invalid warmup_start ", options.warmup_start, " (expected 0 < warmup_start <= 1)"));
+}
 
 void LRScheduler::step() {
   ++epoch_;
   apply();
 }
 
-StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
-    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+double LRScheduler::lr(int64_t t) const {
+  const int64_t w = options_.warmup;
+  if (t >= w) return lr_at(t - w);
+  return base_lr_ * (options_.warmup_start + (1 - options_.warmup_start) * double(t) / double(w));
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, SchedulerOptions options)
+    : LRScheduler(optimizer, options, "StepLR"), step_size_(step_size), gamma_(gamma) {
   if (step_size < 1)
     throw std::invalid_argument(cat("StepLR: invalid step_size ", step_size, " (expected >= 1)"));
   if (!(gamma > 0))
@@ -26,8 +39,9 @@ double StepLR::lr_at(int64_t epoch) const {
   return base_lr_ * std::pow(gamma_, double(epoch / step_size_));
 }
 
-CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
-    : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min,
+                                     SchedulerOptions options)
+    : LRScheduler(optimizer, options, "CosineAnnealingLR"), t_max_(T_max), eta_min_(eta_min) {
   if (T_max < 1)
     throw std::invalid_argument(
         cat("CosineAnnealingLR: invalid T_max ", T_max, " (expected >= 1)"));

@@ -1,32 +1,60 @@
-// Learning-rate schedules, stepped once per epoch, with PyTorch's formulas.
+// Learning-rate schedules with PyTorch's formulas, stepped once per epoch or
+// once per optimizer step, with an optional linear warm-up.
 //
 //   optim::Momentum opt(net.trainable_params(), /*lr=*/0.1, /*momentum=*/0.9);
 //   optim::StepLR sched(opt, /*step_size=*/30, /*gamma=*/0.1);
 //   for (int epoch = 0; epoch < 90; ++epoch) { train_one_epoch(); sched.step(); }
 //
-// The constructor records the optimizer's lr as base_lr and sets epoch 0's
-// rate; step() advances the epoch and writes lr(epoch) into the optimizer.
+// or let Model step it: `model.train(90, ds, {}, {.scheduler = &sched})`.
+//
+// The constructor records the optimizer's lr as base_lr and sets period 0's
+// rate; step() advances the period (an epoch, or a step with
+// {.interval = Interval::Step}) and writes lr(period) into the optimizer.
 #pragma once
 #include "optim/optimizer.h"
 
 namespace minidl::optim {
 
+// What one period of a schedule is; Model::train steps the scheduler after
+// every epoch or after every optimizer step accordingly.
+enum class Interval { Epoch, Step };
+
+struct SchedulerOptions {
+  Interval interval = Interval::Epoch;
+  // Linear warm-up over the first `warmup` periods, then the schedule counted
+  // from the warm-up's end (PyTorch's LinearLR followed by the schedule in a
+  // SequentialLR):
+  //   lr(t) = base_lr * (warmup_start + (1 - warmup_start) * t / warmup)  for t < warmup
+  //   lr(t) = lr_at(t - warmup)                                             after
+  int64_t warmup = 0;
+  double warmup_start = 1.0 / 3;  // the first period's factor (LinearLR's start_factor)
+};
+
 class LRScheduler {
  public:
-  explicit LRScheduler(Optimizer& optimizer);
+  // Throws std::invalid_argument "<name>: invalid ..." for warmup < 0 or
+  // warmup_start outside (0, 1].
+  explicit LRScheduler(Optimizer& optimizer, SchedulerOptions options = {},
+                       const char* name = "LRScheduler");
   virtual ~LRScheduler() = default;
-  void step();  // epoch += 1; optimizer.set_lr(lr_at(epoch))
-  int64_t last_epoch() const { return epoch_; }
+  void step();  // period += 1; optimizer.set_lr(lr(period))
+  int64_t last_epoch() const { return epoch_; }  // periods stepped (PyTorch's name)
   double base_lr() const { return base_lr_; }
   double get_last_lr() const { return optimizer_.lr(); }
+  Interval interval() const { return options_.interval; }
+  Optimizer& optimizer() const { return optimizer_; }
+  // The rate of period t, warm-up included.
+  double lr(int64_t t) const;
+  // The schedule's own formula at period t (no warm-up).
   virtual double lr_at(int64_t epoch) const = 0;
 
  protected:
-  void apply() { optimizer_.set_lr(lr_at(epoch_)); }  // derived constructors call it
+  void apply() { optimizer_.set_lr(lr(epoch_)); }  // derived constructors call it
   Optimizer& optimizer_;
   double base_lr_;
 
  private:
+  SchedulerOptions options_;
   int64_t epoch_ = 0;
 };
 
@@ -34,7 +62,7 @@ class LRScheduler {
 // Throws std::invalid_argument for step_size < 1 or gamma <= 0.
 class StepLR : public LRScheduler {
  public:
-  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1, SchedulerOptions options = {});
   double lr_at(int64_t epoch) const override;
 
  private:
@@ -47,7 +75,8 @@ class StepLR : public LRScheduler {
 // Throws std::invalid_argument for T_max < 1 or eta_min < 0.
 class CosineAnnealingLR : public LRScheduler {
  public:
-  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
+  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0,
+                    SchedulerOptions options = {});
   double lr_at(int64_t epoch) const override;
 
  private:

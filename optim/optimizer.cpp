@@ -11,6 +11,9 @@ namespace minidl::optim {
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
     : params_(std::move(params)), steps_(params_.size(), 0), lr_(lr), name_(name) {
   check(lr >= 0, "learning rate", lr, "lr >= 0");
+  MINIDL_CHECK(!params_.empty(), name_, ": got an empty parameter list (expected at least one "
+               "parameter). If it came from net.trainable_params(), the network registered none: "
+               "did its constructor call register_cells({...}) or register_parameter(...)?");
   std::set<TensorImpl*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];

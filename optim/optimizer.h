@@ -21,7 +21,8 @@ namespace minidl::optim {
 class Optimizer {
  public:
   // Throws std::invalid_argument for lr < 0 (or NaN), minidl::Error for an
-  // undefined, non-float32 or repeated parameter.
+  // empty parameter list (most often a Cell that never registered its layers),
+  // or an undefined, non-float32 or repeated parameter.
   Optimizer(std::vector<Tensor> params, double lr, const char* name);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;

@@ -7,7 +7,9 @@
 // the mean over ranks.
 #pragma once
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -39,6 +41,7 @@ struct StepEnd {
   double loss = 0;          // this step's loss (mean over ranks)
   double accuracy = 0;      // this step's batch accuracy (over all ranks)
   double seconds = 0;       // wall time of the step
+  double lr = 0;            // the learning rate this step's update used
 };
 
 struct EpochEnd {
@@ -47,6 +50,8 @@ struct EpochEnd {
   int64_t samples = 0;
   double seconds = 0;
   double mean_loss = 0;
+  // eval() figures ("accuracy", "loss") on TrainOptions::valid_dataset; empty without one
+  std::map<std::string, double> valid;
 };
 
 class Callback {
@@ -113,8 +118,11 @@ class ProgressBar : public Callback {
 };
 
 // Saves the network's parameters as `<prefix>-<epoch>_<step>.safetensors`
-// every `every_steps` steps (0: off) and at every epoch's end; the file is
-// written to a temporary name and renamed, so a crash never leaves it torn.
+// (step: within the epoch, from 1) every `every_steps` global steps (counted
+// over all epochs, like MindSpore's save_checkpoint_steps; 0: off) and at
+// every epoch's end unless that step was just saved. With 10 steps per epoch
+// and every_steps 4: -1_4, -1_8, -1_10, -2_2, -2_6, -2_10. The file is written
+// to a temporary name and renamed, so a crash never leaves it torn.
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0);
@@ -126,27 +134,32 @@ class ModelCheckpoint : public Callback {
   void save(int64_t epoch, int64_t step);
   std::string prefix_;
   int64_t every_steps_;
-  int64_t last_step_ = 0;
+  int64_t last_global_step_ = 0, saved_global_step_ = 0;
   std::vector<std::string> saved_;
 };
 
-// Records loss and batch accuracy per step; at the end writes them as CSV
-// (`step,epoch,loss,accuracy`) and draws both as an SVG line plot.
+// Records loss and batch accuracy per step, and the test figures of each
+// epoch's end when Model::train has a TrainOptions::valid_dataset; at the end
+// writes the steps as CSV (`step,epoch,loss,accuracy`) and draws a loss panel
+// and an accuracy panel (write_svg_plot): the per-step line, the test figures
+// as dots, and the epoch boundaries.
 class HistoryWriter : public Callback {
  public:
   HistoryWriter(std::string csv_path, std::string svg_path);
   void on_step_end(const StepEnd& s) override;
+  void on_epoch_end(const EpochEnd& e) override;
   void on_train_end() override;
 
   struct Row {
-    int64_t step, epoch;
+    int64_t step, epoch;  // global step (an epoch's last one, for tests())
     double loss, accuracy;
   };
   const std::vector<Row>& rows() const { return rows_; }
+  const std::vector<Row>& tests() const { return tests_; }  // one per evaluated epoch
 
  private:
   std::string csv_, svg_;
-  std::vector<Row> rows_;
+  std::vector<Row> rows_, tests_;
 };
 
 // Every `every` steps (global steps) the ranks check that their replicas of
@@ -177,11 +190,19 @@ namespace parallel {
 void check_replicas(const nn::Cell& network, Communicator& group, const std::string& when);
 }  // namespace parallel
 
-// Writes an SVG with one panel per series (x: step), for HistoryWriter and
-// the benchmark plots.
+// Writes an SVG line plot, one panel per Series stacked top to bottom, 720
+// pixels wide: round tick values on both axes, axis titles, dashed lines at
+// the epoch starts, and optional points (test figures) with the last one's
+// value; every label lies inside the drawing. For HistoryWriter and the
+// benchmark plots.
 struct Series {
   std::string title;
-  std::vector<double> x, y;
+  std::vector<double> x{}, y{};  // the line
+  std::string x_label = "step", y_label{};
+  std::string line_label{}, points_label{};  // the legend, drawn when there are points
+  std::vector<double> points_x{}, points_y{};
+  std::vector<double> epoch_starts{};  // x where epoch 1, 2, ... starts
+  double y_min = NAN, y_max = NAN;   // the y range includes these when set (accuracy: 0, 1)
 };
 void write_svg_plot(const std::string& path, const std::string& title,
                     const std::vector<Series>& panels);

@@ -25,7 +25,12 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
 }  // namespace
 
 Model::Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, ModelOptions options)
-    : network_(network), loss_fn_(loss_fn), optimizer_(optimizer), options_(std::move(options)),
+    : Model(network, loss_fn, std::move(options)) {
+  optimizer_ = &optimizer;
+}
+
+Model::Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options)
+    : network_(network), loss_fn_(loss_fn), optimizer_(nullptr), options_(std::move(options)),
       train_network_(&network) {
   for (const auto& m : options_.metrics)
     MINIDL_CHECK(m == "accuracy" || m == "loss", "Model: unknown metric '", m,
@@ -46,6 +51,12 @@ Model::~Model() = default;
 int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                      std::vector<CallbackRef> callbacks, TrainOptions options) {
   MINIDL_CHECK(epochs >= 0, "Model::train: expected epochs >= 0, got ", epochs);
+  MINIDL_CHECK(optimizer_, "Model::train: this Model has no optimizer (Model(network, loss_fn) "
+               "only evaluates); build it as Model(network, loss_fn, optimizer) to train");
+  optim::LRScheduler* scheduler = options.scheduler;
+  MINIDL_CHECK(!scheduler || &scheduler->optimizer() == optimizer_, "Model::train: the scheduler "
+               "drives another ", scheduler->optimizer().name(), " than the Model's ",
+               optimizer_->name(), "; build it on the optimizer the Model was given");
   const bool distributed = parallel::is_initialized() && parallel::world_size() > 1;
   const int rank = distributed ? parallel::rank() : 0, world = distributed ? parallel::world_size() : 1;
   const data::BatchDataset ds =
@@ -63,7 +74,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
   using clock = std::chrono::steady_clock;
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
     train_network_->train();
-    EpochEnd summary{epoch, 0, 0, 0, 0};
+    EpochEnd summary{epoch, 0, 0, 0, 0, {}};
     auto epoch_start = clock::now();
     int64_t step = 0;
     for (auto& batch : ds.epoch(epoch - 1)) {
@@ -71,7 +82,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       auto t0 = clock::now();
       parallel::Timeline::set_step(global_step + 1);
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
-      optimizer_.zero_grad();
+      optimizer_->zero_grad();
       Tensor loss, logits;
       if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
         parallel::TimelineScope scope("forward and backward", "compute");
@@ -87,10 +98,12 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
         parallel::TimelineScope scope("backward", "compute");
         loss.backward();
       }
+      const double lr = optimizer_->lr();
       {
         parallel::TimelineScope scope("optimizer step", "compute");
-        optimizer_.step();
+        optimizer_->step();
       }
+      if (scheduler && scheduler->interval() == optim::Interval::Step) scheduler->step();
       // [loss, correct, samples], summed over ranks when distributed
       double figures[3] = {loss.item(), static_cast<double>(count_correct(logits, batch.labels)),
                            static_cast<double>(batch.data.size(0))};
@@ -107,12 +120,15 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       s.loss = figures[0] / world;
       s.accuracy = figures[1] / std::max(1.0, figures[2]);
       s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      s.lr = lr;
       summary.steps = step;
       summary.samples += s.samples;
       summary.mean_loss += (s.loss - summary.mean_loss) / step;
       for (auto& cb : callbacks) cb->on_step_end(s);
     }
     summary.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
+    if (step > 0 && scheduler && scheduler->interval() == optim::Interval::Epoch) scheduler->step();
+    if (step > 0 && options.valid_dataset) summary.valid = eval(*options.valid_dataset);
     if (step > 0)
       for (auto& cb : callbacks) cb->on_epoch_end(summary);
     if (options.max_steps >= 0 && global_step >= options.max_steps) break;
@@ -123,20 +139,38 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
 }
 
 std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {
+  const bool distributed = parallel::is_initialized() && parallel::world_size() > 1;
+  const int world = distributed ? parallel::world_size() : 1;
+  const data::BatchDataset ds =
+      options_.parallel == ParallelMode::DataParallel && dataset.dataset().num_shards() == 1
+          ? dataset.dataset().shard(distributed ? parallel::rank() : 0, world)
+                .batch(dataset.batch_size(), dataset.drop_remainder())
+          : dataset;
+  const data::Dataset& d = ds.dataset();
+  const int64_t shards = d.num_shards();
+  MINIDL_CHECK(shards == 1 || shards == world, "Model::eval: the dataset has ", shards,
+               " shards but the world has ", world, " rank(s); shard it as shard(parallel::rank(), "
+               "parallel::world_size()) or not at all");
+  // Shard r holds positions r, r + S, ... of the epoch's order padded to a
+  // multiple of S; positions from N on repeat the start (data/dataset.h).
+  const int64_t n = d.data().size(0);
+  const int64_t real = shards == 1 ? n : std::max<int64_t>(0, n - d.shard_id() + shards - 1) / shards;
   NoGradGuard no_grad;
   network_.eval();
-  double loss_sum = 0;
-  int64_t correct = 0, total = 0;
-  for (auto& batch : dataset.epoch(0)) {
-    Tensor logits = network_(batch.data);
-    const int64_t n = batch.data.size(0);
-    loss_sum += loss_fn_(logits, batch.labels).item() * n;
-    correct += count_correct(logits, batch.labels);
-    total += n;
+  double figures[3] = {0, 0, 0};  // [loss sum, correct, samples]
+  for (auto& batch : ds.epoch(0)) {
+    const int64_t keep = std::min<int64_t>(batch.data.size(0), real - int64_t(figures[2]));
+    if (keep <= 0) break;
+    Tensor x = batch.data.slice(0, keep), y = batch.labels.slice(0, keep);
+    Tensor logits = network_(x);
+    figures[0] += loss_fn_(logits, y).item() * keep;
+    figures[1] += count_correct(logits, y);
+    figures[2] += keep;
   }
   network_.train();
-  MINIDL_CHECK(total > 0, "Model::eval: the dataset is empty");
-  return {{"accuracy", static_cast<double>(correct) / total}, {"loss", loss_sum / total}};
+  if (shards > 1) parallel::world().allreduce(figures, 3);
+  MINIDL_CHECK(figures[2] > 0, "Model::eval: the dataset is empty");
+  return {{"accuracy", figures[1] / figures[2]}, {"loss", figures[0] / figures[2]}};
 }
 
 }  // namespace minidl

@@ -4,6 +4,8 @@
 //   model.train(/*epochs=*/10, train, {LossMonitor(100), ProgressBar()});
 //   auto m = model.eval(test);  // m["accuracy"], m["loss"]
 //
+//   Model evaluator(net, loss);  // no optimizer: eval() only, e.g. of a loaded checkpoint
+//
 // One step: zero the gradients, loss = loss_fn(network(data), labels),
 // backward, optimizer step. A network that is a TrainStep (GradAccumulation)
 // runs its own forward and backward instead.
@@ -21,6 +23,7 @@
 
 #include "data/dataset.h"
 #include "nn/cell.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "parallel/callbacks.h"
 #include "parallel/train_step.h"
@@ -37,18 +40,35 @@ struct ModelOptions {
 
 struct TrainOptions {
   int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
+  // A schedule of the Model's optimizer, stepped after every optimizer step or
+  // after every epoch, as its interval() says (optim/lr_scheduler.h).
+  optim::LRScheduler* scheduler = nullptr;
+  // Evaluated with eval() at every epoch's end (collective, like eval()); the
+  // figures reach the callbacks in EpochEnd::valid (HistoryWriter plots them).
+  const data::BatchDataset* valid_dataset = nullptr;
 };
 
 class Model {
  public:
   Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, ModelOptions options = {});
+  // Without an optimizer: eval() only; train() throws minidl::Error.
+  Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options = {});
   ~Model();
 
   // Trains for `epochs` passes over `dataset`; returns the steps taken.
+  // Throws minidl::Error when the Model has no optimizer, or options.scheduler
+  // drives another optimizer.
   int64_t train(int64_t epochs, const data::BatchDataset& dataset,
                 std::vector<CallbackRef> callbacks = {}, TrainOptions options = {});
-  // Mean loss and accuracy over the whole dataset (summed over ranks when
-  // data parallel), in eval mode, without gradients.
+  // Mean loss and accuracy over the whole dataset, in eval mode, without
+  // gradients. Whenever the set is split over ranks, each rank evaluates its
+  // shard and the loss sums, correct counts and sample counts are summed over
+  // ranks, so every rank gets the figures of the whole set, as one rank would:
+  // under DataParallel a set not sharded yet is sharded by rank, and a sharded
+  // set (shard(rank(), world_size()), the only sharding accepted with more than
+  // one shard) leaves out the repeats that pad the shards to equal length.
+  // Collective then: every rank must call it. An unsharded set outside
+  // DataParallel is evaluated whole on every rank.
   std::map<std::string, double> eval(const data::BatchDataset& dataset);
 
   // The cell a step calls: the network, or its DataParallel wrapper.
@@ -57,7 +77,7 @@ class Model {
  private:
   nn::Cell& network_;
   nn::Cell& loss_fn_;
-  optim::Optimizer& optimizer_;
+  optim::Optimizer* optimizer_;  // null: eval only
   ModelOptions options_;
   std::shared_ptr<nn::Cell> wrapper_;  // DataParallel, when asked for
   nn::Cell* train_network_;

@@ -58,3 +58,24 @@ TEST_CASE("a schedule's rate is what the optimizer steps with") {
   }
   CHECK(p.item() == doctest::Approx(1 - 1.75));
 }
+
+TEST_CASE("linear warm-up, then the schedule counted from the warm-up's end") {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  optim::SGD sgd({p}, 0.1);
+  optim::StepLR sched(sgd, /*step_size=*/2, /*gamma=*/0.5, {.warmup = 4, .warmup_start = 0.25});
+  // t < 4: 0.1 * (0.25 + 0.75 t / 4) = 0.025, 0.04375, 0.0625, 0.08125;
+  // then StepLR at t - 4: 0.1, 0.1, 0.05, 0.05, 0.025
+  const std::vector<double> want{0.025, 0.04375, 0.0625, 0.08125, 0.1, 0.1, 0.05, 0.05, 0.025};
+  for (size_t t = 0; t < want.size(); ++t) {
+    INFO("period " << t);
+    CHECK(sgd.lr() == doctest::Approx(want[t]).epsilon(1e-12));
+    CHECK(sched.lr(int64_t(t)) == sgd.lr());
+    sched.step();
+  }
+  CHECK(sched.interval() == optim::Interval::Epoch);
+  CHECK_THROWS_WITH_AS(optim::CosineAnnealingLR(sgd, 10, 0, {.warmup = -1}),
+                       "CosineAnnealingLR: invalid warmup -1 (expected >= 0)", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(optim::StepLR(sgd, 2, 0.5, {.warmup = 3, .warmup_start = 0}),
+                       "StepLR: invalid warmup_start 0 (expected 0 < warmup_start <= 1)",
+                       std::invalid_argument);
+}

@@ -301,3 +301,19 @@ TEST_CASE("constructors reject bad hyperparameters, naming the value") {
   CHECK_THROWS_WITH_AS(optim::SGD({Tensor()}, 0.1), doctest::Contains("parameter 0 is undefined"),
                        Error);
 }
+
+TEST_CASE("an empty parameter list is an error naming the likely cause") {
+  struct Unregistered : nn::Cell {  // its layer is a member but never registered
+    nn::Dense fc{4, 2};
+    Tensor forward(const Tensor& x) override { return fc(x); }
+  } net;
+  REQUIRE(net.trainable_params().empty());
+  const std::string expect =
+      ": got an empty parameter list (expected at least one parameter). If it came from "
+      "net.trainable_params(), the network registered none: did its constructor call "
+      "register_cells({...}) or register_parameter(...)?";
+  CHECK_THROWS_WITH_AS(optim::SGD(net.trainable_params(), 0.1), ("SGD" + expect).c_str(), Error);
+  CHECK_THROWS_WITH_AS(optim::Momentum({}, 0.1, 0.9), ("Momentum" + expect).c_str(), Error);
+  CHECK_THROWS_WITH_AS(optim::Adam({}), ("Adam" + expect).c_str(), Error);
+  CHECK_THROWS_WITH_AS(optim::AdamW({}), ("AdamW" + expect).c_str(), Error);
+}
