@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "framework/ops.h"
 #include "parallel/data_parallel.h"
@@ -107,6 +108,11 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       s.loss = figures[0] / world;
       s.accuracy = figures[1] / std::max(1.0, figures[2]);
       s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      MINIDL_CHECK(std::isfinite(s.loss) || !options.stop_on_nonfinite_loss,
+                   "Model::train: the loss is ", s.loss, " at step ", s.global_step, " (epoch ",
+                   epoch, ", step ", step, " of ", steps_per_epoch,
+                   "); stopping. A learning rate too high, or NaN/inf in the data? "
+                   "(TrainOptions::stop_on_nonfinite_loss = false trains on)");
       summary.steps = step;
       summary.samples += s.samples;
       summary.mean_loss += (s.loss - summary.mean_loss) / step;

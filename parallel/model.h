@@ -37,6 +37,9 @@ struct ModelOptions {
 
 struct TrainOptions {
   int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
+  // Throw minidl::Error naming the step when the loss (the mean over ranks, so
+  // every rank stops at the same step) is NaN or infinite; false trains on.
+  bool stop_on_nonfinite_loss = true;
 };
 
 class Model {
