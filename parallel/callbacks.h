@@ -131,10 +131,14 @@ class ModelCheckpoint : public Callback {
 };
 
 // Records loss and batch accuracy per step; at the end writes them as CSV
-// (`step,epoch,loss,accuracy`) and draws both as an SVG line plot.
+// (`step,epoch,loss,accuracy`) and draws both as an SVG line plot. When
+// training begins, rank 0 checks that both paths can be written, and every
+// rank throws its minidl::Error naming the path (give it to every rank, as
+// Model's callbacks are), so a bad path fails before the training.
 class HistoryWriter : public Callback {
  public:
   HistoryWriter(std::string csv_path, std::string svg_path);
+  void on_train_begin(const TrainBegin& b) override;
   void on_step_end(const StepEnd& s) override;
   void on_train_end() override;
 

@@ -1,10 +1,12 @@
-// Model.train stops on a NaN or infinite loss, naming the step; with data
-// parallel every rank sees the same mean loss and stops at the same step.
+// Model.train's safeguards: it stops on a NaN or infinite loss, naming the
+// step (with data parallel every rank sees the same mean loss and stops at the
+// same step), and HistoryWriter's paths are checked before the first step.
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,11 @@ struct Net : nn::Cell {
   nn::Dense fc{4, 4};
   Net() { register_cell("fc", fc); }
   Tensor forward(const Tensor& x) override { return fc(x); }
+};
+
+struct StepCounter : Callback {
+  int64_t count = 0;
+  void on_step_end(const StepEnd&) override { ++count; }
 };
 
 }  // namespace
@@ -67,4 +74,26 @@ TEST_CASE("Model.train with stop_on_nonfinite_loss = false trains on through NaN
   CHECK(model.train(2, with_nan_at(20).batch(8 / world), {}, {.stop_on_nonfinite_loss = false}) ==
         8);
   CHECK(std::isnan(net.fc.weight.to_float_vector()[0]));  // what the check saves a run from
+}
+
+TEST_CASE("HistoryWriter's unwritable path fails before the first step") {
+  const int world = parallel::world_size();
+  manual_seed(1);
+  Net net;
+  nn::CrossEntropyLoss loss;
+  optim::SGD opt(net.trainable_params(), 0.1);
+  Model model(net, loss, opt, {.parallel = ParallelMode::DataParallel});
+  const std::string csv = "/nonexistent_minidl_dir/h.csv";
+  auto steps = std::make_shared<StepCounter>();
+  std::string err;
+  try {
+    model.train(1, with_nan_at(20).batch(8 / world), {steps, HistoryWriter(csv, "")});
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  // Every rank stops with rank 0's error, before any step.
+  CHECK(err == "HistoryWriter: cannot write '" + csv +
+                   "': creating a file in '/nonexistent_minidl_dir' failed: No such file or "
+                   "directory");
+  CHECK(steps->count == 0);
 }
