@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 
 #include "framework/ops.h"
 #include "parallel/data_parallel.h"
@@ -54,6 +55,13 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
           ? dataset.dataset().shard(rank, world).batch(dataset.batch_size(), dataset.drop_remainder())
           : dataset;
   const int64_t steps_per_epoch = ds.num_batches();
+  if (distributed)  // what the ranks must agree on, or they wait for each other forever
+    parallel::world().check_same(
+        "Model::train",
+        {{"batch size", cat(ds.batch_size())}, {"steps per epoch", cat(steps_per_epoch)},
+         {"epochs", cat(epochs)}, {"max_steps", cat(options.max_steps)},
+         {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
+         {"optimizer", cat(optimizer_.name(), " lr ", std::setprecision(17), optimizer_.lr())}});
   TrainBegin begin{epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   for (auto& cb : callbacks) {
     cb->rank_ = begin.rank;

@@ -13,6 +13,11 @@
 // sharded by rank (`.shard(rank(), world_size())`). Whenever the world has
 // more than one rank, the loss callbacks see is the mean over ranks, and the
 // printing callbacks speak on rank 0 only. parallel::init() must come first.
+// On more than one rank, train() first checks that every rank has the same
+// batch size, steps per epoch, epochs, TrainOptions, optimizer and learning
+// rate, and throws minidl::Error on every rank naming the rank and both values
+// otherwise (Communicator::check_same). Collectives that still wait longer
+// than MINIDL_TIMEOUT seconds end the job (parallel/backend/timeout.h).
 #pragma once
 #include <map>
 #include <memory>

@@ -117,5 +117,15 @@ expect 1 "MnistDataset: no such directory '/nonexistent'" \
 grep -q "^error: rank [01]: MnistDataset" "$tmp/stderr" || fail "--nprocs 2: no 'error: rank R: ' line"
 expect 1 "Model::train: the loss is " "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --lr 1e30
 
+# Ranks started with different flags (MPMD) stop at once with both values
+# named, instead of waiting for each other forever.
+expect 1 "error: rank 1: Model::train: rank 1 has batch size 4 where rank 0 has 8" \
+  "$mpiexec" --oversubscribe -np 1 $lenet --data "$tmp/good" --batch 8 --parallel data \
+  : -np 1 $lenet --data "$tmp/good" --batch 4 --parallel data
+expect 1 "Model::train: rank 1 has epochs 2 where rank 0 has 1" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data --epochs 1 : -np 1 $lenet $good --parallel data --epochs 2
+expect 1 "DataParallel: rank 1 has bucket_bytes 65536 where rank 0 has 26214400" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --bucket-kb 64
+
 echo "check_errors: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -97,3 +97,53 @@ TEST_CASE("HistoryWriter's unwritable path fails before the first step") {
                    "directory");
   CHECK(steps->count == 0);
 }
+
+// What the ranks must agree on is checked once, up front: every rank throws
+// the same error naming the first rank that differs and both values.
+namespace {
+std::string error_of_train(int64_t batch, double lr, size_t bucket_bytes) {
+  manual_seed(1);
+  Net net;
+  nn::CrossEntropyLoss loss;
+  optim::SGD opt(net.trainable_params(), lr);
+  try {
+    Model model(net, loss, opt,
+                {.parallel = ParallelMode::DataParallel, .bucket_bytes = bucket_bytes});
+    model.train(1, with_nan_at(20).batch(batch), {}, {.stop_on_nonfinite_loss = false});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("Communicator::check_same names the first rank that differs, on every rank") {
+  auto& world = parallel::world();
+  const int rank = world.rank(), size = world.size();
+  world.check_same("test", {{"a", "1"}, {"b", "2"}});  // all agree: no error
+  std::string err;
+  try {
+    world.check_same("test", {{"a", "1"}, {"b", rank >= 2 ? "x" : "2"}});
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  if (size > 2)
+    CHECK(err == "test: rank 2 has b x where rank 0 has 2; every rank must agree, or they wait "
+                 "for each other forever");
+  else
+    CHECK(err.empty());
+}
+
+TEST_CASE("Model.train refuses ranks that disagree on batch size, learning rate or buckets") {
+  const int rank = parallel::world_size() > 1 ? parallel::rank() : 0;
+  if (parallel::world_size() == 1) return;  // nothing to disagree with
+  const std::string tail = "; every rank must agree, or they wait for each other forever";
+  CHECK(error_of_train(rank == 1 ? 2 : 4, 0.1, 1024) ==
+        "Model::train: rank 1 has batch size 2 where rank 0 has 4" + tail);
+  CHECK(error_of_train(4, rank == 1 ? 0.25 : 0.1, 1024) ==
+        "Model::train: rank 1 has optimizer SGD lr 0.25 where rank 0 has SGD lr "
+        "0.10000000000000001" + tail);
+  CHECK(error_of_train(4, 0.1, rank == 1 ? 64 : 1024) ==
+        "DataParallel: rank 1 has bucket_bytes 64 where rank 0 has 1024" + tail);
+  CHECK(error_of_train(4, 0.1, 1024).empty());  // and agreeing ranks train
+}
