@@ -228,7 +228,7 @@ BatchDataset BatchDataset::prefetch(int64_t depth) const {
 
 int64_t BatchDataset::num_batches() const {
   const int64_t n = dataset_.size();
-  return drop_remainder_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  return n / batch_size_ + (!drop_remainder_ && n % batch_size_ != 0);  // no n + batch_size_ to overflow
 }
 
 int64_t BatchDataset::size() const {

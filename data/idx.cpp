@@ -22,6 +22,9 @@ constexpr IdxType kIdxTypes[] = {{0x08, "ubyte", 1, false},  {0x09, "byte", 1, f
                                  {0x0B, "int16", 2, false},  {0x0C, "int32", 4, false},
                                  {0x0D, "float32", 4, true}, {0x0E, "float64", 8, true}};
 
+// A sanity limit on what a header may declare (2^40 values: 1 TB of ubyte).
+constexpr uint64_t kMaxValues = uint64_t{1} << 40;
+
 const IdxType* find_type(uint8_t code) {
   for (const auto& t : kIdxTypes)
     if (t.code == code) return &t;
@@ -196,13 +199,17 @@ Tensor read_idx(const std::string& path, DType dtype) {
   MINIDL_CHECK(got == dims_raw.size(), "read_idx: '", path,
                "': truncated header: the file ends at ", in.where(), ", inside the ", header_bytes,
                "-byte header (", ndims, " dimension sizes after the magic number)");
+  // Every product of sizes is checked: the count, and the product of the
+  // nonzero sizes (what strides multiply), stays within kMaxValues.
   Shape shape(ndims);
-  uint64_t count = 1;
-  for (int d = 0; d < ndims; ++d) {
-    shape[d] = static_cast<int64_t>(load_be(&dims_raw[4 * d], 4));
-    count *= static_cast<uint64_t>(shape[d]);
-    MINIDL_CHECK(count <= (uint64_t{1} << 40), "read_idx: '", path, "': the header's sizes ", shape,
-                 " describe more than 2^40 values; the header is corrupt");
+  for (int d = 0; d < ndims; ++d) shape[d] = static_cast<int64_t>(load_be(&dims_raw[4 * d], 4));
+  uint64_t count = 1, nonzero = 1;
+  for (int64_t size : shape) {
+    const bool overflow =
+        __builtin_mul_overflow(nonzero, static_cast<uint64_t>(std::max<int64_t>(size, 1)), &nonzero);
+    MINIDL_CHECK(!overflow && nonzero <= kMaxValues, "read_idx: '", path, "': the header's sizes ",
+                 shape, " describe more than 2^40 values; the header is corrupt");
+    count *= static_cast<uint64_t>(size);
   }
   const uint64_t data_bytes = count * type->size;
   auto truncated = [&](uint64_t end) {
@@ -212,14 +219,30 @@ Tensor read_idx(const std::string& path, DType dtype) {
                      end == in.offset() ? in.where() : cat("byte offset ", end), " (",
                      end - header_bytes, " data bytes)"));
   };
-  // A plain file's size is known: a corrupt header fails here, before allocating.
+  // A plain file's size is known: a corrupt header fails here, before reading.
   if (in.plain()) {
     std::error_code ec;
     const uint64_t file_bytes = std::filesystem::file_size(path, ec);
     if (!ec && file_bytes < header_bytes + data_bytes) throw truncated(file_bytes);
   }
 
-  // Values, converted chunk by chunk so no second full-size buffer is needed.
+  // The data bytes, in chunks into a buffer that grows with what was read: a
+  // gzip file's decompressed size is unknown up front, so a header claiming
+  // 34 GB from a 40-byte file fails at the file's end, having allocated what it
+  // held, and the tensor is allocated only once every byte is there.
+  std::vector<unsigned char> bytes;
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  while (bytes.size() < data_bytes) {
+    const size_t done = bytes.size(), n = std::min(kChunk, data_bytes - done);
+    bytes.resize(done + n);
+    if (in.read(bytes.data() + done, n) != n) throw truncated(in.offset());
+  }
+  unsigned char extra;
+  const uint64_t end = in.offset();
+  MINIDL_CHECK(in.read(&extra, 1) == 0, "read_idx: '", path,
+               "': unexpected bytes after the data at ", "byte offset ", end, ": the header says ",
+               shape, " ", type->name, ", which ends there");
+
   Tensor out;
   try {
     out = Tensor::empty(shape, dtype);
@@ -227,21 +250,7 @@ Tensor read_idx(const std::string& path, DType dtype) {
     throw Error(cat("read_idx: '", path, "': cannot allocate ", shape, " ", dtype_name(dtype),
                     " for the data the header describes"));
   }
-  const size_t chunk_elems = (size_t{1} << 20) / type->size;
-  std::vector<unsigned char> buf(chunk_elems * type->size);
-  char* dst = static_cast<char*>(out.raw_data());
-  for (uint64_t done = 0; done < count;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_elems, count - done));
-    if (in.read(buf.data(), n * type->size) != n * type->size) throw truncated(in.offset());
-    convert_to(dtype, type->code, buf.data(), dst + done * dtype_size(dtype), n, type->size);
-    done += n;
-  }
-
-  unsigned char extra;
-  uint64_t end = in.offset();
-  MINIDL_CHECK(in.read(&extra, 1) == 0, "read_idx: '", path,
-               "': unexpected bytes after the data at ", "byte offset ", end, ": the header says ",
-               shape, " ", type->name, ", which ends there");
+  convert_to(dtype, type->code, bytes.data(), out.raw_data(), count, type->size);
   return out;
 }
 

@@ -16,9 +16,11 @@ namespace minidl::data {
 // back as float32 [N, 28, 28] holding 0..255, labels read with kInt64 as [N].
 // Float files (0x0D, 0x0E) can only be read as float32 or float16.
 // Throws minidl::Error naming the file and what was wrong: missing file, wrong
-// magic number, unknown type code, a header or data cut short (with the byte
-// offset, counted in decompressed bytes for .gz), bytes after the data, or a
-// corrupt gzip stream.
+// magic number, unknown type code, sizes whose product (or that of the nonzero
+// ones) passes 2^40 values, a header or data cut short (with the byte offset,
+// counted in decompressed bytes for .gz), bytes after the data, or a corrupt
+// gzip stream. Nothing of the header's claimed size is allocated before the
+// file has shown it holds that much.
 Tensor read_idx(const std::string& path, DType dtype = kFloat32);
 
 // Writes `values` (any shape of 1 to 255 dims, any dtype, whole numbers in

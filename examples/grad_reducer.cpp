@@ -6,11 +6,11 @@
 //
 //   build/bin/grad_reducer
 //   mpirun -np 4 build/bin/grad_reducer
-#include <minidl/minidl.h>
-
 #include <charconv>
 #include <cstdio>
 #include <string>
+
+#include "cli.h"
 
 using namespace minidl;
 
@@ -51,7 +51,8 @@ std::string python_repr(float value) {
   return s.find_first_of(".en") == std::string::npos ? s + ".0" : s;
 }
 
-int main() {
+// The program; main() turns an error into one line "error: ..." and exit status 1.
+void program() {
   parallel::init();
   const int64_t size = 16, in_features = 16, out_features = 10;
   Net network(in_features, out_features);
@@ -66,3 +67,5 @@ int main() {
   if (parallel::rank() == 0)
     std::printf("%s\n", python_repr(static_cast<float>(out.item())).c_str());
 }
+
+int main() { return example::run_main(program); }

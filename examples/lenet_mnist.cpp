@@ -6,15 +6,20 @@
 #include "common.h"
 #include "models.h"
 
-int main(int argc, char** argv) {
+// The program; main() turns an error into one line "error: ..." and exit status 1.
+void program(int argc, char** argv) {
   minidl::parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
   minidl::parallel::init();                           // a world of one when started alone
   example::Flags flags;
   CLI::App app{"Train LeNet-5 on MNIST"};
   example::add_flags(app, flags);
-  CLI11_PARSE(app, argc, argv);
+  example::parse(app, argc, argv);
 
   minidl::manual_seed(flags.seed);
   example::LeNet5 net;
   example::run(flags, net);
+}
+
+int main(int argc, char** argv) {
+  return example::run_main([&] { program(argc, argv); });
 }

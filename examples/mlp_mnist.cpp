@@ -7,7 +7,8 @@
 #include "common.h"
 #include "models.h"
 
-int main(int argc, char** argv) {
+// The program; main() turns an error into one line "error: ..." and exit status 1.
+void program(int argc, char** argv) {
   minidl::parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
   minidl::parallel::init();                           // a world of one when started alone
   example::Flags flags;
@@ -18,15 +19,15 @@ int main(int argc, char** argv) {
   CLI::App app{"Train the 784-512-512-10 MLP on MNIST"};
   example::add_flags(app, flags);
   app.add_option("--micro-size", micro_size, "split each batch into N micro batches (1: off)")
-      ->check(CLI::PositiveNumber);
+      ->check(example::in_range<int64_t>(1, example::kMaxBatch));
   app.add_flag("--sum-loss", sum_loss, "with --micro-size: the sum of micro losses, as MindSpore");
-  CLI11_PARSE(app, argc, argv);
+  example::parse(app, argc, argv);
 
   minidl::manual_seed(flags.seed);
   example::MLP net;
   if (micro_size == 1) {
     example::run(flags, net);
-    return 0;
+    return;
   }
 
   // With --parallel data, each rank accumulates its shard's micro batches and
@@ -36,4 +37,8 @@ int main(int argc, char** argv) {
   minidl::parallel::GradAccumulation ga(dp ? static_cast<minidl::nn::Cell&>(*dp) : net, micro_size,
                                         {.sum_loss = sum_loss});
   example::run(flags, net, &ga);
+}
+
+int main(int argc, char** argv) {
+  return example::run_main([&] { program(argc, argv); });
 }

@@ -1,13 +1,14 @@
 // A two-layer net learns a noisy linear map on synthetic data, with nothing
 // but framework ops: linear, relu, mean squared error and a hand-written SGD
 // step. It prints the loss as it falls.
-#include <minidl/minidl.h>
-
 #include <cstdio>
+
+#include "cli.h"
 
 using namespace minidl;
 
-int main() {
+// The program; main() turns an error into one line "error: ..." and exit status 1.
+void program() {
   manual_seed(0);
   const int64_t n = 256, in = 8, hidden = 32;
   Tensor x = Tensor::randn({n, in});
@@ -35,3 +36,5 @@ int main() {
     if (step % 20 == 0) std::printf("step %3d  loss %.6f\n", step, loss.item());
   }
 }
+
+int main() { return example::run_main(program); }

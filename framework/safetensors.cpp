@@ -1,5 +1,7 @@
 #include "framework/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,8 +9,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "framework/output_file.h"
 
 namespace minidl {
 
@@ -82,6 +88,18 @@ bool parse_dtype(const std::string& s, DType* out) {
   return true;
 }
 
+// The bytes `shape` holds in `dtype`, or nullopt when a product overflows:
+// the element count, the product of the nonzero sizes (what strides multiply)
+// or the bytes passing INT64_MAX.
+std::optional<uint64_t> checked_nbytes(const Shape& shape, DType dtype) {
+  int64_t nonzero = 1, bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(nonzero, std::max<int64_t>(d, 1), &nonzero) ||
+        __builtin_mul_overflow(bytes, d, &bytes))
+      return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
 };
@@ -109,13 +127,20 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Written beside the file a symlink names (so the link stays), keeping an
+  // existing file's mode; never over a directory or a device such as /dev/full.
+  const std::string target = resolve_links(path);
+  check_replaceable(target, op);
+  struct stat existing;
+  const bool keep_mode = ::stat(target.c_str(), &existing) == 0;
+  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
   std::FILE* raw = std::fopen(tmp.c_str(), "wb");
   MINIDL_CHECK(raw, op, ": cannot open '", tmp, "' for writing: ", std::strerror(errno));
   bool ok;
   {
     File f(raw);
-    ok = std::fwrite(len, 1, 8, raw) == 8 &&
+    ok = (!keep_mode || ::fchmod(::fileno(raw), existing.st_mode & 07777) == 0) &&
+         std::fwrite(len, 1, 8, raw) == 8 &&
          std::fwrite(text.data(), 1, text.size(), raw) == text.size();
     for (const auto& item : tensors) {
       const Tensor& t = item.second;
@@ -128,11 +153,19 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
     std::remove(tmp.c_str());
     throw Error(cat(op, ": writing '", tmp, "' failed: ", std::strerror(err)));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
-    throw Error(cat(op, ": cannot rename '", tmp, "' to '", path, "': ", std::strerror(err)));
+    throw Error(cat(op, ": cannot rename '", tmp, "' to '", target, "': ", std::strerror(err)));
   }
+  // The rename is durable once the directory is synced (EINVAL: it cannot be).
+  std::string dir = std::filesystem::path(target).parent_path().string();
+  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const bool synced = dir_fd >= 0 && (::fsync(dir_fd) == 0 || errno == EINVAL);
+  const int err = errno;
+  if (dir_fd >= 0) ::close(dir_fd);
+  MINIDL_CHECK(synced, op, ": wrote '", target, "' but cannot sync its directory: ",
+               std::strerror(err));
 }
 
 TensorDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
@@ -197,9 +230,13 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
     const Json& sh = info["shape"];
     MINIDL_CHECK(sh.is_array(), where, ": shape must be an array, got ", sh.dump());
     for (const Json& d : sh) {
-      MINIDL_CHECK(d.is_number_unsigned(), where, ": bad shape ", sh.dump());
+      MINIDL_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= INT64_MAX, where, ": bad shape ",
+                   sh.dump(), " (sizes are integers from 0 to 2^63 - 1)");
       e.shape.push_back(d.get<int64_t>());
     }
+    const std::optional<uint64_t> want = checked_nbytes(e.shape, e.dtype);
+    MINIDL_CHECK(want, where, ": shape ", e.shape, " of ", st_dtype(e.dtype),
+                 " overflows: its sizes multiply past 2^63 elements or bytes");
     const Json& off = info["data_offsets"];
     MINIDL_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
                      off[1].is_number_unsigned() &&
@@ -207,9 +244,8 @@ TensorDict load_safetensors(const std::string& path, std::map<std::string, std::
                  where, ": data_offsets must be [begin, end] with begin <= end, got ", off.dump());
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    const uint64_t want = uint64_t(numel_of(e.shape)) * dtype_size(e.dtype);
-    MINIDL_CHECK(e.end - e.begin == want, where, ": shape ", e.shape, " of ", st_dtype(e.dtype),
-                 " needs ", want, " bytes but data_offsets [", e.begin, ", ", e.end, "] span ",
+    MINIDL_CHECK(e.end - e.begin == *want, where, ": shape ", e.shape, " of ", st_dtype(e.dtype),
+                 " needs ", *want, " bytes but data_offsets [", e.begin, ", ", e.end, "] span ",
                  e.end - e.begin);
     entries.push_back(std::move(e));
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "framework/error.h"
+#include "framework/output_file.h"
 #include "nn/cell.h"
 #include "parallel/communicator.h"
 #include "parallel/init.h"
@@ -135,6 +136,20 @@ void ModelCheckpoint::on_epoch_end(const EpochEnd& e) {
 
 HistoryWriter::HistoryWriter(std::string csv_path, std::string svg_path)
     : csv_(std::move(csv_path)), svg_(std::move(svg_path)) {}
+
+void HistoryWriter::on_train_begin(const TrainBegin& b) {
+  std::string error;  // rank 0's, told to every rank so that all stop here
+  if (rank_ == 0) {
+    try {
+      if (!csv_.empty()) check_writable(csv_, "HistoryWriter");
+      if (!svg_.empty()) check_writable(svg_, "HistoryWriter");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  if (b.world_size > 1) error = parallel::world().broadcast(error, 0);
+  MINIDL_CHECK(error.empty(), error);
+}
 
 void HistoryWriter::on_step_end(const StepEnd& s) {
   rows_.push_back({s.global_step, s.epoch, s.loss, s.accuracy});

@@ -142,10 +142,14 @@ class ModelCheckpoint : public Callback {
 // epoch's end when Model::train has a TrainOptions::valid_dataset; at the end
 // writes the steps as CSV (`step,epoch,loss,accuracy`) and draws a loss panel
 // and an accuracy panel (write_svg_plot): the per-step line, the test figures
-// as dots, and the epoch boundaries.
+// as dots, and the epoch boundaries. When training begins, rank 0 checks that
+// both paths can be written, and every rank throws its minidl::Error naming
+// the path (give it to every rank, as Model's callbacks are), so a bad path
+// fails before the training.
 class HistoryWriter : public Callback {
  public:
   HistoryWriter(std::string csv_path, std::string svg_path);
+  void on_train_begin(const TrainBegin& b) override;
   void on_step_end(const StepEnd& s) override;
   void on_epoch_end(const EpochEnd& e) override;
   void on_train_end() override;

@@ -172,4 +172,35 @@ std::string Communicator::broadcast(std::string text, int root) {
   return text;
 }
 
+void Communicator::check_same(const std::string& who, const Facts& facts) {
+  if (size() == 1) return;
+  std::string mine;  // "name\0value\0" for each fact
+  for (const auto& [name, value] : facts) mine += name + '\0' + value + '\0';
+  const std::string root = broadcast(mine, 0);
+  int64_t first = mine == root ? size() : rank();  // the first rank that differs
+  allreduce(&first, 1, ReduceOp::Min);
+  if (first == size()) return;
+  std::string what;  // that rank's first differing fact, told to every rank
+  if (rank() == first) {
+    std::vector<std::string> fields;  // rank 0's names and values, alternating
+    for (size_t at = 0; at < root.size();) {
+      const size_t end = root.find('\0', at);
+      fields.push_back(root.substr(at, end - at));
+      at = end + 1;
+    }
+    for (size_t i = 0; i < facts.size() && what.empty(); ++i) {
+      const auto& [name, value] = facts[i];
+      if (2 * i + 1 >= fields.size())
+        what = cat("rank ", rank(), " has ", name, " ", value, " where rank 0 has none");
+      else if (fields[2 * i] != name || fields[2 * i + 1] != value)
+        what = cat("rank ", rank(), " has ", name, " ", value, " where rank 0 has ",
+                   fields[2 * i] == name ? "" : fields[2 * i] + " ", fields[2 * i + 1]);
+    }
+    if (what.empty())
+      what = cat("rank ", rank(), " has ", facts.size(), " facts where rank 0 has ", fields.size() / 2);
+  }
+  what = broadcast(what, static_cast<int>(first));
+  throw Error(cat(who, ": ", what, "; every rank must agree, or they wait for each other forever"));
+}
+
 }  // namespace minidl::parallel

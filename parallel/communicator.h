@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/tensor.h"
@@ -99,6 +100,13 @@ class Communicator {
   void broadcast(const Tensor& t, int root);
   // Root's string on every rank (its length goes first, so lengths may differ).
   std::string broadcast(std::string text, int root);
+  // Collective: checks that every rank holds the same `facts` (name, value),
+  // e.g. {{"batch size", "64"}, {"steps per epoch", "125"}}, before the ranks
+  // rely on agreeing. On a difference EVERY rank throws the same minidl::Error
+  // naming the first rank that differs from rank 0 and both values:
+  //   "<who>: rank 1 has batch size 32 where rank 0 has 64; ..."
+  using Facts = std::vector<std::pair<std::string, std::string>>;
+  void check_same(const std::string& who, const Facts& facts);
   // Returns [size(), *t.shape()]: row r is rank r's t (any dtype; same shape on all ranks).
   Tensor allgather(const Tensor& t);
   void send(const Tensor& t, int dst, int tag = 0);

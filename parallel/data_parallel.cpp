@@ -213,6 +213,7 @@ DataParallel::DataParallel(nn::Cell& module, DataParallelOptions options)
                "DataParallel: this process is not a member of the group "
                "(from new_group) it was given; only members may construct it");
   check_same_parameters(*s.group, module);
+  s.group->check_same("DataParallel", {{"bucket_bytes", cat(options.bucket_bytes)}});
   if (s.size() > 1) broadcast_parameters(*s.group, module.parameters(), options.bucket_bytes);
 
   s.params = module.trainable_params();

@@ -20,6 +20,9 @@
 //      "DataParallel: rank 1 has parameter fc1.weight [10, 5] where rank 0 has
 //       fc1.weight [10, 4] (parameter 0); ranks that differ from rank 0: 1"
 //    (all ranks take the same collective path, so it never hangs).
+//    Then checks that every rank has the same bucket_bytes (the bucket layout),
+//    the same way ("DataParallel: rank 1 has bucket_bytes 65536 where rank 0
+//    has 26214400; ...").
 // 3. Broadcasts rank 0's parameter values (in buckets of about bucket_bytes)
 //    so every replica starts identical. Buffers are not broadcast.
 //

@@ -59,11 +59,12 @@ void allow_root() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", /*overwrite=*/0);
 }
 
-int positive_int(const std::string& text) {
+int nprocs_value(const std::string& text) {
   int n = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n < 1)
-    throw std::invalid_argument(cat("--nprocs: expected a positive integer, got '", text, "'"));
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxNprocs)
+    throw std::invalid_argument(
+        cat("--nprocs: expected an integer from 1 to ", kMaxNprocs, ", got '", text, "'"));
   return n;
 }
 
@@ -130,10 +131,12 @@ int launch_if_requested(int& argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--nprocs") {
-      if (i + 1 >= argc) throw std::invalid_argument("--nprocs: expected a positive integer after it");
-      nprocs = positive_int(argv[++i]);
+      if (i + 1 >= argc)
+        throw std::invalid_argument(
+            cat("--nprocs: expected an integer from 1 to ", kMaxNprocs, " after it"));
+      nprocs = nprocs_value(argv[++i]);
     } else if (arg.rfind("--nprocs=", 0) == 0) {
-      nprocs = positive_int(arg.substr(9));
+      nprocs = nprocs_value(arg.substr(9));
     } else {
       argv[out++] = argv[i];
     }

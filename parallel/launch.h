@@ -34,12 +34,15 @@ namespace minidl::parallel {
 // cannot be started.
 int spawn(const std::function<void()>& fn, int nprocs);
 
+// The most ranks --nprocs starts (mpirun --oversubscribe puts them all on this host).
+constexpr int kMaxNprocs = 1024;
+
 // Handles a `--nprocs N` (or `--nprocs=N`) flag. The flag is removed from
 // argc/argv in place, so the program's own parser never sees it. If N > 1 and
 // this process is not already under mpirun, the process replaces itself (exec)
 // with `mpirun -np N --oversubscribe <this binary> <remaining args>`, so its exit
 // status is the job's. Otherwise it returns N (1 without the flag). Throws
-// std::invalid_argument when N is not a positive integer.
+// std::invalid_argument when N is not an integer from 1 to kMaxNprocs.
 int launch_if_requested(int& argc, char** argv);
 
 // The full path of mpirun from PATH (then /usr/bin/mpirun); throws minidl::Error if none.

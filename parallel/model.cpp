@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <iomanip>
 
 #include "framework/ops.h"
 #include "parallel/data_parallel.h"
@@ -64,6 +66,13 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
           ? dataset.dataset().shard(rank, world).batch(dataset.batch_size(), dataset.drop_remainder())
           : dataset;
   const int64_t steps_per_epoch = ds.num_batches();
+  if (distributed)  // what the ranks must agree on, or they wait for each other forever
+    parallel::world().check_same(
+        "Model::train",
+        {{"batch size", cat(ds.batch_size())}, {"steps per epoch", cat(steps_per_epoch)},
+         {"epochs", cat(epochs)}, {"max_steps", cat(options.max_steps)},
+         {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
+         {"optimizer", cat(optimizer_->name(), " lr ", std::setprecision(17), optimizer_->lr())}});
   TrainBegin begin{epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   for (auto& cb : callbacks) {
     cb->rank_ = begin.rank;
@@ -121,6 +130,11 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       s.accuracy = figures[1] / std::max(1.0, figures[2]);
       s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
       s.lr = lr;
+      MINIDL_CHECK(std::isfinite(s.loss) || !options.stop_on_nonfinite_loss,
+                   "Model::train: the loss is ", s.loss, " at step ", s.global_step, " (epoch ",
+                   epoch, ", step ", step, " of ", steps_per_epoch,
+                   "); stopping. A learning rate too high, or NaN/inf in the data? "
+                   "(TrainOptions::stop_on_nonfinite_loss = false trains on)");
       summary.steps = step;
       summary.samples += s.samples;
       summary.mean_loss += (s.loss - summary.mean_loss) / step;

@@ -15,6 +15,11 @@
 // sharded by rank (`.shard(rank(), world_size())`). Whenever the world has
 // more than one rank, the loss callbacks see is the mean over ranks, and the
 // printing callbacks speak on rank 0 only. parallel::init() must come first.
+// On more than one rank, train() first checks that every rank has the same
+// batch size, steps per epoch, epochs, TrainOptions, optimizer and learning
+// rate, and throws minidl::Error on every rank naming the rank and both values
+// otherwise (Communicator::check_same). Collectives that still wait longer
+// than MINIDL_TIMEOUT seconds end the job (parallel/backend/timeout.h).
 #pragma once
 #include <map>
 #include <memory>
@@ -46,6 +51,9 @@ struct TrainOptions {
   // Evaluated with eval() at every epoch's end (collective, like eval()); the
   // figures reach the callbacks in EpochEnd::valid (HistoryWriter plots them).
   const data::BatchDataset* valid_dataset = nullptr;
+  // Throw minidl::Error naming the step when the loss (the mean over ranks, so
+  // every rank stops at the same step) is NaN or infinite; false trains on.
+  bool stop_on_nonfinite_loss = true;
 };
 
 class Model {

@@ -2,6 +2,7 @@
 #pragma once
 #include "framework/autograd.h"
 #include "framework/ops.h"
+#include "framework/output_file.h"
 #include "framework/random.h"
 #include "framework/tensor.h"
 #include "framework/threads.h"

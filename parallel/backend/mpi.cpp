@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "parallel/backend/mpi_check.h"
+#include "parallel/backend/timeout.h"
 
 namespace minidl::parallel::backend {
 
@@ -121,6 +122,10 @@ std::function<void()> after(void* data, size_t count, ElemType type, ReduceOp op
   return [=] { divide(static_cast<float*>(data), count, size); };
 }
 
+size_t elem_bytes(ElemType t) {
+  return t == ElemType::Float64 || t == ElemType::Int64 ? 8 : 4;
+}
+
 // MPI counts are ints.
 int mpi_count(size_t n, const char* op) {
   MINIDL_CHECK(n <= static_cast<size_t>(INT_MAX), op, ": ", n,
@@ -131,14 +136,20 @@ int mpi_count(size_t n, const char* op) {
 class MpiWork final : public Work {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
+  size_t bytes = 0;            // for the timeout's message
   std::function<void()> then;  // run once, when the request completes
   ~MpiWork() override {
-    if (request != MPI_REQUEST_NULL && mpi_active())
+    if (request != MPI_REQUEST_NULL && mpi_active()) {
+      Waiting waiting("async allreduce", bytes);
       warn_if_failed(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+    }
     if (request == MPI_REQUEST_NULL) finish();
   }
   void wait() override {
-    if (request != MPI_REQUEST_NULL) MINIDL_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    if (request != MPI_REQUEST_NULL) {
+      Waiting waiting("async allreduce", bytes);
+      MINIDL_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    }
     finish();
   }
   bool test() override {
@@ -171,6 +182,7 @@ class MpiCommunicator final : public Communicator {
   void allreduce(void* data, size_t count, ElemType type, ReduceOp op) override {
     detail::check_reduce(type, op, "allreduce");
     int n = mpi_count(count, "allreduce");
+    Waiting waiting("allreduce", count * elem_bytes(type));
     MINIDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type),
                                    mpi_op(op, type, size_), comm_));
     if (auto rest = after(data, count, type, op, size_)) rest();
@@ -183,30 +195,35 @@ class MpiCommunicator final : public Communicator {
     auto work = std::make_unique<MpiWork>();
     MINIDL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type),
                                     mpi_op(op, type, size_), comm_, &work->request));
+    work->bytes = count * elem_bytes(type);
     work->then = after(data, count, type, op, size_);
     return work;
   }
 
   void broadcast(void* data, size_t nbytes, int root) override {
     check_rank(root, "broadcast", "root");
+    Waiting waiting("broadcast", nbytes);
     MINIDL_MPI_CHECK(MPI_Bcast(data, mpi_count(nbytes, "broadcast"), MPI_BYTE, root, comm_));
   }
 
   void allgather(const void* send, void* recv, size_t nbytes) override {
     int n = mpi_count(nbytes, "allgather");
     mpi_count(nbytes * size_, "allgather");
+    Waiting waiting("allgather", nbytes);
     MINIDL_MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_));
   }
 
   void send(const void* data, size_t nbytes, int dst, int tag) override {
     check_rank(dst, "send", "destination rank");
     check_tag(tag, "send");
+    Waiting waiting("send", nbytes);
     MINIDL_MPI_CHECK(MPI_Send(data, mpi_count(nbytes, "send"), MPI_BYTE, dst, tag, comm_));
   }
 
   void recv(void* data, size_t nbytes, int src, int tag) override {
     check_rank(src, "recv", "source rank");
     check_tag(tag, "recv");
+    Waiting waiting("recv", nbytes);
     MPI_Status status;
     MINIDL_MPI_CHECK(
         MPI_Recv(data, mpi_count(nbytes, "recv"), MPI_BYTE, src, tag, comm_, &status));
@@ -216,7 +233,10 @@ class MpiCommunicator final : public Communicator {
                  nbytes, " bytes from rank ", src, " (tag ", tag, "), got ", got);
   }
 
-  void barrier() override { MINIDL_MPI_CHECK(MPI_Barrier(comm_)); }
+  void barrier() override {
+    Waiting waiting("barrier", 0);
+    MINIDL_MPI_CHECK(MPI_Barrier(comm_));
+  }
 
   std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override {
     detail::check_group_ranks(ranks, size_);
@@ -224,6 +244,7 @@ class MpiCommunicator final : public Communicator {
     for (size_t i = 0; i < ranks.size(); ++i)
       if (ranks[i] == rank_) position = static_cast<int>(i);
     MPI_Comm group = MPI_COMM_NULL;
+    Waiting waiting("split", 0);
     MINIDL_MPI_CHECK(MPI_Comm_split(comm_, position >= 0 ? 0 : MPI_UNDEFINED,
                                     position >= 0 ? position : 0, &group));
     if (group == MPI_COMM_NULL) return detail::non_member(ranks, rank_);
@@ -266,6 +287,7 @@ MpiWorld mpi_init() {
   }
   MINIDL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MINIDL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank));
+  start_watchdog(g_world_rank);
   if (g_mean_of_two[0] == MPI_OP_NULL) {
     MINIDL_MPI_CHECK(MPI_Op_create(mean_of_two<float>, /*commute=*/1, &g_mean_of_two[0]));
     MINIDL_MPI_CHECK(MPI_Op_create(mean_of_two<double>, /*commute=*/1, &g_mean_of_two[1]));
@@ -287,6 +309,7 @@ MpiWorld mpi_init() {
 }
 
 void mpi_finalize() {
+  stop_watchdog();
   if (!g_we_started || !mpi_active()) return;
   for (MPI_Op& op : g_mean_of_two)
     if (op != MPI_OP_NULL) MINIDL_MPI_CHECK(MPI_Op_free(&op));

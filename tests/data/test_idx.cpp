@@ -3,6 +3,9 @@
 // names the file and what was wrong.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include "data/helpers.h"
 
 using namespace minidl;
@@ -134,6 +137,59 @@ TEST_CASE("read_idx: truncated data names the byte offset; trailing bytes are an
   write_bytes(dir.file("long"), idx_bytes(0x08, {2}, {1, 2, 3}));
   err = error_of([&] { data::read_idx(dir.file("long")); });
   CHECK(contains(err, "unexpected bytes after the data at byte offset 10"));
+}
+
+TEST_CASE("read_idx: size products that overflow are errors, not wrapped counts") {
+  TempDir dir;
+  // [65536, 2^24, 2^24]: 2^64 values, 0 after wrapping.
+  write_bytes(dir.file("wraps"), idx_bytes(0x08, {65536, 1u << 24, 1u << 24}, {}));
+  std::string err = error_of([&] { data::read_idx(dir.file("wraps")); });
+  CHECK(contains(err, dir.file("wraps")));
+  CHECK(contains(err, "the header's sizes [65536, 16777216, 16777216] describe "
+                      "more than 2^40 values"));
+  // The issue's 22-byte file: [2^24, 2^16, 0x0E000000] is 14 * 2^64 values.
+  write_bytes(dir.file("22"), {0x00, 0x00, 0x08, 0x03, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00,
+                               0x00, 0x0e, 0x00, 0x00, 0x00, 0x0e, 0x02, 0x2c, 0x0e, 0x02, 0x00});
+  CHECK(contains(error_of([&] { data::read_idx(dir.file("22")); }),
+                 "[16777216, 65536, 234881024] describe more than 2^40"));
+  // A zero size does not excuse the others: strides multiply them.
+  write_bytes(dir.file("zero"), idx_bytes(0x0C, {0, 4000000000u, 4000000000u, 2}, {}));
+  CHECK(contains(error_of([&] { data::read_idx(dir.file("zero")); }),
+                 "[0, 4000000000, 4000000000, 2] describe more than 2^40"));
+  // Empty, with sizes whose product is fine, still reads.
+  write_bytes(dir.file("empty"), idx_bytes(0x08, {0, 28, 28}, {}));
+  CHECK(data::read_idx(dir.file("empty")).shape() == Shape{0, 28, 28});
+}
+
+// A .gz header claiming 34 GB in a 45-byte file fails on the missing data
+// without allocating the claim: a child process limited to 1 GiB more address
+// space than it has reads it.
+TEST_CASE("read_idx: a gzip header's claim is not allocated before the data is there") {
+  TempDir dir;
+  const std::string path = dir.file("claims-34GB.gz");
+  write_bytes(path, gzip_stored(idx_bytes(0x08, {34, 1000, 1000, 1000}, {1, 2})));
+  CHECK(read_bytes(path).size() < 60);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::ifstream status("/proc/self/status");
+    uint64_t vm_kb = 0;
+    for (std::string key; status >> key;)
+      if (key == "VmSize:" && (status >> vm_kb)) break;
+    const rlim_t cap = (vm_kb << 10) + (rlim_t{1} << 30);
+    const struct rlimit limit{cap, cap};
+    if (vm_kb == 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+    const std::string err = error_of([&] { data::read_idx(path); });
+    _exit(contains(err, "truncated data: the header says [34, 1000, 1000, 1000] ubyte = "
+                        "34000000000 bytes after the 20-byte header, but the file ends at "
+                        "byte offset 22 of the decompressed data (2 data bytes)")
+              ? 0
+              : contains(err, "cannot allocate") ? 2 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 2: it tried to allocate 34 GB
 }
 
 TEST_CASE("read_idx: gzip files, good and broken") {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 
 #include "data/helpers.h"
@@ -66,6 +67,10 @@ TEST_CASE("batch: sizes with and without drop_remainder, in file order without s
   CHECK(labels_of(ds.batch(11, true).epoch(0)).empty());
   CHECK(labels_of(ds.batch(11).epoch(0)).size() == 1);
   CHECK(contains(error_of([&] { ds.batch(0); }), "batch_size must be at least 1, got 0"));
+  // The largest batch size is one partial batch, not an overflow to none.
+  const auto biggest = ds.batch(std::numeric_limits<int64_t>::max());
+  CHECK(biggest.num_batches() == 1);
+  CHECK(labels_of(biggest.epoch(0)) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}});
 }
 
 TEST_CASE("a batch has the data's trailing shape and dtypes: MNIST-like [B, 1, 28, 28]") {

@@ -3,8 +3,13 @@
 // framework agent's.
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +180,27 @@ TEST_CASE("corrupt safetensors files give errors naming the file and the fault")
        "overlapping or gapped data_offsets"},
       {"bad metadata", make_file("{\"__metadata__\":{\"epoch\":3}}", ""),
        "__metadata__ value for 'epoch'"},
+      // Shape products that overflow: elements, bytes, or the nonzero sizes.
+      {"2^60+1 x 16 elements",
+       make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[1152921504606846977,16],"
+                 "\"data_offsets\":[0,64]}}",
+                 std::string(64, '\0')),
+       "shape [1152921504606846977, 16] of F32 overflows"},
+      {"2^62 float32 bytes",
+       make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],"
+                 "\"data_offsets\":[0,0]}}",
+                 ""),
+       "shape [4611686018427387904] of F32 overflows"},
+      {"zero beside 2^62 x 2^62",
+       make_file("{\"w\":{\"dtype\":\"I64\",\"shape\":[0,4611686018427387904,"
+                 "4611686018427387904],\"data_offsets\":[0,0]}}",
+                 ""),
+       "shape [0, 4611686018427387904, 4611686018427387904] of I64 overflows"},
+      {"size 2^63",
+       make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808],"
+                 "\"data_offsets\":[0,0]}}",
+                 ""),
+       "bad shape [9223372036854775808] (sizes are integers from 0 to 2^63 - 1)"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -201,6 +227,125 @@ TEST_CASE("save_safetensors errors name the file") {
   CHECK_THROWS_WITH_AS(save_safetensors(temp_path("x"), TensorDict{{"u", Tensor()}}),
                        doctest::Contains("tensor 'u' is undefined"), Error);
   CHECK(!std::filesystem::exists(temp_path("x")));
+}
+
+// Where save_safetensors writes: through symlinks, never over a device or a
+// directory, keeping the mode, leaving no temporary file behind on failure,
+// and syncing the directory after the rename.
+namespace {
+
+// Every file descriptor fsync was called on, as "dir:PATH" or "file:PATH".
+// This executable's fsync stands in for libc's (which it then calls), so
+// the test sees what minidl syncs.
+std::vector<std::string>& fsynced() {
+  static std::vector<std::string> calls;
+  return calls;
+}
+
+std::vector<std::string> temp_files_in(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos)
+      found.push_back(e.path().string());
+  return found;
+}
+
+struct ScratchDir {
+  std::string path = temp_path("save_dir");
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return path + "/" + name; }
+};
+
+}  // namespace
+
+extern "C" int fsync(int fd) {
+  struct stat st;
+  char link[64], target[4096] = "?";
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, target, sizeof target - 1);
+  if (n > 0) target[n] = '\0';
+  const bool dir = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+  fsynced().push_back(std::string(dir ? "dir:" : "file:") + target);
+  return static_cast<int>(::syscall(SYS_fsync, fd));  // what libc's fsync does
+}
+
+TEST_CASE("save_safetensors writes through a symlink to its target, even a dangling one") {
+  ScratchDir dir;
+  const TensorDict weights{{"w", Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})}};
+  save_safetensors(dir.file("old.safetensors"), TensorDict{{"w", Tensor::zeros({3})}});
+  std::filesystem::create_symlink("old.safetensors", dir.file("latest"));
+  save_safetensors(dir.file("latest"), weights);
+  CHECK(std::filesystem::is_symlink(dir.file("latest")));
+  CHECK(load_safetensors(dir.file("old.safetensors"))["w"].to_float_vector() ==
+        std::vector<float>{1, 2, 3});
+
+  std::filesystem::create_symlink(dir.file("new.safetensors"), dir.file("dangling"));
+  save_safetensors(dir.file("dangling"), weights);
+  CHECK(std::filesystem::is_symlink(dir.file("dangling")));
+  CHECK(load_safetensors(dir.file("new.safetensors"))["w"].to_float_vector() ==
+        std::vector<float>{1, 2, 3});
+  CHECK(temp_files_in(dir.path).empty());
+}
+
+TEST_CASE("save_safetensors refuses a device or a directory, and keeps a file's mode") {
+  ScratchDir dir;
+  const TensorDict weights{{"w", Tensor::ones({2})}};
+  CHECK_THROWS_WITH_AS(save_safetensors("/dev/full", weights),
+                       "save_safetensors('/dev/full'): '/dev/full' is a character device, not a "
+                       "regular file; refusing to replace it with one",
+                       Error);
+  struct stat st;
+  REQUIRE(::stat("/dev/full", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  std::filesystem::create_symlink("/dev/full", dir.file("to_full"));
+  CHECK_THROWS_WITH_AS(save_safetensors(dir.file("to_full"), weights),
+                       doctest::Contains("'/dev/full' is a character device"), Error);
+  std::filesystem::create_directory(dir.file("sub"));
+  CHECK_THROWS_WITH_AS(save_safetensors(dir.file("sub"), weights),
+                       doctest::Contains("sub' is a directory, not a regular file"), Error);
+
+  save_safetensors(dir.file("w.safetensors"), weights);
+  ::chmod(dir.file("w.safetensors").c_str(), 0640);
+  save_safetensors(dir.file("w.safetensors"), weights);
+  REQUIRE(::stat(dir.file("w.safetensors").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
+  CHECK(temp_files_in(dir.path).empty());
+}
+
+TEST_CASE("a failed save_safetensors removes its temporary file and keeps the old file") {
+  ScratchDir dir;
+  const std::string path = dir.file("w.safetensors");
+  save_safetensors(path, TensorDict{{"w", Tensor::ones({4})}});
+  const std::string before = read_bytes(path);
+  // Files over 64 KiB cannot be written now: the 400 KB save fails part way.
+  struct rlimit old_limit, small{64 << 10, 64 << 10};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  small.rlim_max = old_limit.rlim_max;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  std::string err;
+  try {
+    save_safetensors(path, TensorDict{{"w", Tensor::zeros({100000})}});
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK(err.find("save_safetensors('" + path + "'): writing '" + path + ".tmp.") == 0);
+  CHECK(err.find("failed: File too large") != std::string::npos);
+  CHECK(temp_files_in(dir.path).empty());
+  CHECK(read_bytes(path) == before);
+}
+
+TEST_CASE("save_safetensors syncs the file, then the directory after the rename") {
+  ScratchDir dir;
+  fsynced().clear();
+  save_safetensors(dir.file("w.safetensors"), TensorDict{{"w", Tensor::ones({2})}});
+  const std::string real_dir = std::filesystem::canonical(dir.path).string();
+  REQUIRE(fsynced().size() == 2);
+  CHECK(fsynced()[0].find("file:" + real_dir + "/w.safetensors.tmp.") == 0);
+  CHECK(fsynced()[1] == "dir:" + real_dir);
 }
 
 TEST_CASE("TensorDict keeps insertion order and rejects duplicates") {

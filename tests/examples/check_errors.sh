@@ -1,0 +1,131 @@
+#!/bin/bash
+# Runs the example programs on bad flags, bad inputs and a diverging run, and
+# checks that each ends with exit status 1 and the error on one line
+# "error: ..." (never an abort with 134, a hang, or a silent exit 0), alone
+# and under mpirun. Data sets are made here: a small valid IDX set and a
+# corrupt one.
+# usage: check_errors.sh BIN_DIR MPIEXEC
+set -u
+bin=$1 mpiexec=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAILED: $*"
+  failures=$((failures + 1))
+}
+
+# expect STATUS MESSAGE COMMAND...: COMMAND exits with STATUS within 60 s and
+# its stderr holds MESSAGE; with STATUS 1 on one rank, stderr is that one line.
+# The output stays in $tmp/stdout and $tmp/stderr for further checks.
+expect() {
+  local want=$1 message=$2
+  shift 2
+  local err rc
+  timeout 60 "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  err=$(<"$tmp/stderr")
+  local why=""
+  [ "$rc" -eq "$want" ] || why="exit status $rc, expected $want"
+  grep -qF -- "$message" <<<"$err" || why="${why:+$why; }no '$message' on stderr"
+  if [ "$want" -eq 1 ] && [ "$1" != "$mpiexec" ] && ! grep -q -- "--nprocs 2" <<<"$*" &&
+     { [ "$(wc -l <"$tmp/stderr")" -ne 1 ] || [[ "$err" != "error: "* ]]; }; then
+    why="${why:+$why; }stderr is not one line 'error: ...'"
+  fi
+  if [ -n "$why" ]; then
+    echo "FAILED: $*: $why; stderr:"
+    head -c 2000 <<<"$err"
+    failures=$((failures + 1))
+  else
+    echo "ok: $* -> $rc: $(grep -F -- "$message" <<<"$err" | head -1)"
+  fi
+}
+
+# A valid MNIST-shaped set (64 train, 16 test images) and a copy whose
+# training images have the 22-byte header whose sizes multiply past 2^64.
+python3 - "$tmp/good" <<'PY'
+import os, random, struct, sys
+d = sys.argv[1]; os.makedirs(d)
+random.seed(0)
+for split, n in (("train", 64), ("t10k", 16)):
+    with open(f"{d}/{split}-images-idx3-ubyte", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
+    with open(f"{d}/{split}-labels-idx1-ubyte", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+mkdir "$tmp/corrupt" && cp "$tmp"/good/* "$tmp/corrupt/"
+printf '\x00\x00\x08\x03\x01\x00\x00\x00\x00\x01\x00\x00\x0e\x00\x00\x00\x0e\x02\x2c\x0e\x02\x00' \
+  >"$tmp/corrupt/train-images-idx3-ubyte"
+
+lenet="$bin/lenet_mnist"
+good="--data $tmp/good --batch 8 --log-every 1"
+
+# Runtime errors on one rank.
+expect 1 "error: MnistDataset: no such directory '/nonexistent'" $lenet --data /nonexistent
+expect 1 "error: read_idx: '$tmp/corrupt/train-images-idx3-ubyte': the header's sizes [16777216, 65536, 234881024] describe more than 2^40 values; the header is corrupt" \
+  $lenet --data "$tmp/corrupt"
+expect 1 "error: load_safetensors('$tmp/none.safetensors'): cannot open file: No such file or directory" \
+  $lenet $good --init "$tmp/none.safetensors"
+expect 1 "error: Model::train: the loss is " $lenet $good --lr 1e30
+grep -Eq "(nan|inf) at step [2-8] \(epoch 1, step [2-8] of 8\); stopping" "$tmp/stderr" ||
+  fail "--lr 1e30: no non-finite loss named at a step after the first"
+
+# Output paths are checked before any training (nothing on stdout yet).
+expect 1 "error: --save: cannot write '$tmp/missing/w.safetensors': creating a file in '$tmp/missing' failed: No such file or directory" \
+  $lenet $good --save "$tmp/missing/w.safetensors"
+[ -s "$tmp/stdout" ] && fail "--save was checked after the data was loaded"
+expect 1 "error: --save: '/dev/full' is a character device, not a regular file; refusing to replace it with one" \
+  $lenet $good --save /dev/full
+expect 1 "error: --history: cannot write '$tmp/missing/h.csv'" $lenet $good --history "$tmp/missing/h"
+expect 1 "error: --timeline: cannot write '$tmp/missing/t.json'" $lenet $good --timeline "$tmp/missing/t.json"
+
+# Flags.
+expect 1 "error: --batch: expected an integer from 1 to 1000000, got 'abc'" $lenet --batch abc
+expect 1 "error: --batch: expected an integer from 1 to 1000000, got '9223372036854775807'" \
+  $lenet --batch 9223372036854775807
+expect 1 "error: --lr: expected a finite number >= 0, got 'nan'" $lenet --lr nan
+expect 1 "error: --lr: expected a finite number >= 0, got 'abc'" $lenet --lr abc
+expect 1 "error: --lr: expected a finite number >= 0, got '-0.1'" $lenet --lr -0.1
+expect 1 "error: --threads: expected an integer from 1 to 1024, got '2147483648'" $lenet --threads 2147483648
+expect 1 "error: --threads: expected an integer from 1 to 1024, got '4294967297'" $lenet --threads 4294967297
+expect 1 "error: --threads: expected an integer from 1 to 1024, got '-1'" $lenet --threads -1
+expect 1 "error: --steps: expected an integer from 1 to 1000000000, got '-5'" $lenet --steps -5
+expect 1 "error: --epochs: expected an integer from 1 to 1000000, got '0'" $lenet --epochs 0
+expect 1 "error: --bucket-kb: expected an integer from 1 to 1048576, got '99999999999999999'" \
+  $lenet --bucket-kb 99999999999999999
+expect 1 "error: --seed: expected an integer from 0 to 2^64 - 1, got '-1'" $lenet --seed -1
+expect 1 "error: --check-replicas: expected an integer from 0 to 1000000000, got 'x'" $lenet --check-replicas x
+expect 1 "error: --dataset: foo not in {mnist,fashion}" $lenet --dataset foo
+expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '0'" $lenet --nprocs 0
+expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '1025'" $lenet --nprocs 1025
+expect 1 "error: The following argument was not expected: --bogus" $lenet --bogus
+expect 1 "error: --micro-size: expected an integer from 1 to 1000000, got '0'" "$bin/mlp_mnist" --micro-size 0
+expect 1 "error: --reduce: foo not in {adasum,mean}" "$bin/adasum" --reduce foo
+expect 1 "error: --steps: expected an integer from 1 to 1000000000, got '0'" "$bin/data_parallel" --steps 0
+expect 0 "" $lenet --help
+
+# What works still works: a short run that saves.
+expect 0 "" $lenet $good --steps 2 --threads 1 --save "$tmp/w.safetensors"
+[ -s "$tmp/w.safetensors" ] || fail "the good run saved nothing"
+
+# Under mpirun: one rank's error (--save is checked on rank 0 only) ends the
+# job with status 1; so does an error on every rank, and a diverging run.
+expect 1 "error: rank 0: --save: cannot write '$tmp/missing/w.safetensors'" \
+  "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --save "$tmp/missing/w.safetensors"
+expect 1 "MnistDataset: no such directory '/nonexistent'" \
+  $lenet --nprocs 2 --parallel data --data /nonexistent
+grep -q "^error: rank [01]: MnistDataset" "$tmp/stderr" || fail "--nprocs 2: no 'error: rank R: ' line"
+expect 1 "Model::train: the loss is " "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --lr 1e30
+
+# Ranks started with different flags (MPMD) stop at once with both values
+# named, instead of waiting for each other forever.
+expect 1 "error: rank 1: Model::train: rank 1 has batch size 4 where rank 0 has 8" \
+  "$mpiexec" --oversubscribe -np 1 $lenet --data "$tmp/good" --batch 8 --parallel data \
+  : -np 1 $lenet --data "$tmp/good" --batch 4 --parallel data
+expect 1 "Model::train: rank 1 has epochs 2 where rank 0 has 1" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data --epochs 1 : -np 1 $lenet $good --parallel data --epochs 2
+expect 1 "DataParallel: rank 1 has bucket_bytes 65536 where rank 0 has 26214400" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --bucket-kb 64
+
+echo "check_errors: $failures failure(s)"
+[ "$failures" -eq 0 ]
