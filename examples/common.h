@@ -17,7 +17,7 @@ using namespace minidl;
 
 struct Flags {
   std::string data, dataset = "mnist", optimizer = "momentum", init, save, history;
-  std::string parallel = "none";
+  std::string parallel = "none", device = "cpu";
   int64_t nprocs = 1;
   int64_t epochs = 10, batch = 64, steps = -1, log_every = 100, threads = 0;
   double lr = 0.01;
@@ -60,6 +60,8 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--save", f.save, "save the trained weights as safetensors");
   app.add_option("--parallel", f.parallel, "none, or data: data-parallel over the job's ranks")
       ->check(CLI::IsMember({"none", "data"}));
+  app.add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   // Taken (and checked) by launch_if_requested before parsing; listed for --help.
   app.add_option("--nprocs", f.nprocs,
                  cat("start N ranks through mpirun, 1 to ", parallel::kMaxNprocs));
@@ -95,6 +97,14 @@ inline data::Dataset load(const Flags& f, data::Usage usage) {
       .map(data::Normalize(0.1307, 0.3081));
 }
 
+// The device --device names; "cuda" without a GPU is an error.
+inline Device pick_device(const Flags& f) {
+  const bool gpu = device_available(Device::CUDA);
+  MINIDL_CHECK(f.device != "cuda" || gpu, "--device cuda: no CUDA device here (",
+               "use --device cpu or auto)");
+  return f.device == "cpu" || !gpu ? Device::CPU : Device::CUDA;
+}
+
 inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell& net) {
   if (f.optimizer == "sgd") return std::make_unique<optim::SGD>(net.trainable_params(), f.lr);
   if (f.optimizer == "adam") return std::make_unique<optim::Adam>(net.trainable_params(), f.lr);
@@ -109,7 +119,9 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell
 inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) {
   check_outputs(f);
   if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
+  const Device device = pick_device(f);
   if (!f.init.empty()) net.load(f.init);
+  net.to(device);  // before the optimizer, which keeps its state beside the parameters
   data::Dataset train_set = load(f, data::Usage::Train);
   if (!f.no_shuffle) train_set = train_set.shuffle(f.seed);
   const bool own_shard = train_net && f.parallel == "data";  // else Model shards
@@ -120,9 +132,9 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
   const int rank = parallel::rank();
   if (rank == 0)
     std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads, "
-                "OpenBLAS %s kernels\n", f.dataset.c_str(), (long long)train_set.size(),
+                "OpenBLAS %s kernels, device %s\n", f.dataset.c_str(), (long long)train_set.size(),
                 (long long)test.size(), data_dir(f).c_str(), parallel::world_size(), num_threads(),
-                blas_core());
+                blas_core(), device_name(device));
 
   nn::CrossEntropyLoss loss;
   auto opt = make_optimizer(f, net);

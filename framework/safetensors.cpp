@@ -143,7 +143,7 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
          std::fwrite(len, 1, 8, raw) == 8 &&
          std::fwrite(text.data(), 1, text.size(), raw) == text.size();
     for (const auto& item : tensors) {
-      const Tensor& t = item.second;
+      const Tensor t = item.second.device() == Device::CPU ? item.second : item.second.detach().cpu();
       if (ok && t.nbytes()) ok = std::fwrite(t.raw_data(), 1, t.nbytes(), raw) == t.nbytes();
     }
     ok = ok && std::fflush(raw) == 0 && ::fsync(::fileno(raw)) == 0;

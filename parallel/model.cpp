@@ -13,15 +13,23 @@
 namespace minidl {
 namespace {
 
-// Correct predictions in a batch: argmax of logits [B, C] against labels [B].
+// Correct predictions in a batch: argmax of logits [B, C] against labels [B]
+// (compared on the host: B numbers).
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   if (!logits.defined() || logits.dim() != 2) return 0;
-  Tensor pred = argmax(logits.detach());
-  Tensor lab = labels.to(kInt64);
+  Tensor pred = argmax(logits.detach()).cpu();
+  Tensor lab = labels.to(kInt64).cpu();
   const int64_t *p = pred.data<int64_t>(), *l = lab.data<int64_t>();
   int64_t n = 0;
   for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == l[i];
   return n;
+}
+
+// Where the network's parameters live (the CPU for a network without any):
+// batches go there.
+Device device_of(nn::Cell& network) {
+  std::vector<Tensor> params = network.parameters();
+  return params.empty() ? Device::CPU : params.front().device();
 }
 
 }  // namespace
@@ -80,6 +88,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     cb->on_train_begin(begin);
   }
   int64_t global_step = 0;
+  const Device device = device_of(network_);
   using clock = std::chrono::steady_clock;
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
     train_network_->train();
@@ -88,6 +97,8 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     int64_t step = 0;
     for (auto& batch : ds.epoch(epoch - 1)) {
       if (options.max_steps >= 0 && global_step >= options.max_steps) break;
+      batch.data = batch.data.to(device);
+      batch.labels = batch.labels.to(device);
       auto t0 = clock::now();
       parallel::Timeline::set_step(global_step + 1);
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
@@ -171,11 +182,12 @@ std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {
   const int64_t real = shards == 1 ? n : std::max<int64_t>(0, n - d.shard_id() + shards - 1) / shards;
   NoGradGuard no_grad;
   network_.eval();
+  const Device device = device_of(network_);
   double figures[3] = {0, 0, 0};  // [loss sum, correct, samples]
   for (auto& batch : ds.epoch(0)) {
     const int64_t keep = std::min<int64_t>(batch.data.size(0), real - int64_t(figures[2]));
     if (keep <= 0) break;
-    Tensor x = batch.data.slice(0, keep), y = batch.labels.slice(0, keep);
+    Tensor x = batch.data.slice(0, keep).to(device), y = batch.labels.slice(0, keep).to(device);
     Tensor logits = network_(x);
     figures[0] += loss_fn_(logits, y).item() * keep;
     figures[1] += count_correct(logits, y);

@@ -80,6 +80,12 @@ expect 1 "error: --history: cannot write '$tmp/missing/h.csv'" $lenet $good --hi
 expect 1 "error: --timeline: cannot write '$tmp/missing/t.json'" $lenet $good --timeline "$tmp/missing/t.json"
 
 # Flags.
+expect 1 "error: --device: gpu not in {cpu,cuda,auto}" $lenet --device gpu
+if ! command -v nvidia-smi >/dev/null; then  # no GPU here: cuda is refused, auto is the CPU
+  expect 1 "error: --device cuda: no CUDA device here (use --device cpu or auto)" $lenet $good --device cuda
+  expect 0 "" $lenet $good --device auto --epochs 1 --steps 2
+  grep -q "device cpu" "$tmp/stdout" || fail "--device auto without a GPU did not print 'device cpu'"
+fi
 expect 1 "error: --batch: expected an integer from 1 to 1000000, got 'abc'" $lenet --batch abc
 expect 1 "error: --batch: expected an integer from 1 to 1000000, got '9223372036854775807'" \
   $lenet --batch 9223372036854775807

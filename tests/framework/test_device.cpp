@@ -16,9 +16,12 @@
 #include "framework/backend/kernels.h"
 #include "framework/ops.h"
 #include "framework/random.h"
+#include "data/dataset.h"
 #include "nn/dense.h"
+#include "nn/loss.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "parallel/model.h"
 #include "helpers.h"
 
 using namespace minidl;
@@ -328,4 +331,34 @@ SEAM_CASE("Cell::to moves parameters in place; a net trains there with the CPU's
   cross_entropy(cpu_net(testing::distinct({2, 4}).to(kDev)), Tensor::of_ints({0, 1}).to(kDev))
       .backward();
   CHECK_ERROR(late.step(), "move the model before creating the optimizer");
+}
+
+SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the CPU") {
+  REQUIRE_EMULATED();
+  struct Net : nn::Cell {
+    nn::Dense fc1{6, 10}, fc2{10, 3};
+    Net() { register_cells({{"fc1", fc1}, {"fc2", fc2}}); }
+    Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
+  };
+  data::Dataset set(testing::distinct({20, 6}, 1), Tensor::of_ints(
+      {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1}));
+  auto fit = [&](Net& net, Device d) {
+    net.to(d);
+    nn::CrossEntropyLoss loss;
+    optim::Adam opt(net.trainable_params(), 0.01);
+    Model model(net, loss, opt);
+    model.train(2, set.shuffle(4).batch(6));  // the last batch of each epoch has 2
+    return model.eval(set.batch(7));
+  };
+  manual_seed(8);
+  Net cpu_net;
+  manual_seed(8);
+  Net dev_net;
+  auto want = fit(cpu_net, Device::CPU), got = fit(dev_net, kDev);
+  CHECK(got["loss"] == want["loss"]);
+  CHECK(got["accuracy"] == want["accuracy"]);
+  for (const auto& [name, p] : cpu_net.named_parameters()) {
+    INFO(name);
+    check_bits(dev_net.named_parameters().at(name), p);
+  }
 }
