@@ -106,6 +106,13 @@ void check_op(const Fn& f, const std::vector<Tensor>& cpu_inputs) {
   }
 }
 
+// in -> 10 -> 3, ReLU between
+struct Net : nn::Cell {
+  nn::Dense fc1, fc2;
+  explicit Net(int64_t in) : fc1(in, 10), fc2(10, 3) { register_cells({{"fc1", fc1}, {"fc2", fc2}}); }
+  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
+};
+
 Tensor leaf(const Shape& s, double offset = 0) {
   return testing::distinct(s, offset).requires_grad_();
 }
@@ -292,15 +299,10 @@ SEAM_CASE("a training step reads nothing back to the host until item()") {
 
 SEAM_CASE("Cell::to moves parameters in place; a net trains there with the CPU's bits") {
   REQUIRE_EMULATED();
-  struct Net : nn::Cell {
-    nn::Dense fc1{4, 8}, fc2{8, 3};
-    Net() { register_cells({{"fc1", fc1}, {"fc2", fc2}}); }
-    Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
-  };
   manual_seed(3);
-  Net cpu_net;
+  Net cpu_net(4);
   manual_seed(3);
-  Net dev_net;
+  Net dev_net(4);
   Tensor held = dev_net.fc1.named_parameters().at("weight");
   dev_net.to(kDev);
   CHECK(held.device() == kDev);  // the same handle moved
@@ -335,11 +337,6 @@ SEAM_CASE("Cell::to moves parameters in place; a net trains there with the CPU's
 
 SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the CPU") {
   REQUIRE_EMULATED();
-  struct Net : nn::Cell {
-    nn::Dense fc1{6, 10}, fc2{10, 3};
-    Net() { register_cells({{"fc1", fc1}, {"fc2", fc2}}); }
-    Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
-  };
   data::Dataset set(testing::distinct({20, 6}, 1), Tensor::of_ints(
       {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1}));
   auto fit = [&](Net& net, Device d) {
@@ -351,9 +348,9 @@ SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the
     return model.eval(set.batch(7));
   };
   manual_seed(8);
-  Net cpu_net;
+  Net cpu_net(6);
   manual_seed(8);
-  Net dev_net;
+  Net dev_net(6);
   auto want = fit(cpu_net, Device::CPU), got = fit(dev_net, kDev);
   CHECK(got["loss"] == want["loss"]);
   CHECK(got["accuracy"] == want["accuracy"]);
