@@ -96,6 +96,12 @@ struct Kernels {
   void (*argmax)(int64_t rows, int64_t cols, const float* x, int64_t* out);
   // x [outer, D, inner] -> y, softmax (or log_softmax) along D, stable
   void (*softmax)(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
+  // y (the forward's output), gy [outer, D, inner] -> gx: softmax's
+  // y * (gy - sum(gy * y) / sum(y)), log_softmax's gy - exp(y) * sum(gy), in
+  // double (on a row with a probability near one, gy - sum cancels: float32
+  // sums leave errors of 1e-5 of the largest element)
+  void (*softmax_backward)(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
+                           const float* gy, float* gx);
 
   // ---- linear algebra ----
   // For each of `batch` problems i: C_i [M, N] = alpha op(A_i) op(B_i) + beta C_i,

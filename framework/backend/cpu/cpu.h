@@ -57,6 +57,8 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
+void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
+                      const float* gy, float* gx);
 void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, const float* b,
             float* y);
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,

@@ -171,6 +171,34 @@ void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* px,
     }
 }
 
+// y, gy [outer, D, inner] -> gx. Softmax's sum(gy * y) is taken over sum(y)
+// (1 up to the rounding of y): the float32 probabilities' own errors then move
+// each gx[k] by its own relative size only, where a near-one probability's
+// rounding would otherwise shift every gx of the row by a few 1e-8.
+void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
+                      const float* gy, float* gx) {
+#pragma omp parallel for collapse(2) if (outer * d * inner > 65536)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t first = o * d * inner + i;
+      const float *ys = y + first, *gs = gy + first;
+      float* out = gx + first;
+      double sum_g = 0, sum_gy = 0, sum_y = 0;
+      for (int64_t k = 0; k < d; ++k) {
+        const double g = gs[k * inner], yk = ys[k * inner];
+        sum_g += g;
+        sum_gy += g * yk;
+        sum_y += yk;
+      }
+      const double dot = sum_gy / sum_y;
+      for (int64_t k = 0; k < d; ++k) {
+        const int64_t j = k * inner;
+        out[j] = log ? static_cast<float>(gs[j] - std::exp(double(ys[j])) * sum_g)
+                     : static_cast<float>(ys[j] * (gs[j] - dot));
+      }
+    }
+}
+
 // x [N, C] -> out [N]
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i * c + label(labels, lt, i)];

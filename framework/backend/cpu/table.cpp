@@ -43,6 +43,7 @@ const Kernels& table() {
       .reduce = reduce,
       .argmax = argmax,
       .softmax = softmax,
+      .softmax_backward = softmax_backward,
       .gemm = gemm_batch,
       .linear = linear,
       .transpose = transpose_batch,
