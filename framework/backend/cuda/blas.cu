@@ -10,8 +10,8 @@ namespace minidl::cuda {
 namespace {
 
 // c_i [M, N] (row stride ldc) *= beta, or = 0 when beta is 0: a GEMM with K = 0
-__global__ void scale_kernel(int64_t batch, int64_t m, int64_t n, float beta, float* c,
-                             int64_t ldc, int64_t stride_c) {
+__global__ void scale_kernel(int64_t batch, int64_t m, int64_t n, float beta, float* c, int64_t ldc,
+                             int64_t stride_c) {
   for (int64_t i = thread_index(); i < batch * m * n; i += thread_count()) {
     float* ci = c + (i / (m * n)) * stride_c + (i % (m * n)) / n * ldc + i % n;
     *ci = beta == 0.f ? 0.f : beta * *ci;
@@ -50,18 +50,19 @@ __global__ void transpose_kernel(int64_t batch, int64_t rows, int64_t cols, cons
 
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-          int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+          float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {  // cuBLAS rejects lda = 0; the product is empty
     scale_kernel<<<blocks_for(batch * m * n), kThreads, 0, stream()>>>(batch, m, n, beta, c, ldc,
-                                                                      stride_c);
+                                                                       stride_c);
     CUDA_CHECK_LAUNCH();
     return;
   }
   cublasHandle_t h = blas_handle();
-  CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(
+      cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_CHECK(cublasSgemmStridedBatched_64(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a,
@@ -83,8 +84,8 @@ void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, 
 void transpose(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst) {
   if (batch * rows * cols == 0) return;
   const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
-  transpose_kernel<<<blocks_for(tiles, 1), dim3(kTile, kTileRows), 0, stream()>>>(batch, rows,
-                                                                                  cols, src, dst);
+  transpose_kernel<<<blocks_for(tiles, 1), dim3(kTile, kTileRows), 0, stream()>>>(batch, rows, cols,
+                                                                                  src, dst);
   CUDA_CHECK_LAUNCH();
 }
 

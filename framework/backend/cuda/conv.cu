@@ -30,8 +30,7 @@ __global__ void im2col_kernel(ConvGeometry g, int64_t samples, const float* x, f
     const int64_t c = row / (g.KH * g.KW), ki = row / g.KW % g.KH, kj = row % g.KW;
     const int64_t h = l / g.OW * g.stride - g.pad + ki, w = l % g.OW * g.stride - g.pad + kj;
     const bool inside = h >= 0 && h < g.H && w >= 0 && w < g.W;
-    col[s * sample_stride + row * ld + l] =
-        inside ? x[((s * g.C + c) * g.H + h) * g.W + w] : 0.f;
+    col[s * sample_stride + row * ld + l] = inside ? x[((s * g.C + c) * g.H + h) * g.W + w] : 0.f;
   }
 }
 
@@ -153,7 +152,7 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
            col.data(), L, CKK * L, gs);
       const int64_t n = gs * chw;
       col2im_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, gs, col.data(), CKK * L, L,
-                                                             gx + s0 * chw);
+                                                              gx + s0 * chw);
       CUDA_CHECK_LAUNCH();
     }
   }

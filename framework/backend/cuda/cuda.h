@@ -41,9 +41,9 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
 
 // ---- blas.cu: cuBLAS GEMM, linear, batched transpose ----
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-          int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+          float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, const float* b,
             float* y);
 void transpose(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst);
@@ -63,10 +63,9 @@ void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
 // ---- loss.cu: labels, gather and the fused cross-entropy ----
 // A label outside [0, C) reads nothing: its output (and gradient row) is NaN.
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out);
-void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
-                     float* gx);
-void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels,
-                           DType lt, float* loss, float* probs);
+void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt, float* gx);
+void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels, DType lt,
+                           float* loss, float* probs);
 void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
                             float* probs);
 

@@ -16,10 +16,14 @@ namespace {
 template <class F>
 void typed(DType t, F f) {
   switch (t) {
-    case kFloat32: return f(float{});
-    case kFloat16: return f(__half{});
-    case kInt32: return f(int32_t{});
-    case kInt64: return f(int64_t{});
+    case kFloat32:
+      return f(float{});
+    case kFloat16:
+      return f(__half{});
+    case kInt32:
+      return f(int32_t{});
+    case kInt64:
+      return f(int64_t{});
   }
 }
 
@@ -27,9 +31,12 @@ void typed(DType t, F f) {
 // (round to nearest even), a static_cast otherwise.
 template <class To, class From>
 __host__ __device__ To convert(From v) {
-  if constexpr (std::is_same_v<From, __half>) return convert<To>(__half2float(v));
-  else if constexpr (std::is_same_v<To, __half>) return __float2half_rn(static_cast<float>(v));
-  else return static_cast<To>(v);
+  if constexpr (std::is_same_v<From, __half>)
+    return convert<To>(__half2float(v));
+  else if constexpr (std::is_same_v<To, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else
+    return static_cast<To>(v);
 }
 
 // dst [n] = value
@@ -141,10 +148,14 @@ void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, co
     CUDA_CHECK_LAUNCH();
   };
   switch (es) {
-    case 1: return launch(uint8_t{});
-    case 2: return launch(uint16_t{});
-    case 4: return launch(uint32_t{});
-    case 8: return launch(uint64_t{});
+    case 1:
+      return launch(uint8_t{});
+    case 2:
+      return launch(uint16_t{});
+    case 4:
+      return launch(uint32_t{});
+    case 8:
+      return launch(uint64_t{});
   }
   MINIDL_CHECK(false, "permute on cuda: unsupported element size ", es);
 }
@@ -152,17 +163,23 @@ void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, co
 // x [n] -> out [n]
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
   switch (op) {
-    case UnaryOp::Neg: return map(n, x, out, [] __device__(float v) { return -v; });
-    case UnaryOp::Exp: return map(n, x, out, [] __device__(float v) { return expf(v); });
-    case UnaryOp::Log: return map(n, x, out, [] __device__(float v) { return logf(v); });
-    case UnaryOp::Sqrt: return map(n, x, out, [] __device__(float v) { return sqrtf(v); });
+    case UnaryOp::Neg:
+      return map(n, x, out, [] __device__(float v) { return -v; });
+    case UnaryOp::Exp:
+      return map(n, x, out, [] __device__(float v) { return expf(v); });
+    case UnaryOp::Log:
+      return map(n, x, out, [] __device__(float v) { return logf(v); });
+    case UnaryOp::Sqrt:
+      return map(n, x, out, [] __device__(float v) { return sqrtf(v); });
     // NaN stays NaN (PyTorch's relu); -0 becomes 0
     case UnaryOp::Relu:
       return map(n, x, out, [] __device__(float v) { return v > 0.f || v != v ? v : 0.f; });
     case UnaryOp::Sigmoid:
       return map(n, x, out, [] __device__(float v) { return 1.f / (1.f + expf(-v)); });
-    case UnaryOp::Tanh: return map(n, x, out, [] __device__(float v) { return tanhf(v); });
-    case UnaryOp::Pow: return map(n, x, out, [s] __device__(float v) { return powf(v, s); });
+    case UnaryOp::Tanh:
+      return map(n, x, out, [] __device__(float v) { return tanhf(v); });
+    case UnaryOp::Pow:
+      return map(n, x, out, [s] __device__(float v) { return powf(v, s); });
     case UnaryOp::PowGrad:
       return map(n, x, out, [s] __device__(float v) { return s * powf(v, s - 1); });
     case UnaryOp::KeepMask: {
@@ -175,14 +192,20 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
 // a, b -> out under bc
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out) {
   switch (op) {
-    case BinaryOp::Add: return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x + y; });
-    case BinaryOp::Sub: return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x - y; });
-    case BinaryOp::Mul: return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x * y; });
-    case BinaryOp::Div: return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x / y; });
+    case BinaryOp::Add:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x + y; });
+    case BinaryOp::Sub:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x - y; });
+    case BinaryOp::Mul:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x * y; });
+    case BinaryOp::Div:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x / y; });
     case BinaryOp::Equal:
-      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x == y ? 1.f : 0.f; });
+      return broadcast(bc, a, b, out,
+                       [] __device__(float x, float y) { return x == y ? 1.f : 0.f; });
     case BinaryOp::ReluGrad:  // g where y > 0, else +0 (the CPU's bit mask gives +0 too)
-      return broadcast(bc, a, b, out, [] __device__(float g, float y) { return y > 0.f ? g : 0.f; });
+      return broadcast(bc, a, b, out,
+                       [] __device__(float g, float y) { return y > 0.f ? g : 0.f; });
     case BinaryOp::SigmoidGrad:
       return broadcast(bc, a, b, out, [] __device__(float g, float y) { return g * y * (1 - y); });
     case BinaryOp::TanhGrad:

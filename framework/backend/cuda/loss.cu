@@ -97,8 +97,8 @@ void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, D
   CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels,
-                           DType lt, float* loss, float* probs) {
+void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels, DType lt,
+                           float* loss, float* probs) {
   Scratch<double> row_loss(n);
   cross_entropy_rows_kernel<<<blocks_for(n * 32), kThreads, 0, stream()>>>(
       n, c, logits, labels, lt == kInt64, row_loss.data(), probs);

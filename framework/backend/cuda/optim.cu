@@ -27,9 +27,9 @@ struct SliceDesc {
 // The step's hyperparameters, rounded to float once as the CPU kernels do.
 struct Hyper {
   UpdateRule rule;
-  float lr, wd;                 // SGD, Momentum
-  float mu, keep;               // Momentum: momentum, 1 - dampening
-  bool nesterov, plain;         // plain: momentum 0, i.e. SGD
+  float lr, wd;                      // SGD, Momentum
+  float mu, keep;                    // Momentum: momentum, 1 - dampening
+  bool nesterov, plain;              // plain: momentum 0, i.e. SGD
   float c1, b2, c2, eps, decay, l2;  // Adam: 1 - beta1, beta2, 1 - beta2, eps, 1 - lr wd, L2 wd
   bool decoupled;
 };
@@ -60,8 +60,10 @@ __global__ void update_kernel(Hyper h, const SliceDesc* slices, int count, int64
     int lo = 0, hi = count - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (slices[mid].first_block <= b) lo = mid;
-      else hi = mid - 1;
+      if (slices[mid].first_block <= b)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const SliceDesc& s = slices[lo];
     const int64_t begin = (b - s.first_block) * kChunk;

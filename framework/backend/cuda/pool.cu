@@ -20,8 +20,7 @@ __device__ inline int64_t last_window(int64_t i, int64_t outs, const PoolGeometr
 
 // x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW]: the window's max
 // (NaN if any cell is NaN) and its first cell holding it (the first NaN)
-__global__ void max_pool_forward_kernel(PoolGeometry g, const float* x, float* y,
-                                        int32_t* argmax) {
+__global__ void max_pool_forward_kernel(PoolGeometry g, const float* x, float* y, int32_t* argmax) {
   for (int64_t i = thread_index(); i < g.NC * g.OH * g.OW; i += thread_count()) {
     const int64_t ow = i % g.OW, oh = i / g.OW % g.OH, p = i / (g.OW * g.OH);
     const float* xp = x + p * g.H * g.W;
