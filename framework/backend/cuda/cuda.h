@@ -1,0 +1,77 @@
+// CUDA kernels on raw device pointers: the entries of the CUDA table
+// (backend/kernels.h, whose contracts they follow) and the probe that
+// registry.cpp calls. Letters as in kernels.h. This header needs no CUDA
+// header; runtime.h (checks, stream, cuBLAS handle, scratch buffers) and
+// device.cuh (device-side helpers) are for the backend's own files.
+//
+// Everything runs on one compute stream of device 0, created at first use;
+// only copy(DeviceToHost) and synchronize() make the host wait for it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "framework/backend/kernels.h"
+
+namespace minidl::cuda {
+
+// The filled table when a CUDA device is present, else nullptr (a failing
+// cudaGetDeviceCount counts as none). Never throws, prints nothing.
+const Kernels* table_if_present();
+
+// ---- memory (memory.cpp): CUDA's stream-ordered allocator on a pool ----
+void* allocate(size_t bytes);
+void deallocate(void* p, size_t bytes);
+void copy(void* dst, const void* src, size_t n, CopyKind kind);
+void synchronize();
+int64_t current_bytes();
+int64_t peak_bytes();
+void reset_peak();
+
+// ---- elementwise.cu ----
+void fill(DType t, int64_t n, double value, void* dst);
+void cast(DType from, DType to, int64_t n, const void* src, void* dst);
+void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
+             const void* src, void* dst);
+void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
+void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
+
+// ---- reduce.cu ----
+void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
+void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
+void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
+void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
+                      const float* gy, float* gx);
+
+// ---- blas.cu: cuBLAS GEMM, linear, batched transpose ----
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta,
+          float* c, int64_t ldc, int64_t stride_c, int64_t batch);
+void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, const float* b,
+            float* y);
+void transpose(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst);
+
+// ---- conv.cu: im2col + cuBLAS ----
+void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                    float* y);
+void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                     float* gx, float* gw, float* gb);
+
+// ---- pool.cu ----
+void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
+void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx);
+void avg_pool_forward(const PoolGeometry& g, const float* x, float* y);
+void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
+
+// ---- loss.cu: labels, gather and the fused cross-entropy ----
+// A label outside [0, C) reads nothing: its output (and gradient row) is NaN.
+void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out);
+void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt, float* gx);
+void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels, DType lt,
+                           float* loss, float* probs);
+void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
+                            float* probs);
+
+// ---- optim.cu: every slice of a step in one launch ----
+void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
+
+}  // namespace minidl::cuda

@@ -1,0 +1,52 @@
+// Device-side helpers for the CUDA backend's kernels: grid-stride indices,
+// warp reductions, the label loader and the elementwise map kernels.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "framework/backend/cuda/runtime.h"
+
+namespace minidl::cuda {
+
+// for (int64_t i = thread_index(); i < n; i += thread_count()): a grid-stride loop
+__device__ inline int64_t thread_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t thread_count() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// max that propagates NaN from either side (ReduceOp::Max's rule)
+__device__ inline float nan_max(float a, float b) { return b > a || b != b ? b : a; }
+
+// Sum and NaN-propagating max across the 32 lanes of a warp; every lane gets the result.
+__device__ inline float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// labels [N] of int32 or int64 -> labels[i] as int64
+__device__ inline int64_t label_at(const void* labels, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t*>(labels)[i]
+              : static_cast<int64_t>(static_cast<const int32_t*>(labels)[i]);
+}
+
+// x [n] -> out [n] = f(x[i]), grid-stride
+template <class F>
+__global__ void map_kernel(int64_t n, const float* x, float* out, F f) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
+}
+
+// Launches map_kernel on the compute stream (host side).
+template <class F>
+void map(int64_t n, const float* x, float* out, F f) {
+  if (n == 0) return;
+  map_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, x, out, f);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minidl::cuda

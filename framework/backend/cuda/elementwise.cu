@@ -1,0 +1,216 @@
+// CUDA kernels for the table's dtype and elementwise entries: fill, cast
+// (float16 through cuda_fp16), permute, and the float32 unary and broadcast
+// binary maps. One templated grid-stride kernel per shape of loop; the switch
+// on the enum picks the device lambda outside it.
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "framework/backend/cuda/device.cuh"
+#include "framework/error.h"
+
+namespace minidl::cuda {
+namespace {
+
+// Calls f(T{}) with T the device element type of dtype t (float16 is __half).
+template <class F>
+void typed(DType t, F f) {
+  switch (t) {
+    case kFloat32:
+      return f(float{});
+    case kFloat16:
+      return f(__half{});
+    case kInt32:
+      return f(int32_t{});
+    case kInt64:
+      return f(int64_t{});
+  }
+}
+
+// One element converted as the CPU backend does: through float for float16
+// (round to nearest even), a static_cast otherwise.
+template <class To, class From>
+__host__ __device__ To convert(From v) {
+  if constexpr (std::is_same_v<From, __half>)
+    return convert<To>(__half2float(v));
+  else if constexpr (std::is_same_v<To, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else
+    return static_cast<To>(v);
+}
+
+// dst [n] = value
+template <class T>
+__global__ void fill_kernel(int64_t n, T value, T* dst) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) dst[i] = value;
+}
+
+// src [n] -> dst [n], converted
+template <class From, class To>
+__global__ void cast_kernel(int64_t n, const From* src, To* dst) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) dst[i] = convert<To>(src[i]);
+}
+
+// Shape and source strides of a permuted copy, passed by value.
+struct Strided {
+  int nd = 0;
+  int64_t shape[kMaxDims] = {}, stride[kMaxDims] = {};
+};
+
+// dst [shape] contiguous <- src at sum(idx[d] * stride[d]); T is an integer of the element's size
+template <class T>
+__global__ void permute_kernel(int64_t n, Strided s, const T* src, T* dst) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    int64_t rem = i, off = 0;
+    for (int d = s.nd - 1; d >= 0; --d) {
+      off += (rem % s.shape[d]) * s.stride[d];
+      rem /= s.shape[d];
+    }
+    dst[i] = src[off];
+  }
+}
+
+// out [bc.n] = f(a, b) under the broadcast index map
+template <class F>
+__global__ void broadcast_kernel(Broadcast bc, const float* a, const float* b, float* out, F f) {
+  for (int64_t i = thread_index(); i < bc.n; i += thread_count()) {
+    int64_t oa = i, ob = i;
+    if (bc.nd > 0) {
+      int64_t rem = i;
+      oa = ob = 0;
+      for (int d = bc.nd - 1; d >= 0; --d) {
+        const int64_t idx = rem % bc.size[d];
+        rem /= bc.size[d];
+        oa += idx * bc.stride_a[d];
+        ob += idx * bc.stride_b[d];
+      }
+    }
+    out[i] = f(a[oa], b[ob]);
+  }
+}
+
+template <class F>
+void broadcast(const Broadcast& bc, const float* a, const float* b, float* out, F f) {
+  if (bc.n == 0) return;
+  broadcast_kernel<<<blocks_for(bc.n), kThreads, 0, stream()>>>(bc, a, b, out, f);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void fill(DType t, int64_t n, double value, void* dst) {
+  if (n == 0) return;
+  typed(t, [&](auto tag) {
+    using T = decltype(tag);
+    fill_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, convert<T>(value),
+                                                          static_cast<T*>(dst));
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void cast(DType from, DType to, int64_t n, const void* src, void* dst) {
+  if (n == 0) return;
+  typed(from, [&](auto from_tag) {
+    typed(to, [&](auto to_tag) {
+      using From = decltype(from_tag);
+      using To = decltype(to_tag);
+      cast_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, static_cast<const From*>(src),
+                                                            static_cast<To*>(dst));
+      CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+// Dims that are contiguous in the source are merged first, so a transpose of
+// two dims has at most five.
+void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, const void* src,
+             void* dst) {
+  Strided s;
+  int64_t n = 1;
+  for (int d = 0; d < nd; ++d) {
+    n *= shape[d];
+    if (shape[d] == 1) continue;
+    if (s.nd > 0 && s.stride[s.nd - 1] == strides[d] * shape[d]) {
+      s.shape[s.nd - 1] *= shape[d];
+      s.stride[s.nd - 1] = strides[d];
+      continue;
+    }
+    MINIDL_CHECK(s.nd < kMaxDims, "permute on cuda: more than ", kMaxDims,
+                 " dims remain after merging contiguous ones (", nd, " given)");
+    s.shape[s.nd] = shape[d];
+    s.stride[s.nd++] = strides[d];
+  }
+  if (n == 0) return;
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    permute_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, s, static_cast<const T*>(src),
+                                                             static_cast<T*>(dst));
+    CUDA_CHECK_LAUNCH();
+  };
+  switch (es) {
+    case 1:
+      return launch(uint8_t{});
+    case 2:
+      return launch(uint16_t{});
+    case 4:
+      return launch(uint32_t{});
+    case 8:
+      return launch(uint64_t{});
+  }
+  MINIDL_CHECK(false, "permute on cuda: unsupported element size ", es);
+}
+
+// x [n] -> out [n]
+void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
+  switch (op) {
+    case UnaryOp::Neg:
+      return map(n, x, out, [] __device__(float v) { return -v; });
+    case UnaryOp::Exp:
+      return map(n, x, out, [] __device__(float v) { return expf(v); });
+    case UnaryOp::Log:
+      return map(n, x, out, [] __device__(float v) { return logf(v); });
+    case UnaryOp::Sqrt:
+      return map(n, x, out, [] __device__(float v) { return sqrtf(v); });
+    // NaN stays NaN (PyTorch's relu); -0 becomes 0
+    case UnaryOp::Relu:
+      return map(n, x, out, [] __device__(float v) { return v > 0.f || v != v ? v : 0.f; });
+    case UnaryOp::Sigmoid:
+      return map(n, x, out, [] __device__(float v) { return 1.f / (1.f + expf(-v)); });
+    case UnaryOp::Tanh:
+      return map(n, x, out, [] __device__(float v) { return tanhf(v); });
+    case UnaryOp::Pow:
+      return map(n, x, out, [s] __device__(float v) { return powf(v, s); });
+    case UnaryOp::PowGrad:
+      return map(n, x, out, [s] __device__(float v) { return s * powf(v, s - 1); });
+    case UnaryOp::KeepMask: {
+      const float scale = 1.f / s;
+      return map(n, x, out, [s, scale] __device__(float v) { return v < s ? scale : 0.f; });
+    }
+  }
+}
+
+// a, b -> out under bc
+void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out) {
+  switch (op) {
+    case BinaryOp::Add:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x + y; });
+    case BinaryOp::Sub:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x - y; });
+    case BinaryOp::Mul:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x * y; });
+    case BinaryOp::Div:
+      return broadcast(bc, a, b, out, [] __device__(float x, float y) { return x / y; });
+    case BinaryOp::Equal:
+      return broadcast(bc, a, b, out,
+                       [] __device__(float x, float y) { return x == y ? 1.f : 0.f; });
+    case BinaryOp::ReluGrad:  // g where y > 0, else +0 (the CPU's bit mask gives +0 too)
+      return broadcast(bc, a, b, out,
+                       [] __device__(float g, float y) { return y > 0.f ? g : 0.f; });
+    case BinaryOp::SigmoidGrad:
+      return broadcast(bc, a, b, out, [] __device__(float g, float y) { return g * y * (1 - y); });
+    case BinaryOp::TanhGrad:
+      return broadcast(bc, a, b, out, [] __device__(float g, float y) { return g * (1 - y * y); });
+  }
+}
+
+}  // namespace minidl::cuda

@@ -1,0 +1,118 @@
+// Label kernels on CUDA: gather and its backward, and the fused softmax
+// cross-entropy. Labels are int32 or int64; the front end checks them only on
+// the host, so a label outside [0, C) is caught here: it reads nothing and
+// makes its output, loss or gradient row NaN.
+#include <cmath>
+
+#include "framework/backend/cuda/device.cuh"
+
+namespace minidl::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+// x [N, C] -> out [N] = x[i, labels[i]]
+__global__ void gather_kernel(int64_t n, int64_t c, const float* x, const void* labels, bool is64,
+                              float* out) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const int64_t l = label_at(labels, is64, i);
+    out[i] = l >= 0 && l < c ? x[i * c + l] : NAN;
+  }
+}
+
+// g [N] -> gx [N, C]: g[i] at labels[i], zero elsewhere
+__global__ void gather_backward_kernel(int64_t n, int64_t c, const float* g, const void* labels,
+                                       bool is64, float* gx) {
+  for (int64_t i = thread_index(); i < n * c; i += thread_count()) {
+    const int64_t row = i / c, l = label_at(labels, is64, row);
+    gx[i] = l < 0 || l >= c ? NAN : i % c == l ? g[row] : 0.f;
+  }
+}
+
+// logits [N, C] -> row_loss [N] = logsumexp_i - logits[i, labels[i]] (double),
+// probs [N, C] = softmax unless null; one warp per row
+__global__ void cross_entropy_rows_kernel(int64_t n, int64_t c, const float* logits,
+                                          const void* labels, bool is64, double* row_loss,
+                                          float* probs) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < n; row += warps) {
+    const float* x = logits + row * c;
+    float m = -INFINITY;
+    for (int64_t k = lane; k < c; k += 32) m = fmaxf(m, x[k]);
+    m = warp_max(m);
+    float s = 0.f;
+    for (int64_t k = lane; k < c; k += 32) s += expf(x[k] - m);
+    s = warp_sum(s);
+    if (lane == 0) {
+      const int64_t l = label_at(labels, is64, row);
+      row_loss[row] = l >= 0 && l < c ? m + log(static_cast<double>(s)) - x[l] : NAN;
+    }
+    if (probs) {
+      const float log_s = logf(s);  // exact for large logits too, as on the CPU
+      for (int64_t k = lane; k < c; k += 32) probs[row * c + k] = expf((x[k] - m) - log_s);
+    }
+  }
+}
+
+// row_loss [N] -> loss [1] = the mean, summed in double by one block
+__global__ void mean_kernel(int64_t n, const double* row_loss, float* loss) {
+  __shared__ double partial[kThreads];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += row_loss[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) loss[0] = static_cast<float>(partial[0] / n);
+}
+
+// probs [N, C] -> in place, g[0] / N * (probs - onehot(labels))
+__global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const void* labels, bool is64,
+                                              const float* g, float* probs) {
+  const float scale = static_cast<float>(static_cast<double>(g[0]) / n);
+  for (int64_t i = thread_index(); i < n * c; i += thread_count()) {
+    const int64_t l = label_at(labels, is64, i / c);
+    float v = probs[i] * scale;
+    if (i % c == l) v -= scale;
+    probs[i] = l < 0 || l >= c ? NAN : v;
+  }
+}
+
+}  // namespace
+
+void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out) {
+  if (n == 0) return;
+  gather_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, c, x, labels, lt == kInt64, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
+                     float* gx) {
+  if (n * c == 0) return;
+  gather_backward_kernel<<<blocks_for(n * c), kThreads, 0, stream()>>>(n, c, g, labels,
+                                                                       lt == kInt64, gx);
+  CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels, DType lt,
+                           float* loss, float* probs) {
+  Scratch<double> row_loss(n);
+  cross_entropy_rows_kernel<<<blocks_for(n * 32), kThreads, 0, stream()>>>(
+      n, c, logits, labels, lt == kInt64, row_loss.data(), probs);
+  CUDA_CHECK_LAUNCH();
+  mean_kernel<<<1, kThreads, 0, stream()>>>(n, row_loss.data(), loss);
+  CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
+                            float* probs) {
+  if (n * c == 0) return;
+  cross_entropy_backward_kernel<<<blocks_for(n * c), kThreads, 0, stream()>>>(
+      n, c, labels, lt == kInt64, g, probs);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minidl::cuda

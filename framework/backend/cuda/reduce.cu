@@ -1,0 +1,178 @@
+// CUDA kernels for reductions over [outer, R, inner], argmax over rows and
+// softmax / log-softmax along a dim. Rows that are contiguous (inner == 1) get
+// one warp each; strided columns get one thread each, reading neighbouring
+// columns side by side.
+#include <cfloat>
+
+#include "framework/backend/cuda/device.cuh"
+
+namespace minidl::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+// Sum (or NaN-propagating Max) of a warp's row, every lane gets it
+template <ReduceOp Op>
+__device__ float warp_fold(float v) {
+  return Op == ReduceOp::Sum ? warp_sum(v) : warp_max(v);
+}
+template <ReduceOp Op>
+__device__ float fold(float a, float b) {
+  return Op == ReduceOp::Sum ? a + b : nan_max(a, b);
+}
+
+// x [rows, R] -> out [rows], one warp per row
+template <ReduceOp Op>
+__global__ void reduce_rows_kernel(int64_t rows, int64_t r, const float* x, float* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const float* xr = x + row * r;
+    float acc = Op == ReduceOp::Sum ? 0.f : -INFINITY;
+    for (int64_t k = lane; k < r; k += 32) acc = fold<Op>(acc, xr[k]);
+    acc = warp_fold<Op>(acc);
+    if (lane == 0) out[row] = acc;
+  }
+}
+
+// x [outer, R, inner] -> out [outer, inner], one thread per output
+template <ReduceOp Op>
+__global__ void reduce_columns_kernel(int64_t outer, int64_t r, int64_t inner, const float* x,
+                                      float* out) {
+  for (int64_t i = thread_index(); i < outer * inner; i += thread_count()) {
+    const int64_t o = i / inner, c = i % inner;
+    const float* xc = x + o * r * inner + c;
+    float acc = Op == ReduceOp::Sum ? 0.f : -INFINITY;
+    for (int64_t k = 0; k < r; ++k) acc = fold<Op>(acc, xc[k * inner]);
+    out[i] = acc;
+  }
+}
+
+template <ReduceOp Op>
+void reduce_as(int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
+  if (inner == 1) {
+    reduce_rows_kernel<Op><<<blocks_for(outer * 32), kThreads, 0, stream()>>>(outer, r, x, out);
+  } else {
+    reduce_columns_kernel<Op>
+        <<<blocks_for(outer * inner), kThreads, 0, stream()>>>(outer, r, inner, x, out);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+// x [rows, cols] -> out [rows], the first largest column, one warp per row.
+// Lanes keep their own best (strictly larger replaces), then the warp picks
+// the largest value, the smallest column among equals.
+__global__ void argmax_kernel(int64_t rows, int64_t cols, const float* x, int64_t* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const float* xr = x + row * cols;
+    float best = -INFINITY;
+    int64_t arg = cols;  // none yet
+    for (int64_t k = lane; k < cols; k += 32)
+      if (arg == cols || xr[k] > best) best = xr[k], arg = k;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, offset);
+      if (oa != cols && (arg == cols || ob > best || (ob == best && oa < arg))) best = ob, arg = oa;
+    }
+    if (lane == 0) out[row] = arg == cols ? 0 : arg;
+  }
+}
+
+// x [outer, D] -> y, softmax (or log-softmax) of each row, one warp per row
+__global__ void softmax_rows_kernel(bool log, int64_t rows, int64_t d, const float* x, float* y) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const float* xr = x + row * d;
+    float* yr = y + row * d;
+    float m = -INFINITY;
+    for (int64_t k = lane; k < d; k += 32) m = fmaxf(m, xr[k]);
+    m = warp_max(m);
+    float s = 0.f;
+    for (int64_t k = lane; k < d; k += 32) s += expf(xr[k] - m);
+    // (x - m) - log(s), not x - (m + log(s)): see the CPU kernel
+    const float log_s = logf(warp_sum(s));
+    for (int64_t k = lane; k < d; k += 32) {
+      const float v = (xr[k] - m) - log_s;
+      yr[k] = log ? v : expf(v);
+    }
+  }
+}
+
+// x [outer, D, inner] -> y, softmax along D, one thread per (outer, inner) column
+__global__ void softmax_columns_kernel(bool log, int64_t outer, int64_t d, int64_t inner,
+                                       const float* x, float* y) {
+  for (int64_t i = thread_index(); i < outer * inner; i += thread_count()) {
+    const int64_t off = (i / inner) * d * inner + i % inner;
+    const float* xc = x + off;
+    float* yc = y + off;
+    float m = xc[0];
+    for (int64_t k = 1; k < d; ++k) m = fmaxf(m, xc[k * inner]);
+    float s = 0.f;
+    for (int64_t k = 0; k < d; ++k) s += expf(xc[k * inner] - m);
+    const float log_s = logf(s);
+    for (int64_t k = 0; k < d; ++k) {
+      const float v = (xc[k * inner] - m) - log_s;
+      yc[k * inner] = log ? v : expf(v);
+    }
+  }
+}
+
+// y, gy [outer, D, inner] -> gx, one thread per (outer, inner) line, sums in
+// double as on the CPU (kernels.h's softmax_backward)
+__global__ void softmax_backward_kernel(bool log, int64_t outer, int64_t d, int64_t inner,
+                                        const float* y, const float* gy, float* gx) {
+  for (int64_t i = thread_index(); i < outer * inner; i += thread_count()) {
+    const int64_t off = (i / inner) * d * inner + i % inner;
+    double sum_g = 0, sum_gy = 0, sum_y = 0;
+    for (int64_t k = 0; k < d; ++k) {
+      const double g = gy[off + k * inner], yk = y[off + k * inner];
+      sum_g += g;
+      sum_gy += g * yk;
+      sum_y += yk;
+    }
+    const double dot = sum_gy / sum_y;
+    for (int64_t k = 0; k < d; ++k) {
+      const int64_t j = off + k * inner;
+      gx[j] = log ? static_cast<float>(gy[j] - exp(static_cast<double>(y[j])) * sum_g)
+                  : static_cast<float>(y[j] * (gy[j] - dot));
+    }
+  }
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
+  if (outer * inner == 0) return;
+  if (op == ReduceOp::Sum) return reduce_as<ReduceOp::Sum>(outer, r, inner, x, out);
+  reduce_as<ReduceOp::Max>(outer, r, inner, x, out);
+}
+
+void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {
+  if (rows == 0) return;
+  argmax_kernel<<<blocks_for(rows * 32), kThreads, 0, stream()>>>(rows, cols, x, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y) {
+  if (outer * d * inner == 0) return;
+  if (inner == 1) {
+    softmax_rows_kernel<<<blocks_for(outer * 32), kThreads, 0, stream()>>>(log, outer, d, x, y);
+  } else {
+    softmax_columns_kernel<<<blocks_for(outer * inner), kThreads, 0, stream()>>>(log, outer, d,
+                                                                                 inner, x, y);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
+                      const float* gy, float* gx) {
+  if (outer * d * inner == 0) return;
+  softmax_backward_kernel<<<blocks_for(outer * inner), kThreads, 0, stream()>>>(log, outer, d,
+                                                                                inner, y, gy, gx);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minidl::cuda

@@ -1,0 +1,71 @@
+// Host-side plumbing shared by the CUDA backend's files: the check macros,
+// the one compute stream and cuBLAS handle (created at first use, never
+// destroyed: tensors may outlive static destruction), launch sizes and
+// scratch buffers from the allocator.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "framework/backend/cuda/cuda.h"
+
+namespace minidl::cuda {
+
+// Throws minidl::Error "file:line: call: library error (description)".
+[[noreturn]] void fail(const char* file, int line, const char* call, const char* name,
+                       const char* description);
+inline void check(cudaError_t e, const char* call, const char* file, int line) {
+  if (e != cudaSuccess) fail(file, line, call, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+inline void check(cublasStatus_t s, const char* call, const char* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail(file, line, call, cublasGetStatusName(s), cublasGetStatusString(s));
+}
+// For destructors and other places that must not throw: prints the same
+// message to stderr instead, and nothing while the runtime shuts down.
+void warn(cudaError_t e, const char* call, const char* file, int line);
+
+}  // namespace minidl::cuda
+
+// CUDA_CHECK(cudaX(...)) and CUBLAS_CHECK(cublasX(...)): throw on failure,
+// naming file:line, the call and the library's own error string.
+#define CUDA_CHECK(call) ::minidl::cuda::check((call), #call, __FILE__, __LINE__)
+#define CUBLAS_CHECK(call) ::minidl::cuda::check((call), #call, __FILE__, __LINE__)
+#define CUDA_WARN(call) ::minidl::cuda::warn((call), #call, __FILE__, __LINE__)
+// After a kernel launch: a bad launch configuration is reported here, at the
+// launch; faults inside the kernel surface at the next synchronising call.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+namespace minidl::cuda {
+
+cudaStream_t stream();         // the compute stream of device 0
+cublasHandle_t blas_handle();  // bound to stream()
+
+// Threads per block for the simple kernels, and a grid for a grid-stride loop
+// over n items (capped: each thread then takes several).
+inline constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n, int threads = kThreads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65536 ? 65536 : blocks);
+}
+
+// An uninitialised device buffer of n T's from the allocator (counted like a
+// tensor), freed in stream order: kernels queued before the destructor runs
+// still see it.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n)
+      : bytes_(static_cast<size_t>(n) * sizeof(T)), data_(static_cast<T*>(allocate(bytes_))) {}
+  ~Scratch() { deallocate(data_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() const { return data_; }
+
+ private:
+  size_t bytes_;
+  T* data_;
+};
+
+}  // namespace minidl::cuda

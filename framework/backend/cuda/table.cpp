@@ -1,0 +1,49 @@
+// The CUDA kernel table: every entry of backend/kernels.h, filled from cuda.h,
+// and the probe registry.cpp calls once.
+#include "framework/backend/cuda/runtime.h"
+
+namespace minidl::cuda {
+
+const Kernels* table_if_present() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();  // e.g. "driver version is insufficient": no GPU, not an error
+    return nullptr;
+  }
+  static const Kernels k{
+      .name = "cuda",
+      .allocate = allocate,
+      .deallocate = deallocate,
+      .copy = copy,
+      .synchronize = synchronize,
+      .current_bytes = current_bytes,
+      .peak_bytes = peak_bytes,
+      .reset_peak = reset_peak,
+      .fill = fill,
+      .cast = cast,
+      .permute = permute,
+      .unary = unary,
+      .binary = binary,
+      .reduce = reduce,
+      .argmax = argmax,
+      .softmax = softmax,
+      .softmax_backward = softmax_backward,
+      .gemm = gemm,
+      .linear = linear,
+      .transpose = transpose,
+      .conv2d_forward = conv2d_forward,
+      .conv2d_backward = conv2d_backward,
+      .max_pool_forward = max_pool_forward,
+      .max_pool_backward = max_pool_backward,
+      .avg_pool_forward = avg_pool_forward,
+      .avg_pool_backward = avg_pool_backward,
+      .gather = gather,
+      .gather_backward = gather_backward,
+      .cross_entropy_forward = cross_entropy_forward,
+      .cross_entropy_backward = cross_entropy_backward,
+      .update = update,
+  };
+  return &k;
+}
+
+}  // namespace minidl::cuda

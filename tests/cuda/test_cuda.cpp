@@ -1,0 +1,462 @@
+// The CUDA backend against the CPU: every op forward and backward (through
+// autograd) from the same inputs, casts, device round trips, memory_stats,
+// the optimizers and a small LeNet-shaped net. float32 results must agree to
+// a relative error of 1e-5 (TF32 off), float16 casts to 1e-3, the net's
+// losses to 1e-4. Relative error: the largest |cuda - cpu| over the largest
+// |cpu| of the tensor, so elements near zero are judged at the tensor's scale.
+//
+// Without a CUDA device (or in a build without CUDA) the suite prints one
+// line, "cuda: no CUDA device, N cases skipped", and passes (ctest label cuda).
+//
+// Integer results are read with .cpu().to_vector<T>(): to_vector<T>() of a
+// device tensor returns data from a host copy that is already freed
+// (framework/tensor.cpp, Tensor::to_vector; to_float_vector is fine).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <minidl/minidl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace minidl;
+
+namespace {
+
+constexpr Device kCuda = Device::CUDA;
+
+// max |got - want| / max |want| over two same-shaped tensors on any devices;
+// NaNs must sit at the same places and count as equal.
+double rel_error(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<float> g = got.to_float_vector(), w = want.to_float_vector();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) || std::isnan(g[i])) {
+      if (std::isnan(w[i]) != std::isnan(g[i])) return INFINITY;
+      continue;
+    }
+    diff = std::max(diff, std::abs(static_cast<double>(g[i]) - w[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(w[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// A CUDA tensor matches its CPU twin: same shape and dtype, relative error <= tol.
+void check_match(const Tensor& on_cuda, const Tensor& on_cpu, const char* what, double tol = 1e-5) {
+  REQUIRE(on_cuda.defined());
+  REQUIRE(on_cpu.defined());
+  CHECK(on_cuda.device() == kCuda);
+  CHECK(on_cuda.dtype() == on_cpu.dtype());
+  const double err = rel_error(on_cuda, on_cpu);
+  INFO(what << " " << on_cpu.shape() << ": max relative error " << err);
+  CHECK(err <= tol);
+}
+
+using Op = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Runs op on CPU inputs and on CUDA copies of them and compares the outputs,
+// then backpropagates sum(out * r) (r random, the same on both) and compares
+// the gradients of every float32 input.
+void check_op(const char* name, const Op& op, const std::vector<Tensor>& inputs,
+              double tol = 1e-5) {
+  CAPTURE(name);
+  std::vector<Tensor> on_cpu, on_cuda;
+  for (const Tensor& x : inputs) {
+    Tensor c = x.detach().clone(), g = x.detach().cuda();
+    if (x.dtype() == kFloat32) {
+      c.requires_grad_();
+      g.requires_grad_();
+    }
+    on_cpu.push_back(c);
+    on_cuda.push_back(g);
+  }
+  Tensor want = op(on_cpu), got = op(on_cuda);
+  check_match(got, want, "output", tol);
+  if (!want.requires_grad()) return;
+  Tensor r = Tensor::randn(want.shape());
+  (want * r).sum().backward();
+  (got * r.cuda()).sum().backward();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype() != kFloat32) continue;
+    CAPTURE(i);
+    REQUIRE(on_cuda[i].grad().defined());
+    check_match(on_cuda[i].grad(), on_cpu[i].grad(), "gradient", tol);
+  }
+}
+
+// Values in [lo, hi), away from zero when lo > 0 (for log, sqrt, pow, div).
+Tensor uniform(const Shape& shape, double lo, double hi) { return Tensor::rand(shape, lo, hi); }
+
+}  // namespace
+
+TEST_CASE("cuda: tensors move to the device and back unchanged, in every dtype") {
+  manual_seed(1);
+  Tensor f = Tensor::randn({3, 5});
+  for (Tensor x : {f, f.to(kFloat16), Tensor::randint(-9, 9, {4, 2}, kInt32),
+                   Tensor::randint(-1000, 1000, {7}, kInt64)}) {
+    const std::string dtype = dtype_name(x.dtype());
+    CAPTURE(dtype);
+    Tensor d = x.cuda();
+    CHECK(d.device() == kCuda);
+    CHECK(d.dtype() == x.dtype());
+    Tensor back = d.cpu();
+    CHECK(back.device() == Device::CPU);
+    CHECK(back.to_float_vector() == x.to_float_vector());
+    CHECK(x.to(kCuda).to_float_vector() == x.to_float_vector());  // to_vector copies to the host
+    Tensor y = Tensor::zeros(x.shape(), x.dtype(), kCuda);
+    y.copy_(d);  // device to device
+    CHECK(y.to_float_vector() == x.to_float_vector());
+    y.fill_(3);
+    CHECK(y.cpu().to_float_vector() == std::vector<float>(x.numel(), 3.f));
+  }
+  CHECK(Tensor::full({2, 2}, 2.5, kFloat32, kCuda).at({1, 1}) == 2.5);
+  CHECK(Tensor::ones({3}, kInt64, kCuda).cpu().to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 1, 1});
+  CHECK(f.cuda().sum().item() == doctest::Approx(f.sum().item()).epsilon(1e-5));
+  CHECK_THROWS_AS(f.cuda().data<float>(), Error);
+  // an empty tensor moves too
+  CHECK(Tensor::empty({0, 3}, kFloat32, kCuda).cpu().shape() == Shape{0, 3});
+}
+
+TEST_CASE("cuda: memory_stats counts the device's live bytes and peak") {
+  const MemoryStats before = memory_stats(kCuda);
+  {
+    Tensor t = Tensor::empty({1024}, kFloat32, kCuda);
+    CHECK(memory_stats(kCuda).current_bytes == before.current_bytes + 4096);
+    CHECK(memory_stats(kCuda).peak_bytes >= before.current_bytes + 4096);
+  }
+  CHECK(memory_stats(kCuda).current_bytes == before.current_bytes);
+  reset_peak_memory(kCuda);
+  CHECK(memory_stats(kCuda).peak_bytes == memory_stats(kCuda).current_bytes);
+}
+
+TEST_CASE("cuda: casts between float32, float16, int32 and int64") {
+  manual_seed(2);
+  Tensor x = Tensor::randn({6, 7}) * 100.0;
+  check_match(x.cuda().to(kFloat16), x.to(kFloat16), "float32 -> float16", 1e-3);
+  check_match(x.cuda().to(kFloat16).to(kFloat32), x.to(kFloat16).to(kFloat32), "round trip", 1e-3);
+  Tensor ints = Tensor::randint(-50, 50, {9}, kInt64);
+  for (DType to : {kFloat32, kFloat16, kInt32}) {
+    const std::string dtype = dtype_name(to);
+    CAPTURE(dtype);
+    CHECK(ints.cuda().to(to).to_float_vector() == ints.to(to).to_float_vector());
+  }
+  CHECK(ints.to(kFloat32).cuda().to(kInt64).cpu().to_vector<int64_t>() ==
+        ints.to_vector<int64_t>());
+  // gradients flow through float casts
+  check_op(
+      "cast", [](const std::vector<Tensor>& in) { return in[0].to(kFloat16).to(kFloat32); },
+      {Tensor::randn({4, 4})}, 1e-3);
+}
+
+TEST_CASE("cuda: unary ops and dropout, forward and backward") {
+  manual_seed(3);
+  Tensor any = Tensor::randn({5, 33}), positive = uniform({5, 33}, 0.1, 4);
+  check_op("neg", [](const std::vector<Tensor>& in) { return -in[0]; }, {any});
+  check_op("exp", [](const std::vector<Tensor>& in) { return exp(in[0]); }, {any});
+  check_op("log", [](const std::vector<Tensor>& in) { return log(in[0]); }, {positive});
+  check_op("sqrt", [](const std::vector<Tensor>& in) { return sqrt(in[0]); }, {positive});
+  check_op("relu", [](const std::vector<Tensor>& in) { return relu(in[0]); }, {any});
+  check_op("sigmoid", [](const std::vector<Tensor>& in) { return sigmoid(in[0]); }, {any});
+  check_op("tanh", [](const std::vector<Tensor>& in) { return tanh(in[0]); }, {any});
+  check_op("pow 2.5", [](const std::vector<Tensor>& in) { return pow(in[0], 2.5); }, {positive});
+  check_op("pow 3", [](const std::vector<Tensor>& in) { return pow(in[0], 3); }, {any});
+  // the same seed draws the same host uniforms, so the masks agree
+  check_op("dropout",
+           [](const std::vector<Tensor>& in) {
+             manual_seed(30);
+             return dropout(in[0], 0.3);
+           },
+           {any});
+}
+
+TEST_CASE("cuda: binary ops broadcast like on the CPU, forward and backward") {
+  manual_seed(4);
+  const std::vector<std::pair<Shape, Shape>> shapes{
+      {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}},
+      {{5, 1}, {1, 6}}, {{4}, {}},        {{2, 3, 1, 5}, {2, 1, 4, 1}}};
+  for (const auto& [sa, sb] : shapes) {
+    CAPTURE(sa);
+    CAPTURE(sb);
+    Tensor a = Tensor::randn(sa), b = uniform(sb, 0.5, 2);
+    check_op("add", [](const std::vector<Tensor>& in) { return in[0] + in[1]; }, {a, b});
+    check_op("sub", [](const std::vector<Tensor>& in) { return in[0] - in[1]; }, {a, b});
+    check_op("mul", [](const std::vector<Tensor>& in) { return in[0] * in[1]; }, {a, b});
+    check_op("div", [](const std::vector<Tensor>& in) { return in[0] / in[1]; }, {a, b});
+  }
+  Tensor x = uniform({3, 5}, 0.5, 2);
+  check_op("scalars", [](const std::vector<Tensor>& in) { return 3.0 / in[0] + 2.0 * in[0] - 1.0; },
+           {x});
+}
+
+TEST_CASE("cuda: sum, mean, max and argmax over dims") {
+  manual_seed(5);
+  Tensor x = Tensor::randn({4, 6, 5});
+  const std::vector<std::vector<int64_t>> dims_list{{}, {0}, {1}, {2}, {0, 2}, {1, 2}};
+  for (const auto& dims : dims_list) {
+    for (bool keep : {false, true}) {
+      CAPTURE(dims.size());
+      CAPTURE(keep);
+      check_op("sum", [&](const std::vector<Tensor>& in) { return sum(in[0], dims, keep); }, {x});
+      check_op("mean", [&](const std::vector<Tensor>& in) { return mean(in[0], dims, keep); }, {x});
+      check_op("max", [&](const std::vector<Tensor>& in) { return max(in[0], dims, keep); }, {x});
+    }
+  }
+  Tensor rows = Tensor::randn({37, 45});  // distinct values almost surely: no ties
+  CHECK(argmax(rows.cuda()).cpu().to_vector<int64_t>() == argmax(rows).to_vector<int64_t>());
+  Tensor tied = Tensor::of({1, 3, 3, 0, 2, 2, 2, 1}, {2, 4});  // the first largest wins
+  CHECK(argmax(tied.cuda()).cpu().to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  // long rows, one warp each
+  check_op("sum of long rows", [](const std::vector<Tensor>& in) { return sum(in[0], {1}); },
+           {Tensor::randn({3, 5000})});
+}
+
+TEST_CASE("cuda: softmax and log_softmax along every dim, large logits included") {
+  manual_seed(6);
+  for (double scale : {1.0, 100.0}) {
+    Tensor x = Tensor::randn({3, 4, 5}) * scale;
+    for (int64_t dim : {0, 1, 2, -1}) {
+      CAPTURE(scale);
+      CAPTURE(dim);
+      check_op("softmax", [dim](const std::vector<Tensor>& in) { return softmax(in[0], dim); },
+               {x});
+      check_op("log_softmax",
+               [dim](const std::vector<Tensor>& in) { return log_softmax(in[0], dim); }, {x});
+    }
+  }
+}
+
+TEST_CASE("cuda: matmul, linear and transpose") {
+  manual_seed(7);
+  auto mm = [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
+  check_op("matmul", mm, {Tensor::randn({5, 7}), Tensor::randn({7, 3})});
+  check_op("matmul batched", mm, {Tensor::randn({2, 5, 7}), Tensor::randn({2, 7, 3})});
+  check_op("matmul batched x 2-D", mm, {Tensor::randn({2, 5, 7}), Tensor::randn({7, 3})});
+  check_op("matmul K = 0", mm, {Tensor::randn({2, 0}), Tensor::randn({0, 3})});
+  check_op("matmul large", mm, {Tensor::randn({70, 130}), Tensor::randn({130, 90})});
+  check_op("linear", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+           {Tensor::randn({6, 9}), Tensor::randn({4, 9}), Tensor::randn({4})});
+  check_op("linear without bias",
+           [](const std::vector<Tensor>& in) { return linear(in[0], in[1], Tensor()); },
+           {Tensor::randn({40, 9}), Tensor::randn({4, 9})});
+  Tensor x3 = Tensor::randn({3, 37, 41});
+  check_op("transpose last two",
+           [](const std::vector<Tensor>& in) { return transpose(in[0], 1, 2); }, {x3});
+  check_op("transpose 0, 2 (strided copy)",
+           [](const std::vector<Tensor>& in) { return transpose(in[0], 0, 2); }, {x3});
+  check_op("t", [](const std::vector<Tensor>& in) { return in[0].t(); }, {Tensor::randn({65, 33})});
+  Tensor ints = Tensor::randint(0, 100, {3, 4, 5}, kInt64);
+  CHECK(transpose(ints.cuda(), 0, 1).cpu().to_vector<int64_t>() ==
+        transpose(ints, 0, 1).to_vector<int64_t>());
+  Tensor halves = Tensor::randn({4, 6}).to(kFloat16);
+  CHECK(transpose(halves.cuda(), 0, 1).to_float_vector() ==
+        transpose(halves, 0, 1).to_float_vector());
+}
+
+TEST_CASE("cuda: TF32 is opt-in and stays close") {
+  manual_seed(8);
+  Tensor a = Tensor::randn({64, 256}), b = Tensor::randn({256, 32});
+  CHECK_FALSE(cuda::allow_tf32());
+  cuda::set_allow_tf32(true);
+  check_match(matmul(a.cuda(), b.cuda()), matmul(a, b), "matmul with TF32", 1e-2);
+  cuda::set_allow_tf32(false);
+  check_match(matmul(a.cuda(), b.cuda()), matmul(a, b), "matmul without TF32");
+}
+
+TEST_CASE("cuda: conv2d forward and backward") {
+  manual_seed(9);
+  Tensor x = Tensor::randn({2, 3, 7, 6}), w = Tensor::randn({4, 3, 3, 2}), b = Tensor::randn({4});
+  for (int64_t stride : {1, 2}) {
+    for (int64_t pad : {0, 1}) {
+      CAPTURE(stride);
+      CAPTURE(pad);
+      const Conv2dArgs args{.stride = stride, .padding = pad};
+      check_op("conv2d",
+               [args](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], args); },
+               {x, w, b});
+      check_op(
+          "conv2d without bias",
+          [args](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor(), args); },
+          {x, w});
+    }
+  }
+  check_op("conv2d 1x1",  // reads x as its own columns
+           [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2]); },
+           {Tensor::randn({3, 5, 4, 4}), Tensor::randn({6, 5, 1, 1}), Tensor::randn({6})});
+}
+
+TEST_CASE("cuda: max and average pooling, overlapping and padded windows included") {
+  manual_seed(10);
+  Tensor x = Tensor::randn({2, 3, 8, 7});
+  struct Window {
+    int64_t k, stride, pad;
+  };
+  for (Window wd : {Window{2, 0, 0}, Window{3, 2, 1}, Window{3, 1, 1}, Window{2, 1, 0}}) {
+    CAPTURE(wd.k);
+    CAPTURE(wd.stride);
+    CAPTURE(wd.pad);
+    check_op(
+        "max_pool2d",
+        [wd](const std::vector<Tensor>& in) { return max_pool2d(in[0], wd.k, wd.stride, wd.pad); },
+        {x});
+    check_op(
+        "avg_pool2d",
+        [wd](const std::vector<Tensor>& in) { return avg_pool2d(in[0], wd.k, wd.stride, wd.pad); },
+        {x});
+  }
+}
+
+TEST_CASE("cuda: gather and cross_entropy with int32 and int64 labels") {
+  manual_seed(11);
+  Tensor logits = Tensor::randn({9, 7}) * 3.0;
+  for (DType lt : {kInt32, kInt64}) {
+    const std::string dtype = dtype_name(lt);
+    CAPTURE(dtype);
+    Tensor labels = Tensor::randint(0, 7, {9}, lt);
+    check_op("gather", [](const std::vector<Tensor>& in) { return gather(in[0], in[1]); },
+             {logits, labels});
+    check_op("cross_entropy",
+             [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); },
+             {logits, labels});
+    check_op("cross_entropy of large logits",
+             [](const std::vector<Tensor>& in) { return cross_entropy(in[0] * 1000.0, in[1]); },
+             {logits, labels});
+    // The front end checks labels only on the host: on the device a label
+    // outside [0, C) gives NaN instead of a read out of bounds.
+    Tensor bad = Tensor::of_ints({0, 7, 2}, {3}, lt).cuda();
+    CHECK(std::isnan(cross_entropy(logits.slice(0, 3).cuda(), bad).item()));
+    CHECK(std::isnan(gather(logits.slice(0, 3).cuda(), bad).at({1})));
+  }
+}
+
+TEST_CASE("cuda: NaN propagates through relu, max and max-pooling as on the CPU") {
+  Tensor x = Tensor::of({1, NAN, -2, 3, 0.5, -1, 4, 2}, {1, 2, 2, 2});
+  check_match(relu(x.cuda()), relu(x), "relu");
+  check_match(max(x.cuda(), {3}), max(x, {3}), "max");
+  check_match(max_pool2d(x.cuda(), 2), max_pool2d(x, 2), "max_pool2d");
+  CHECK(std::isnan(max_pool2d(x.cuda(), 2).at({0, 0, 0, 0})));
+}
+
+TEST_CASE("cuda: SGD, Momentum, Adam and AdamW take the same steps") {
+  manual_seed(12);
+  const std::vector<Shape> shapes{{5, 4}, {7}, {3000}};  // the last spans several blocks
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<const char*, Make>> optimizers{
+      {"SGD", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, 0.1, 0.01); }},
+      {"Momentum",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Momentum>(p, 0.1, 0.9,
+                                                  optim::MomentumOptions{.dampening = 0.1});
+       }},
+      {"Momentum nesterov",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Momentum>(
+             p, 0.1, 0.9, optim::MomentumOptions{.nesterov = true, .weight_decay = 0.01});
+       }},
+      {"Adam",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Adam>(p, 0.01, 0.9, 0.999, 1e-8, 0.01);
+       }},
+      {"AdamW", [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
+  };
+  for (const auto& [name, make] : optimizers) {
+    CAPTURE(name);
+    std::vector<Tensor> on_cpu, on_cuda;
+    for (const Shape& s : shapes) {
+      Tensor p = Tensor::randn(s);
+      on_cpu.push_back(p.clone().requires_grad_());
+      on_cuda.push_back(p.cuda().requires_grad_());
+    }
+    auto cpu_opt = make(on_cpu), cuda_opt = make(on_cuda);
+    for (int step = 0; step < 5; ++step) {
+      CAPTURE(step);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        // parameter 1 skips step 2, so its own step count (Adam's t) lags
+        if (i == 1 && step == 2) {
+          on_cpu[i].zero_grad();
+          on_cuda[i].zero_grad();
+          continue;
+        }
+        Tensor g = Tensor::randn(shapes[i]);
+        on_cpu[i].set_grad(g);
+        on_cuda[i].set_grad(g.cuda());
+      }
+      cpu_opt->step();
+      cuda_opt->step();
+      for (size_t i = 0; i < shapes.size(); ++i) check_match(on_cuda[i], on_cpu[i], "parameter");
+    }
+  }
+}
+
+TEST_CASE("cuda: a LeNet-shaped net takes the same SGD steps as on the CPU") {
+  // x [8, 1, 12, 12] -> conv 4@3x3 pad 1, relu, pool 2 -> conv 8@3x3, relu,
+  // pool 2 -> [8, 32] -> linear 16, relu -> linear 10 -> cross-entropy
+  manual_seed(13);
+  const std::vector<Shape> shapes{{4, 1, 3, 3}, {4},  {8, 4, 3, 3}, {8},
+                                  {16, 32},     {16}, {10, 16},     {10}};
+  std::vector<Tensor> on_cpu, on_cuda;
+  for (const Shape& s : shapes) {
+    Tensor p = Tensor::randn(s) * 0.3;
+    on_cpu.push_back(p.clone().requires_grad_());
+    on_cuda.push_back(p.cuda().requires_grad_());
+  }
+  auto net = [](const std::vector<Tensor>& p, const Tensor& x) {
+    Tensor h = max_pool2d(relu(conv2d(x, p[0], p[1], {.padding = 1})), 2);
+    h = max_pool2d(relu(conv2d(h, p[2], p[3])), 2).flatten(1);
+    return linear(relu(linear(h, p[4], p[5])), p[6], p[7]);
+  };
+  optim::SGD cpu_opt(on_cpu, 0.05), cuda_opt(on_cuda, 0.05);
+  for (int step = 0; step < 5; ++step) {
+    Tensor x = Tensor::randn({8, 1, 12, 12}), labels = Tensor::randint(0, 10, {8});
+    Tensor cpu_loss = cross_entropy(net(on_cpu, x), labels);
+    Tensor cuda_loss = cross_entropy(net(on_cuda, x.cuda()), labels.cuda());
+    const double want = cpu_loss.item(), got = cuda_loss.item();
+    MESSAGE("step " << step << ": loss cpu " << want << ", cuda " << got);
+    CHECK(std::abs(got - want) <= 1e-4 * std::abs(want));
+    cpu_opt.zero_grad();
+    cuda_opt.zero_grad();
+    cpu_loss.backward();
+    cuda_loss.backward();
+    cpu_opt.step();
+    cuda_opt.step();
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) check_match(on_cuda[i], on_cpu[i], "parameter", 1e-4);
+}
+
+// ---- main: skip everything, in one line, without a device ----
+
+namespace {
+
+// Counts the test cases a listing query returns, printing nothing.
+struct CountReporter : doctest::IReporter {
+  static inline unsigned cases = 0;
+  explicit CountReporter(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData& q) override { cases = q.num_data; }
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_REPORTER("count", 1, CountReporter);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (device_available(kCuda)) return doctest::Context(argc, argv).run();
+  const char* listing[] = {argv[0], "--list-test-cases", "--reporters=count"};
+  doctest::Context(3, listing).run();
+  std::printf("cuda: no CUDA device, %u cases skipped\n", CountReporter::cases);
+  return 0;
+}
