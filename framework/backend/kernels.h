@@ -72,7 +72,10 @@ struct Kernels {
   void* (*allocate)(size_t bytes);  // 64-byte aligned at least; throws std::bad_alloc
   void (*deallocate)(void* p, size_t bytes);
   // n bytes; host memory on the side `kind` names. Queued on the device's
-  // stream: DeviceToHost waits for it, the others need not.
+  // stream: DeviceToHost waits for it, the others need not (HostToDevice may
+  // return before the copy is done only for host memory the caller keeps
+  // alive until then; minidl's host tensors are pageable, which CUDA stages
+  // before returning).
   void (*copy)(void* dst, const void* src, size_t n, CopyKind kind);
   void (*synchronize)();  // waits until the device has finished all queued work
   // Bytes this device's allocator holds for live storages, and the peak.
@@ -83,7 +86,8 @@ struct Kernels {
   // ---- data movement, any dtype ----
   void (*fill)(DType dtype, int64_t n, double value, void* dst);
   void (*cast)(DType from, DType to, int64_t n, const void* src, void* dst);
-  // dst [shape[0..nd)] contiguous, element i read from src at sum(idx[d] * src_strides[d])
+  // dst [shape[0..nd)] contiguous, element i read from src at sum(idx[d] * src_strides[d]);
+  // nd <= kMaxDims
   void (*permute)(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
                   const void* src, void* dst);
 
@@ -134,6 +138,8 @@ struct Kernels {
   void (*avg_pool_backward)(const PoolGeometry& g, const float* gy, float* gx);
 
   // ---- labels: int32 or int64 (label_dtype), in [0, C) ----
+  // The front ends check host labels before the call; a device kernel given
+  // a label out of range writes NaN for that row and reads nothing.
   // x [N, C] -> out [N] = x[i, labels[i]]
   void (*gather)(int64_t n, int64_t c, const float* x, const void* labels, DType label_dtype,
                  float* out);

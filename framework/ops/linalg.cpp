@@ -105,6 +105,8 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
     const int64_t batch = rows * cols > 0 ? x.numel() / (rows * cols) : 0;
     kern.transpose(batch, rows, cols, x.data_ptr<float>(), out.data_ptr<float>());
   } else {  // any dtype, any two dims: a strided copy
+    MINIDL_CHECK(nd <= kMaxDims, "transpose: ", x.shape(), " has ", nd, " dims; at most ",
+                 kMaxDims, " are supported");
     std::vector<int64_t> in_strides(nd, 1);
     for (int64_t d = nd - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.shape()[d + 1];
     std::swap(in_strides[d0], in_strides[d1]);  // stride of each output dim in x
