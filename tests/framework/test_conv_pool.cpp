@@ -315,3 +315,50 @@ TEST_CASE("conv2d on the lanes kernel gives the same bits on 1 and 2 threads") {
   set_num_threads(before);
   for (int i = 0; i < 4; ++i) CHECK(runs[0][i] == runs[1][i]);
 }
+
+// LeNet's 2x2 stride-2 max pool takes 16 windows per vector step: rows of 18
+// and 7 windows reach the vector step and its scalar tail. Values from a small
+// set make ties (the first cell in reading order wins), -0 and +0 tie too,
+// and a NaN makes its window's output NaN.
+TEST_CASE("max_pool2d 2x2 stride 2 on wide rows: first maximum, ties, signed zeros, NaN") {
+  manual_seed(68);
+  for (int64_t W : {37, 14}) {
+    CAPTURE(W);
+    const int64_t H = 6, OH = 3, OW = W / 2;
+    std::vector<float> v = (Tensor::randint(-3, 3, {2, 3, H, W}).to(kFloat32) * 0.5f).to_vector<float>();
+    v[5] = -0.f;
+    v[4] = 0.f;  // a window holding -0 and +0 (and lower values below it)
+    v[W + 4] = v[W + 5] = -1.f;
+    v[7 * H * W / 2 + 3] = std::numeric_limits<float>::quiet_NaN();  // in plane 3
+    Tensor x = Tensor::from_vector(v, {2, 3, H, W}).requires_grad_();
+    Tensor y = max_pool2d(x, 2);
+    REQUIRE(y.shape() == Shape{2, 3, OH, OW});
+    y.sum().backward();
+    const auto yv = y.to_vector<float>(), gv = x.grad().to_vector<float>();
+    const int64_t nan_plane = (7 * H * W / 2 + 3) / (H * W);
+    for (int64_t p = 0; p < 6; ++p)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          CAPTURE(p);
+          CAPTURE(i);
+          CAPTURE(j);
+          const int64_t cells[4] = {p * H * W + 2 * i * W + 2 * j, p * H * W + 2 * i * W + 2 * j + 1,
+                                    p * H * W + (2 * i + 1) * W + 2 * j,
+                                    p * H * W + (2 * i + 1) * W + 2 * j + 1};
+          const float got = yv[(p * OH + i) * OW + j];
+          bool nan = false;
+          for (int64_t c : cells) nan |= std::isnan(v[c]);
+          if (nan) {
+            CHECK(std::isnan(got));
+            continue;
+          }
+          int64_t best = cells[0];
+          for (int64_t c : cells)
+            if (v[c] > v[best]) best = c;
+          CHECK(got == v[best]);
+          CHECK(std::signbit(got) == std::signbit(v[best]));
+          if (p != nan_plane)
+            for (int64_t c : cells) CHECK(gv[c] == (c == best ? 1.f : 0.f));
+        }
+  }
+}

@@ -124,16 +124,19 @@ struct Strides {
 
 // y[o, 0, j] = sum_{c, ki, kj} w[o, c, ki, kj] x[c, ki, j + kj] for o < OCB,
 // j < OWB: one output row's OWB columns of OCB channels, all in registers.
+// Only taps ki in [ki0, ki1), kj in [kj0, kj1) are summed (the others meet
+// zero padding).
 template <int OCB, int OWB>
-void tile_forward(const float* x, const float* w, float* y, const Strides& s) {
+void tile_forward(const float* x, const float* w, float* y, const Strides& s, int64_t ki0,
+                  int64_t ki1, int64_t kj0, int64_t kj1) {
   __m512 acc[OCB][OWB];
   for (int o = 0; o < OCB; ++o)
     for (int j = 0; j < OWB; ++j) acc[o][j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < s.C; ++c)
-    for (int64_t ki = 0; ki < s.KH; ++ki) {
+    for (int64_t ki = ki0; ki < ki1; ++ki) {
       const float* xr = x + c * s.x_plane + ki * s.x_row;
       const float* wr = w + (c * s.KH + ki) * s.KW;
-      for (int64_t kj = 0; kj < s.KW; ++kj) {
+      for (int64_t kj = kj0; kj < kj1; ++kj) {
         __m512 wv[OCB];
         for (int o = 0; o < OCB; ++o) wv[o] = _mm512_set1_ps(wr[o * s.w_oc + kj]);
         for (int j = 0; j < OWB; ++j) {
@@ -147,7 +150,8 @@ void tile_forward(const float* x, const float* w, float* y, const Strides& s) {
 }
 
 constexpr int kMaxOCB = 4, kMaxOWB = 8;  // at most 28 accumulators + OCB weights + 1 input
-using ForwardTile = void (*)(const float*, const float*, float*, const Strides&);
+using ForwardTile = void (*)(const float*, const float*, float*, const Strides&, int64_t, int64_t,
+                             int64_t, int64_t);
 
 template <int OCB, int... J>
 constexpr std::array<ForwardTile, kMaxOWB> forward_tiles_for(std::integer_sequence<int, J...>) {
@@ -169,9 +173,12 @@ int64_t even_block(int64_t n, int64_t most) {
 }
 
 // xl [NB, C, PH, PW, V], w [OC, C, KH, KW] -> yl [NB, OC, OH, OW, V], valid
-// convolution. Threads split the (block, channel tile, output row) triples.
-void forward_lanes(const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t PW, const float* w,
-                   int64_t OC, int64_t KH, int64_t KW, float* yl) {
+// convolution; xl is zero outside rows [r0, r1) and columns [c0, c1), whose
+// taps are skipped where a whole tile row or column meets them. Threads split
+// the (block, channel tile, output row) triples.
+void forward_lanes(const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t PW, int64_t r0,
+                   int64_t r1, int64_t c0, int64_t c1, const float* w, int64_t OC, int64_t KH,
+                   int64_t KW, float* yl) {
   const int64_t OH = PH - KH + 1, OW = PW - KW + 1;
   const int64_t ocb = even_block(OC, kMaxOCB);
   const int64_t owb = even_block(OW, ocb == 4 ? 6 : ocb == 3 ? 7 : kMaxOWB);
@@ -181,11 +188,15 @@ void forward_lanes(const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t P
   for (int64_t task = 0; task < NB * tiles_oc * OH; ++task) {
     const int64_t oh = task % OH, t = task / OH, b = t / tiles_oc, oc0 = t % tiles_oc * ocb;
     const int64_t nc = std::min(ocb, OC - oc0);
+    const int64_t ki0 = std::clamp<int64_t>(r0 - oh, 0, KH), ki1 = std::clamp<int64_t>(r1 - oh, ki0, KH);
     const float* x = xl + b * C * s.x_plane + oh * s.x_row;
     float* y = yl + ((b * OC + oc0) * OH + oh) * OW * V;
     for (int64_t ow0 = 0; ow0 < OW; ow0 += owb) {
       const int64_t nw = std::min(owb, OW - ow0);
-      kForwardTiles[nc - 1][nw - 1](x + ow0 * V, w + oc0 * s.w_oc, y + ow0 * V, s);
+      const int64_t kj0 = std::clamp<int64_t>(c0 - (ow0 + nw - 1), 0, KW);
+      const int64_t kj1 = std::clamp<int64_t>(c1 - ow0, kj0, KW);
+      kForwardTiles[nc - 1][nw - 1](x + ow0 * V, w + oc0 * s.w_oc, y + ow0 * V, s, ki0, ki1, kj0,
+                                    kj1);
     }
   }
 }
@@ -297,7 +308,8 @@ void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, c
   const int64_t NB = (g.N + V - 1) / V, PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
   Scratch xl(NB * g.C * PH * PW * V), yl(NB * g.OC * g.OH * g.OW * V);
   to_lanes(x, g.N, g.C, g.H, g.W, g.pad, g.pad, xl.data());
-  forward_lanes(xl.data(), NB, g.C, PH, PW, w, g.OC, g.KH, g.KW, yl.data());
+  forward_lanes(xl.data(), NB, g.C, PH, PW, g.pad, g.pad + g.H, g.pad, g.pad + g.W, w, g.OC, g.KH,
+                g.KW, yl.data());
   from_lanes(yl.data(), g.N, g.OC, g.OH * g.OW, b, y);
 }
 
@@ -339,7 +351,8 @@ void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, 
         for (int64_t k = 0; k < KK; ++k)
           wt.data()[(c * g.OC + oc) * KK + k] = w[(oc * g.C + c) * KK + KK - 1 - k];
     Scratch gxl(NB * g.C * g.H * g.W * V);
-    forward_lanes(gl.data(), NB, g.OC, GPH, GPW, wt.data(), g.C, g.KH, g.KW, gxl.data());
+    forward_lanes(gl.data(), NB, g.OC, GPH, GPW, qh, qh + g.OH, qw, qw + g.OW, wt.data(), g.C, g.KH,
+                  g.KW, gxl.data());
     from_lanes(gxl.data(), g.N, g.C, g.H * g.W, nullptr, gx);
   }
 }

@@ -1,3 +1,10 @@
+// GCC 12 warns that its own _mm512_undefined_*, inside some intrinsics, "may
+// be used uninitialized" (a known false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -109,9 +116,63 @@ void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
       }
 }
 
+namespace {
+
+// Windows [ow0, OW) of one row of 2x2 stride-2 pooling: r0 the window's top
+// row in x (r1 = r0 + W below it), base = the flat index of r0[0]. The first
+// maximum wins; a NaN anywhere makes the output NaN (and its index the last
+// cell, as the not-max flags all read true).
+void pool2x2_tail(const float* r0, int64_t W, int64_t ow0, int64_t OW, int64_t base, float* y,
+                  int32_t* a) {
+  const float* r1 = r0 + W;
+  for (int64_t ow = ow0; ow < OW; ++ow) {
+    const float p = r0[2 * ow], q = r0[2 * ow + 1], u = r1[2 * ow], v = r1[2 * ow + 1];
+    float m = std::max(std::max(p, q), std::max(u, v));
+    if ((p != p) | (q != q) | (u != u) | (v != v)) m = std::numeric_limits<float>::quiet_NaN();
+    const int64_t f = p != m, s = q != m, t = u != m;  // not-max flags
+    y[ow] = m;
+    a[ow] = static_cast<int32_t>(base + 2 * ow + f * (1 + s * (W - 1 + t)));
+  }
+}
+
+// The same, 16 windows per step (branch-free: data-dependent branches on
+// random activations mispredict and cost 30x).
+void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
+  int64_t ow = 0;
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
+                                                           3, 2, 1, 0), 1);
+  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (; ow + 16 <= OW; ow += 16) {
+    const float* t = r0 + 2 * ow;
+    const __m512 t0 = _mm512_loadu_ps(t), t1 = _mm512_loadu_ps(t + 16);
+    const __m512 b0 = _mm512_loadu_ps(t + W), b1 = _mm512_loadu_ps(t + W + 16);
+    const __m512 p = _mm512_permutex2var_ps(t0, even, t1), q = _mm512_permutex2var_ps(t0, odd, t1);
+    const __m512 u = _mm512_permutex2var_ps(b0, even, b1), v = _mm512_permutex2var_ps(b0, odd, b1);
+    // std::max(a, b) is max_ps(b, a), down to which zero (+0 or -0) it keeps
+    __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
+    const __mmask16 any_nan = _mm512_cmp_ps_mask(p, q, _CMP_UNORD_Q) |
+                              _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q);
+    m = _mm512_mask_mov_ps(m, any_nan, nan);
+    const __mmask16 f = _mm512_cmp_ps_mask(p, m, _CMP_NEQ_UQ);
+    const __mmask16 fs = f & _mm512_cmp_ps_mask(q, m, _CMP_NEQ_UQ);
+    const __mmask16 fst = fs & _mm512_cmp_ps_mask(u, m, _CMP_NEQ_UQ);
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2);
+    idx = _mm512_mask_add_epi32(idx, f, idx, _mm512_set1_epi32(1));
+    idx = _mm512_mask_add_epi32(idx, fs, idx, _mm512_set1_epi32(static_cast<int32_t>(W - 1)));
+    idx = _mm512_mask_add_epi32(idx, fst, idx, _mm512_set1_epi32(1));
+    _mm512_storeu_ps(y + ow, m);
+    _mm512_storeu_si512(a + ow, idx);
+  }
+#endif
+  pool2x2_tail(r0, W, ow, OW, base, y, a);
+}
+
+}  // namespace
+
 // x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW] (first maximal cell).
-// Branch-free max then an index search: data-dependent branches on random
-// activations mispredict and cost 30x.
 void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) {
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
   for (int64_t p = 0; p < g.NC; ++p) {
@@ -120,15 +181,7 @@ void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* 
     int32_t* ap = argmax + p * g.OH * g.OW;
     if (g.K == 2 && g.stride == 2 && g.pad == 0) {  // LeNet's pools: index by arithmetic
       for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const float *r0 = xp + 2 * oh * g.W + 2 * ow, *r1 = r0 + g.W;
-          float m = std::max(std::max(r0[0], r0[1]), std::max(r1[0], r1[1]));
-          if ((r0[0] != r0[0]) | (r0[1] != r0[1]) | (r1[0] != r1[0]) | (r1[1] != r1[1]))
-            m = std::numeric_limits<float>::quiet_NaN();  // NaN propagates
-          const int64_t f = r0[0] != m, s = r0[1] != m, t = r1[0] != m;  // not-max flags
-          yp[oh * g.OW + ow] = m;
-          ap[oh * g.OW + ow] = static_cast<int32_t>(2 * oh * g.W + 2 * ow + f * (1 + s * (g.W - 1 + t)));
-        }
+        pool2x2_row(xp + 2 * oh * g.W, g.W, g.OW, 2 * oh * g.W, yp + oh * g.OW, ap + oh * g.OW);
       continue;
     }
     for (int64_t oh = 0; oh < g.OH; ++oh) {
