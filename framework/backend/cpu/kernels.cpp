@@ -118,14 +118,49 @@ void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
 
 namespace {
 
-// Windows [ow0, OW) of one row of 2x2 stride-2 pooling: r0 the window's top
-// row in x (r1 = r0 + W below it), base = the flat index of r0[0]. The first
-// maximum wins; a NaN anywhere makes the output NaN (and its index the last
-// cell, as the not-max flags all read true).
-void pool2x2_tail(const float* r0, int64_t W, int64_t ow0, int64_t OW, int64_t base, float* y,
-                  int32_t* a) {
+// One row of 2x2 stride-2 windows: r0 the windows' top row in x (r1 = r0 + W
+// below it), base = the flat index of r0[0]. The first maximum wins; a NaN
+// anywhere makes the output NaN (and its index the last cell, as the not-max
+// flags all read true). Branch-free: data-dependent branches on random
+// activations mispredict and cost 30x. With AVX-512, 16 windows per step, the
+// last step masked (LeNet's rows hold 14 and 5 windows).
+#if defined(__AVX512F__)
+void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
+                                                           3, 2, 1, 0), 1);
+  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow);  // windows: 2n floats per row
+    const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(16, 2 * n)) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(0, 2 * n - 16)) - 1);
+    const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);
+    const float* t = r0 + 2 * ow;
+    const __m512 t0 = _mm512_maskz_loadu_ps(m0, t), t1 = _mm512_maskz_loadu_ps(m1, t + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, t + W), b1 = _mm512_maskz_loadu_ps(m1, t + W + 16);
+    const __m512 p = _mm512_permutex2var_ps(t0, even, t1), q = _mm512_permutex2var_ps(t0, odd, t1);
+    const __m512 u = _mm512_permutex2var_ps(b0, even, b1), v = _mm512_permutex2var_ps(b0, odd, b1);
+    // std::max(a, b) is max_ps(b, a), down to which zero (+0 or -0) it keeps
+    __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
+    const __mmask16 any_nan = _mm512_cmp_ps_mask(p, q, _CMP_UNORD_Q) |
+                              _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q);
+    m = _mm512_mask_mov_ps(m, any_nan, nan);
+    const __mmask16 f = _mm512_cmp_ps_mask(p, m, _CMP_NEQ_UQ);  // not-max flags
+    const __mmask16 fs = f & _mm512_cmp_ps_mask(q, m, _CMP_NEQ_UQ);
+    const __mmask16 fst = fs & _mm512_cmp_ps_mask(u, m, _CMP_NEQ_UQ);
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2);
+    idx = _mm512_mask_add_epi32(idx, f, idx, _mm512_set1_epi32(1));
+    idx = _mm512_mask_add_epi32(idx, fs, idx, _mm512_set1_epi32(static_cast<int32_t>(W - 1)));
+    idx = _mm512_mask_add_epi32(idx, fst, idx, _mm512_set1_epi32(1));
+    _mm512_mask_storeu_ps(y + ow, out, m);
+    _mm512_mask_storeu_epi32(a + ow, out, idx);
+  }
+}
+#else
+void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
   const float* r1 = r0 + W;
-  for (int64_t ow = ow0; ow < OW; ++ow) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
     const float p = r0[2 * ow], q = r0[2 * ow + 1], u = r1[2 * ow], v = r1[2 * ow + 1];
     float m = std::max(std::max(p, q), std::max(u, v));
     if ((p != p) | (q != q) | (u != u) | (v != v)) m = std::numeric_limits<float>::quiet_NaN();
@@ -134,41 +169,7 @@ void pool2x2_tail(const float* r0, int64_t W, int64_t ow0, int64_t OW, int64_t b
     a[ow] = static_cast<int32_t>(base + 2 * ow + f * (1 + s * (W - 1 + t)));
   }
 }
-
-// The same, 16 windows per step (branch-free: data-dependent branches on
-// random activations mispredict and cost 30x).
-void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
-  int64_t ow = 0;
-#if defined(__AVX512F__)
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
-                                                           3, 2, 1, 0), 1);
-  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
-  for (; ow + 16 <= OW; ow += 16) {
-    const float* t = r0 + 2 * ow;
-    const __m512 t0 = _mm512_loadu_ps(t), t1 = _mm512_loadu_ps(t + 16);
-    const __m512 b0 = _mm512_loadu_ps(t + W), b1 = _mm512_loadu_ps(t + W + 16);
-    const __m512 p = _mm512_permutex2var_ps(t0, even, t1), q = _mm512_permutex2var_ps(t0, odd, t1);
-    const __m512 u = _mm512_permutex2var_ps(b0, even, b1), v = _mm512_permutex2var_ps(b0, odd, b1);
-    // std::max(a, b) is max_ps(b, a), down to which zero (+0 or -0) it keeps
-    __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
-    const __mmask16 any_nan = _mm512_cmp_ps_mask(p, q, _CMP_UNORD_Q) |
-                              _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q);
-    m = _mm512_mask_mov_ps(m, any_nan, nan);
-    const __mmask16 f = _mm512_cmp_ps_mask(p, m, _CMP_NEQ_UQ);
-    const __mmask16 fs = f & _mm512_cmp_ps_mask(q, m, _CMP_NEQ_UQ);
-    const __mmask16 fst = fs & _mm512_cmp_ps_mask(u, m, _CMP_NEQ_UQ);
-    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2);
-    idx = _mm512_mask_add_epi32(idx, f, idx, _mm512_set1_epi32(1));
-    idx = _mm512_mask_add_epi32(idx, fs, idx, _mm512_set1_epi32(static_cast<int32_t>(W - 1)));
-    idx = _mm512_mask_add_epi32(idx, fst, idx, _mm512_set1_epi32(1));
-    _mm512_storeu_ps(y + ow, m);
-    _mm512_storeu_si512(a + ow, idx);
-  }
 #endif
-  pool2x2_tail(r0, W, ow, OW, base, y, a);
-}
 
 }  // namespace
 
