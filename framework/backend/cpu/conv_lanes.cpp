@@ -62,33 +62,38 @@ inline void transpose16(__m512 r[16]) {
 inline __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
 // src [N, C, H, W] -> dst [NB, C, H + 2 ph, W + 2 pw, V], zero in the padding
-// and in the samples past N.
+// and in the samples past N. sums (unless null) [NB, C, V]: each sample's sum
+// of its channel, added in reading order.
 void to_lanes(const float* src, int64_t N, int64_t C, int64_t H, int64_t W, int64_t ph,
-              int64_t pw, float* dst) {
-  const int64_t NB = (N + V - 1) / V, PH = H + 2 * ph, PW = W + 2 * pw;
-  static const float zeros[V] = {};
+              int64_t pw, float* dst, float* sums = nullptr) {
+  const int64_t NB = (N + V - 1) / V, PH = H + 2 * ph, PW = W + 2 * pw, CHW = C * H * W;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < NB; ++b)
     for (int64_t c = 0; c < C; ++c) {
+      const int64_t samples = std::min(V, N - b * V);
       float* plane = dst + (b * C + c) * PH * PW * V;
       std::fill(plane, plane + ph * PW * V, 0.f);
       std::fill(plane + (ph + H) * PW * V, plane + PH * PW * V, 0.f);
+      __m512 sum = _mm512_setzero_ps();
       for (int64_t h = 0; h < H; ++h) {
         float* row = plane + (ph + h) * PW * V;
         std::fill(row, row + pw * V, 0.f);
         std::fill(row + (pw + W) * V, row + PW * V, 0.f);
-        const float* rows[V];
-        for (int64_t s = 0; s < V; ++s)
-          rows[s] = b * V + s < N ? src + ((b * V + s) * C + c) * H * W + h * W : zeros;
+        const float* first_row = src + (b * V * C + c) * H * W + h * W;
         for (int64_t w0 = 0; w0 < W; w0 += V) {
           const int64_t n = std::min(V, W - w0);
           __m512 r[16];
-          for (int64_t s = 0; s < V; ++s)
-            r[s] = _mm512_maskz_loadu_ps(first(n), rows[s] == zeros ? zeros : rows[s] + w0);
+          for (int64_t s = 0; s < V; ++s)  // samples past N load nothing: zeros
+            r[s] = _mm512_maskz_loadu_ps(s < samples ? first(n) : 0,
+                                         first_row + std::min(s, samples - 1) * CHW + w0);
           transpose16(r);
-          for (int64_t i = 0; i < n; ++i) _mm512_store_ps(row + (pw + w0 + i) * V, r[i]);
+          for (int64_t i = 0; i < n; ++i) {
+            _mm512_store_ps(row + (pw + w0 + i) * V, r[i]);
+            sum = _mm512_add_ps(sum, r[i]);
+          }
         }
       }
+      if (sums) _mm512_store_ps(sums + (b * C + c) * V, sum);
     }
 }
 
@@ -326,26 +331,19 @@ void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, c
 // gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC] (each optional)
 void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                          float* gx, float* gw, float* gb) {
-  const int64_t NB = (g.N + V - 1) / V, L = g.OH * g.OW;
-  if (gb)  // gb[oc] = sum over samples (in double) of each sample's float sum
-#pragma omp parallel for schedule(static)
-    for (int64_t oc = 0; oc < g.OC; ++oc) {
-      double total = 0;
-      for (int64_t n = 0; n < g.N; ++n) {
-        const float* row = gy + (n * g.OC + oc) * L;
-        float s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t i = 0; i < L; ++i) s += row[i];
-        total += s;
-      }
-      gb[oc] = static_cast<float>(total);
-    }
-  if (!gx && !gw) return;
-  // gl: gy in lanes, padded for gx's full convolution (not padded without gx)
+  const int64_t NB = (g.N + V - 1) / V;
+  // gl: gy in lanes, padded for gx's full convolution (not padded without gx);
+  // sums [NB, OC, V]: each sample's sum of each channel of gy, for gb
   const int64_t qh = gx ? g.KH - 1 - g.pad : 0, qw = gx ? g.KW - 1 - g.pad : 0;
   const int64_t GPH = g.OH + 2 * qh, GPW = g.OW + 2 * qw;
-  Scratch gl(NB * g.OC * GPH * GPW * V);
-  to_lanes(gy, g.N, g.OC, g.OH, g.OW, qh, qw, gl.data());
+  Scratch gl(NB * g.OC * GPH * GPW * V), sums(NB * g.OC * V);
+  to_lanes(gy, g.N, g.OC, g.OH, g.OW, qh, qw, gl.data(), sums.data());
+  if (gb)  // gb[oc] = the samples' sums, added in sample order in double
+    for (int64_t oc = 0; oc < g.OC; ++oc) {
+      double total = 0;
+      for (int64_t n = 0; n < g.N; ++n) total += sums.data()[(n / V * g.OC + oc) * V + n % V];
+      gb[oc] = static_cast<float>(total);
+    }
   if (gw) {
     const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
     Scratch xl(NB * g.C * PH * PW * V);

@@ -217,8 +217,64 @@ void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* 
   }
 }
 
+#if defined(__AVX512F__)
+namespace {
+
+// One row of 2x2 stride-2 windows backward: gy, a [OW] (a: flat argmax into
+// the plane, base = the flat index of the windows' top-left cell r0[0]) ->
+// the rows r0 and r0 + W, every cell written (gy at the argmax, else 0), 16
+// windows per step, the last one masked.
+void unpool2x2_row(const float* gy, const int32_t* a, int64_t W, int64_t OW, int64_t base,
+                   float* r0) {
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
+                                                           3, 2, 1, 0), 1);
+  const __m512i one = _mm512_set1_epi32(1), below = _mm512_set1_epi32(static_cast<int32_t>(W));
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow);
+    const __mmask16 in = static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(16, 2 * n)) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(0, 2 * n - 16)) - 1);
+    // + 0 as the scalar path's 0 + gy does: a -0 gradient lands as +0
+    const __m512 g = _mm512_add_ps(_mm512_maskz_loadu_ps(in, gy + ow), _mm512_setzero_ps());
+    // d: the argmax's offset in its window: 0, 1, W or W + 1
+    const __m512i d = _mm512_sub_epi32(
+        _mm512_maskz_loadu_epi32(in, a + ow),
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2));
+    const __m512 p = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()), g);
+    const __m512 q = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, one), g);
+    const __m512 u = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, below), g);
+    const __m512 v = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, _mm512_add_epi32(below, one)), g);
+    float* t = r0 + 2 * ow;
+    _mm512_mask_storeu_ps(t, m0, _mm512_permutex2var_ps(p, lo, q));
+    _mm512_mask_storeu_ps(t + 16, m1, _mm512_permutex2var_ps(p, hi, q));
+    _mm512_mask_storeu_ps(t + W, m0, _mm512_permutex2var_ps(u, lo, v));
+    _mm512_mask_storeu_ps(t + W + 16, m1, _mm512_permutex2var_ps(u, hi, v));
+  }
+}
+
+}  // namespace
+#endif
+
 // gy [NC, OH, OW] -> gx [NC, H, W]
 void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx) {
+#if defined(__AVX512F__)
+  if (g.K == 2 && g.stride == 2 && g.pad == 0) {  // LeNet's pools: windows tile the plane
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+    for (int64_t p = 0; p < g.NC; ++p) {
+      float* plane = gx + p * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t o = (p * g.OH + oh) * g.OW;
+        unpool2x2_row(gy + o, argmax + o, g.W, g.OW, 2 * oh * g.W, plane + 2 * oh * g.W);
+        for (int64_t w = 2 * g.OW; w < g.W; ++w)  // an odd width's last column
+          plane[2 * oh * g.W + w] = plane[(2 * oh + 1) * g.W + w] = 0.f;
+      }
+      std::fill(plane + 2 * g.OH * g.W, plane + g.H * g.W, 0.f);  // an odd height's last row
+    }
+    return;
+  }
+#endif
   std::memset(gx, 0, g.NC * g.H * g.W * sizeof(float));
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
   for (int64_t p = 0; p < g.NC; ++p)
