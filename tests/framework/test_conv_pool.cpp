@@ -299,6 +299,9 @@ TEST_CASE("gradients of conv2d on the lanes kernel (finite differences)") {
   }
 }
 
+// 48 samples are 3 lane blocks: 1 thread takes whole blocks through all
+// stages, 2 threads split each stage (blocks of 64 and 16 samples on 2
+// threads, as ctest runs, reach the other two ways in the case above).
 TEST_CASE("conv2d on the lanes kernel gives the same bits on 1 and 2 threads") {
   manual_seed(67);
   Tensor x = Tensor::randn({48, 3, 9, 9}).requires_grad_();

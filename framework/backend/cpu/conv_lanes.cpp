@@ -20,7 +20,9 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <utility>
+#include <vector>
 
 #include "framework/backend/cpu/cpu.h"
 
@@ -61,62 +63,61 @@ inline void transpose16(__m512 r[16]) {
 
 inline __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
-// src [N, C, H, W] -> dst [NB, C, H + 2 ph, W + 2 pw, V], zero in the padding
+// A tensor [N, C, H, W] and its lanes form [NB, C, H + 2 ph, W + 2 pw, V].
+struct Lanes {
+  int64_t N, C, H, W, ph, pw;
+  int64_t PH() const { return H + 2 * ph; }
+  int64_t PW() const { return W + 2 * pw; }
+  int64_t plane() const { return PH() * PW() * V; }
+  int64_t floats() const { return (N + V - 1) / V * C * plane(); }
+};
+
+// Channel c of block b: src [N, C, H, W] -> dst (lanes), zero in the padding
 // and in the samples past N. sums (unless null) [NB, C, V]: each sample's sum
-// of its channel, added in reading order.
-void to_lanes(const float* src, int64_t N, int64_t C, int64_t H, int64_t W, int64_t ph,
-              int64_t pw, float* dst, float* sums = nullptr) {
-  const int64_t NB = (N + V - 1) / V, PH = H + 2 * ph, PW = W + 2 * pw, CHW = C * H * W;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < NB; ++b)
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t samples = std::min(V, N - b * V);
-      float* plane = dst + (b * C + c) * PH * PW * V;
-      std::fill(plane, plane + ph * PW * V, 0.f);
-      std::fill(plane + (ph + H) * PW * V, plane + PH * PW * V, 0.f);
-      __m512 sum = _mm512_setzero_ps();
-      for (int64_t h = 0; h < H; ++h) {
-        float* row = plane + (ph + h) * PW * V;
-        std::fill(row, row + pw * V, 0.f);
-        std::fill(row + (pw + W) * V, row + PW * V, 0.f);
-        const float* first_row = src + (b * V * C + c) * H * W + h * W;
-        for (int64_t w0 = 0; w0 < W; w0 += V) {
-          const int64_t n = std::min(V, W - w0);
-          __m512 r[16];
-          for (int64_t s = 0; s < V; ++s)  // samples past N load nothing: zeros
-            r[s] = _mm512_maskz_loadu_ps(s < samples ? first(n) : 0,
-                                         first_row + std::min(s, samples - 1) * CHW + w0);
-          transpose16(r);
-          for (int64_t i = 0; i < n; ++i) {
-            _mm512_store_ps(row + (pw + w0 + i) * V, r[i]);
-            sum = _mm512_add_ps(sum, r[i]);
-          }
-        }
+// of the channel, added in reading order.
+void to_lanes(const Lanes& l, const float* src, int64_t b, int64_t c, float* dst, float* sums) {
+  const int64_t samples = std::min(V, l.N - b * V), PW = l.PW();
+  float* plane = dst + (b * l.C + c) * l.plane();
+  std::fill(plane, plane + l.ph * PW * V, 0.f);
+  std::fill(plane + (l.ph + l.H) * PW * V, plane + l.plane(), 0.f);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t h = 0; h < l.H; ++h) {
+    float* row = plane + (l.ph + h) * PW * V;
+    std::fill(row, row + l.pw * V, 0.f);
+    std::fill(row + (l.pw + l.W) * V, row + PW * V, 0.f);
+    const float* first_row = src + ((b * V * l.C + c) * l.H + h) * l.W;
+    for (int64_t w0 = 0; w0 < l.W; w0 += V) {
+      const int64_t n = std::min(V, l.W - w0);
+      __m512 r[16];
+      for (int64_t s = 0; s < V; ++s)  // samples past N load nothing: zeros
+        r[s] = _mm512_maskz_loadu_ps(s < samples ? first(n) : 0,
+                                     first_row + std::min(s, samples - 1) * l.C * l.H * l.W + w0);
+      transpose16(r);
+      for (int64_t i = 0; i < n; ++i) {
+        _mm512_store_ps(row + (l.pw + w0 + i) * V, r[i]);
+        sum = _mm512_add_ps(sum, r[i]);
       }
-      if (sums) _mm512_store_ps(sums + (b * C + c) * V, sum);
     }
+  }
+  if (sums) _mm512_store_ps(sums + (b * l.C + c) * V, sum);
 }
 
-// src [NB, C, L, V] -> dst [N, C, L] plus bias[c] (when given)
-void from_lanes(const float* src, int64_t N, int64_t C, int64_t L, const float* bias, float* dst) {
-  const int64_t NB = (N + V - 1) / V;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < NB; ++b)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* plane = src + (b * C + c) * L * V;
-      const __m512 add = _mm512_set1_ps(bias ? bias[c] : 0.f);
-      const int64_t samples = std::min(V, N - b * V);
-      for (int64_t i0 = 0; i0 < L; i0 += V) {
-        const int64_t n = std::min(V, L - i0);
-        __m512 r[16];
-        for (int64_t i = 0; i < V; ++i)
-          r[i] = i < n ? _mm512_load_ps(plane + (i0 + i) * V) : _mm512_setzero_ps();
-        transpose16(r);
-        for (int64_t s = 0; s < samples; ++s)
-          _mm512_mask_storeu_ps(dst + ((b * V + s) * C + c) * L + i0, first(n),
-                                _mm512_add_ps(r[s], add));
-      }
-    }
+// Channel c of block b: src [NB, C, L, V] -> dst [N, C, L] plus bias[c] (when given)
+void from_lanes(int64_t N, int64_t C, int64_t L, const float* src, const float* bias, int64_t b,
+                int64_t c, float* dst) {
+  const float* plane = src + (b * C + c) * L * V;
+  const __m512 add = _mm512_set1_ps(bias ? bias[c] : 0.f);
+  const int64_t samples = std::min(V, N - b * V);
+  for (int64_t i0 = 0; i0 < L; i0 += V) {
+    const int64_t n = std::min(V, L - i0);
+    __m512 r[16];
+    for (int64_t i = 0; i < V; ++i)
+      r[i] = i < n ? _mm512_load_ps(plane + (i0 + i) * V) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t s = 0; s < samples; ++s)
+      _mm512_mask_storeu_ps(dst + ((b * V + s) * C + c) * L + i0, first(n),
+                            _mm512_add_ps(r[s], add));
+  }
 }
 
 // Strides (in floats) of one valid convolution on lanes tensors.
@@ -183,22 +184,23 @@ int64_t even_block(int64_t n, int64_t most) {
   return (n + blocks - 1) / blocks;
 }
 
-// xl [NB, C, PH, PW, V], w [OC, C, KH, KW] -> yl [NB, OC, OH, OW, V], valid
-// convolution; xl is zero outside rows [r0, r1) and columns [c0, c1), whose
-// taps are skipped where a whole tile row or column meets them. Threads split
-// the (block, channel tile, output row) triples.
-void forward_lanes(const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t PW, int64_t r0,
-                   int64_t r1, int64_t c0, int64_t c1, const float* w, int64_t OC, int64_t KH,
-                   int64_t KW, float* yl) {
-  const int64_t OH = PH - KH + 1, OW = PW - KW + 1;
-  const int64_t ocb = even_block(OC, kMaxOCB);
-  const int64_t owb = even_block(OW, ocb == 4 ? 6 : ocb == 3 ? 7 : kMaxOWB);
-  const int64_t tiles_oc = (OC + ocb - 1) / ocb;
-  const Strides s{C, KH, KW, PH * PW * V, PW * V, C * KH * KW, OH * OW * V};
-#pragma omp parallel for schedule(static)
-  for (int64_t task = 0; task < NB * tiles_oc * OH; ++task) {
-    const int64_t oh = task % OH, t = task / OH, b = t / tiles_oc, oc0 = t % tiles_oc * ocb;
-    const int64_t nc = std::min(ocb, OC - oc0);
+// A valid convolution on lanes tensors: xl [NB, C, PH, PW, V], zero outside
+// rows [r0, r1) and columns [c0, c1) (whose taps are skipped where a whole
+// tile row or column meets them), w [OC, C, KH, KW] -> yl [NB, OC, OH, OW, V].
+// Item i of a block: channel tile i / OH, output row i % OH.
+struct ForwardPlan {
+  int64_t C, PH, PW, r0, r1, c0, c1, OC, KH, KW, OH, OW, ocb, owb, tiles_oc;
+  ForwardPlan(int64_t C_, int64_t PH_, int64_t PW_, int64_t r0_, int64_t r1_, int64_t c0_,
+              int64_t c1_, int64_t OC_, int64_t KH_, int64_t KW_)
+      : C(C_), PH(PH_), PW(PW_), r0(r0_), r1(r1_), c0(c0_), c1(c1_), OC(OC_), KH(KH_), KW(KW_),
+        OH(PH_ - KH_ + 1), OW(PW_ - KW_ + 1), ocb(even_block(OC_, kMaxOCB)),
+        owb(even_block(OW, ocb == 4 ? 6 : ocb == 3 ? 7 : kMaxOWB)),
+        tiles_oc((OC_ + ocb - 1) / ocb) {}
+  int64_t items() const { return tiles_oc * OH; }
+
+  void item(const float* xl, const float* w, float* yl, int64_t b, int64_t i) const {
+    const Strides s{C, KH, KW, PH * PW * V, PW * V, C * KH * KW, OH * OW * V};
+    const int64_t oh = i % OH, oc0 = i / OH * ocb, nc = std::min(ocb, OC - oc0);
     const int64_t ki0 = std::clamp<int64_t>(r0 - oh, 0, KH), ki1 = std::clamp<int64_t>(r1 - oh, ki0, KH);
     const float* x = xl + b * C * s.x_plane + oh * s.x_row;
     float* y = yl + ((b * OC + oc0) * OH + oh) * OW * V;
@@ -214,9 +216,9 @@ void forward_lanes(const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t P
       tiles[nc - 1][nw - 1](x + ow0 * V, w + oc0 * s.w_oc, y + ow0 * V, s, ki0, ki1, kj0, kj1);
     }
   }
-}
+};
 
-// acc[o][k] += sum_{oh, ow} g[o, oh, ow] x[oh, ow + k] over one block's rows:
+// acc[o][k] = sum_{oh, ow} g[o, oh, ow] x[oh, ow + k] over one block's rows:
 // OCB output channels by KB kernel columns, accumulators in registers.
 // g: gl at [b, oc0, 0, 0] (plane g_plane, row g_row); x: xl at [b, c, ki, kj0].
 template <int OCB, int KB>
@@ -224,7 +226,7 @@ void tile_weight(const float* g, int64_t g_plane, int64_t g_row, const float* x,
                  int64_t OH, int64_t OW, float* acc_mem) {
   __m512 acc[OCB][KB];
   for (int o = 0; o < OCB; ++o)
-    for (int k = 0; k < KB; ++k) acc[o][k] = _mm512_load_ps(acc_mem + (o * KB + k) * V);
+    for (int k = 0; k < KB; ++k) acc[o][k] = _mm512_setzero_ps();
   for (int64_t oh = 0; oh < OH; ++oh) {
     const float* gr = g + oh * g_row;
     const float* xr = x + oh * x_row;
@@ -258,54 +260,85 @@ const std::array<std::array<WeightTile, kMaxKB>, kMaxOCB> kWeightTiles = {
     weight_tiles_for<4>(std::make_integer_sequence<int, kMaxKB>{}),
 };
 
-// gl (gradient [NB, OC, OH, OW, V] inside planes of GPH x GPW, at offset qh,
-// qw), xl [NB, C, PH, PW, V] -> gw [OC, C, KH, KW]. Each thread owns a range
-// of (channel tile, c, ki, kernel-column tile) accumulator tiles and walks the
-// blocks in order, so every sum runs in the same order at any thread count.
-void weight_lanes(const float* gl, int64_t GPH, int64_t GPW, int64_t qh, int64_t qw,
-                  const float* xl, int64_t NB, int64_t C, int64_t PH, int64_t PW, int64_t OC,
-                  int64_t KH, int64_t KW, float* gw) {
-  const int64_t OH = PH - KH + 1, OW = PW - KW + 1;
-  const int64_t ocb = even_block(OC, kMaxOCB), kb = even_block(KW, ocb == 4 ? 6 : kMaxKB);
-  const int64_t tiles_oc = (OC + ocb - 1) / ocb, tiles_k = (KW + kb - 1) / kb;
-  const int64_t tasks = tiles_oc * C * KH * tiles_k;
-  // acc: tile t's [ocb, kb, V] at t * ocb * kb * V
-  Scratch acc(tasks * ocb * kb * V);
-  std::fill(acc.data(), acc.data() + tasks * ocb * kb * V, 0.f);
-  const int64_t g_plane = GPH * GPW * V, x_plane = PH * PW * V;
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
-    const int64_t t0 = tasks * me / threads, t1 = tasks * (me + 1) / threads;
-    for (int64_t b = 0; b < NB; ++b)
-      for (int64_t t = t0; t < t1; ++t) {
-        int64_t r = t;
-        const int64_t k0 = r % tiles_k * kb;
-        r /= tiles_k;
-        const int64_t ki = r % KH;
-        r /= KH;
-        const int64_t c = r % C, oc0 = r / C * ocb;
-        const int64_t nc = std::min(ocb, OC - oc0), nk = std::min(kb, KW - k0);
-        const float* g = gl + (b * OC + oc0) * g_plane + (qh * GPW + qw) * V;
-        const float* x = xl + (b * C + c) * x_plane + (ki * PW + k0) * V;
-        kWeightTiles[nc - 1][nk - 1](g, g_plane, GPW * V, x, PW * V, OH, OW,
-                                     acc.data() + t * ocb * kb * V);
-      }
+// The weight gradient on lanes tensors: gl (gradient [NB, OC, OH, OW, V]
+// inside planes of GPH x GPW, at offset qh, qw), xl [NB, C, PH, PW, V] ->
+// gw [OC, C, KH, KW]. Item t of block b - tile t: (channel tile, c, ki,
+// kernel-column tile) - writes its own sums acc[b, t]; reduce() then adds
+// every weight's blocks in order, so the sums run in the same order at any
+// thread count.
+struct WeightPlan {
+  int64_t GPH, GPW, qh, qw, C, PH, PW, OC, KH, KW, OH, OW, ocb, kb, tiles_oc, tiles_k;
+  WeightPlan(int64_t GPH_, int64_t GPW_, int64_t qh_, int64_t qw_, int64_t C_, int64_t PH_,
+             int64_t PW_, int64_t OC_, int64_t KH_, int64_t KW_)
+      : GPH(GPH_), GPW(GPW_), qh(qh_), qw(qw_), C(C_), PH(PH_), PW(PW_), OC(OC_), KH(KH_),
+        KW(KW_), OH(PH_ - KH_ + 1), OW(PW_ - KW_ + 1), ocb(even_block(OC_, kMaxOCB)),
+        kb(even_block(KW_, ocb == 4 ? 6 : kMaxKB)), tiles_oc((OC_ + ocb - 1) / ocb),
+        tiles_k((KW_ + kb - 1) / kb) {}
+  int64_t items() const { return tiles_oc * C * KH * tiles_k; }
+  int64_t tile_floats() const { return ocb * kb * V; }  // acc [NB, items, ocb * kb * V]
+
+  // tile t -> its first output channel oc0, input channel c, row ki, column k0
+  void decode(int64_t t, int64_t& oc0, int64_t& c, int64_t& ki, int64_t& k0) const {
+    k0 = t % tiles_k * kb;
+    t /= tiles_k;
+    ki = t % KH;
+    t /= KH;
+    c = t % C;
+    oc0 = t / C * ocb;
   }
-  // gw[oc0 + o, c, ki, k0 + k] = the lanes' sum of tile t's acc[o][k]
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tasks; ++t) {
-    int64_t r = t;
-    const int64_t k0 = r % tiles_k * kb;
-    r /= tiles_k;
-    const int64_t ki = r % KH;
-    r /= KH;
-    const int64_t c = r % C, oc0 = r / C * ocb;
+
+  void item(const float* gl, const float* xl, float* acc, int64_t b, int64_t t) const {
+    int64_t oc0, c, ki, k0;
+    decode(t, oc0, c, ki, k0);
     const int64_t nc = std::min(ocb, OC - oc0), nk = std::min(kb, KW - k0);
-    for (int64_t o = 0; o < nc; ++o)
-      for (int64_t k = 0; k < nk; ++k)
-        gw[(((oc0 + o) * C + c) * KH + ki) * KW + k0 + k] =
-            _mm512_reduce_add_ps(_mm512_load_ps(acc.data() + (t * ocb * kb + o * nk + k) * V));
+    const int64_t g_plane = GPH * GPW * V;
+    const float* g = gl + (b * OC + oc0) * g_plane + (qh * GPW + qw) * V;
+    const float* x = xl + (b * C + c) * PH * PW * V + (ki * PW + k0) * V;
+    kWeightTiles[nc - 1][nk - 1](g, g_plane, GPW * V, x, PW * V, OH, OW,
+                                 acc + (b * items() + t) * tile_floats());
+  }
+
+  // gw[oc0 + o, c, ki, k0 + k] = the lanes' sum of the blocks' acc[o][k], blocks in order
+  void reduce(const float* acc, int64_t NB, float* gw) const {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < items(); ++t) {
+      int64_t oc0, c, ki, k0;
+      decode(t, oc0, c, ki, k0);
+      const int64_t nc = std::min(ocb, OC - oc0), nk = std::min(kb, KW - k0);
+      for (int64_t i = 0; i < nc * nk; ++i) {
+        __m512 sum = _mm512_load_ps(acc + t * tile_floats() + i * V);
+        for (int64_t b = 1; b < NB; ++b)
+          sum = _mm512_add_ps(sum, _mm512_load_ps(acc + (b * items() + t) * tile_floats() + i * V));
+        gw[(((oc0 + i / nk) * C + c) * KH + ki) * KW + k0 + i % nk] = _mm512_reduce_add_ps(sum);
+      }
+    }
+  }
+};
+
+// A stage: item(b, i) for every block b and i < count.
+struct Stage {
+  int64_t count;
+  std::function<void(int64_t, int64_t)> item;
+};
+
+// Runs the stages in order over NB blocks. With whole blocks for every thread,
+// each thread takes its blocks through all stages: a block's data stays in
+// the cache of the core that moved it into lanes (on this 2-core machine data
+// crossing cores made the weight gradient as slow on 2 threads as on 1), and
+// there is no barrier between stages. Else each stage is split across the
+// threads in turn (items of a block next to each other).
+void run_blocks(int64_t NB, const std::vector<Stage>& stages) {
+  const int64_t threads = omp_get_max_threads();
+  if (NB % threads == 0 || NB >= 4 * threads) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < NB; ++b)
+      for (const Stage& s : stages)
+        for (int64_t i = 0; i < s.count; ++i) s.item(b, i);
+    return;
+  }
+  for (const Stage& s : stages) {
+#pragma omp parallel for schedule(static)
+    for (int64_t bi = 0; bi < NB * s.count; ++bi) s.item(bi / s.count, bi % s.count);
   }
 }
 
@@ -320,12 +353,14 @@ bool lanes_conv_fits(const ConvGeometry& g) {
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH, OW]
 void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                         float* y) {
-  const int64_t NB = (g.N + V - 1) / V, PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
-  Scratch xl(NB * g.C * PH * PW * V), yl(NB * g.OC * g.OH * g.OW * V);
-  to_lanes(x, g.N, g.C, g.H, g.W, g.pad, g.pad, xl.data());
-  forward_lanes(xl.data(), NB, g.C, PH, PW, g.pad, g.pad + g.H, g.pad, g.pad + g.W, w, g.OC, g.KH,
-                g.KW, yl.data());
-  from_lanes(yl.data(), g.N, g.OC, g.OH * g.OW, b, y);
+  const int64_t NB = (g.N + V - 1) / V, L = g.OH * g.OW;
+  const Lanes in{g.N, g.C, g.H, g.W, g.pad, g.pad};
+  const ForwardPlan fp(g.C, in.PH(), in.PW(), g.pad, g.pad + g.H, g.pad, g.pad + g.W, g.OC, g.KH,
+                       g.KW);
+  Scratch xl(in.floats()), yl(NB * g.OC * L * V);
+  run_blocks(NB, {{g.C, [&](int64_t n, int64_t c) { to_lanes(in, x, n, c, xl.data(), nullptr); }},
+                  {fp.items(), [&](int64_t n, int64_t i) { fp.item(xl.data(), w, yl.data(), n, i); }},
+                  {g.OC, [&](int64_t n, int64_t c) { from_lanes(g.N, g.OC, L, yl.data(), b, n, c, y); }}});
 }
 
 // gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC] (each optional)
@@ -335,34 +370,45 @@ void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, 
   // gl: gy in lanes, padded for gx's full convolution (not padded without gx);
   // sums [NB, OC, V]: each sample's sum of each channel of gy, for gb
   const int64_t qh = gx ? g.KH - 1 - g.pad : 0, qw = gx ? g.KW - 1 - g.pad : 0;
-  const int64_t GPH = g.OH + 2 * qh, GPW = g.OW + 2 * qw;
-  Scratch gl(NB * g.OC * GPH * GPW * V), sums(NB * g.OC * V);
-  to_lanes(gy, g.N, g.OC, g.OH, g.OW, qh, qw, gl.data(), sums.data());
+  const Lanes gyl{g.N, g.OC, g.OH, g.OW, qh, qw}, xin{g.N, g.C, g.H, g.W, g.pad, g.pad};
+  Scratch gl(gyl.floats()), sums(NB * g.OC * V);
+  std::vector<Stage> stages = {{g.OC, [&](int64_t n, int64_t c) {
+                                  to_lanes(gyl, gy, n, c, gl.data(), sums.data());
+                                }}};
+  // gw: x in lanes, then each block's accumulator tiles
+  const WeightPlan wp(gyl.PH(), gyl.PW(), qh, qw, g.C, xin.PH(), xin.PW(), g.OC, g.KH, g.KW);
+  Scratch xl(gw ? xin.floats() : 0), acc(gw ? NB * wp.items() * wp.tile_floats() : 0);
+  if (gw) {
+    stages.push_back({g.C, [&](int64_t n, int64_t c) { to_lanes(xin, x, n, c, xl.data(), nullptr); }});
+    stages.push_back({wp.items(), [&](int64_t n, int64_t t) {
+                        wp.item(gl.data(), xl.data(), acc.data(), n, t);
+                      }});
+  }
+  // gx: the valid convolution of gl with wt [C, OC, KH, KW], w with its kernel
+  // flipped and its channels swapped, then out of lanes
+  const ForwardPlan dp(g.OC, gyl.PH(), gyl.PW(), qh, qh + g.OH, qw, qw + g.OW, g.C, g.KH, g.KW);
+  const int64_t KK = g.KH * g.KW;
+  Scratch wt(gx ? g.C * g.OC * KK : 0), gxl(gx ? NB * g.C * g.H * g.W * V : 0);
+  if (gx) {
+    for (int64_t oc = 0; oc < g.OC; ++oc)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t k = 0; k < KK; ++k)
+          wt.data()[(c * g.OC + oc) * KK + k] = w[(oc * g.C + c) * KK + KK - 1 - k];
+    stages.push_back({dp.items(), [&](int64_t n, int64_t i) {
+                        dp.item(gl.data(), wt.data(), gxl.data(), n, i);
+                      }});
+    stages.push_back({g.C, [&](int64_t n, int64_t c) {
+                        from_lanes(g.N, g.C, g.H * g.W, gxl.data(), nullptr, n, c, gx);
+                      }});
+  }
+  run_blocks(NB, stages);
+  if (gw) wp.reduce(acc.data(), NB, gw);
   if (gb)  // gb[oc] = the samples' sums, added in sample order in double
     for (int64_t oc = 0; oc < g.OC; ++oc) {
       double total = 0;
       for (int64_t n = 0; n < g.N; ++n) total += sums.data()[(n / V * g.OC + oc) * V + n % V];
       gb[oc] = static_cast<float>(total);
     }
-  if (gw) {
-    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
-    Scratch xl(NB * g.C * PH * PW * V);
-    to_lanes(x, g.N, g.C, g.H, g.W, g.pad, g.pad, xl.data());
-    weight_lanes(gl.data(), GPH, GPW, qh, qw, xl.data(), NB, g.C, PH, PW, g.OC, g.KH, g.KW, gw);
-  }
-  if (gx) {
-    // wt [C, OC, KH, KW] = w with its kernel flipped and its channels swapped
-    const int64_t KK = g.KH * g.KW;
-    Scratch wt(g.C * g.OC * KK);
-    for (int64_t oc = 0; oc < g.OC; ++oc)
-      for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t k = 0; k < KK; ++k)
-          wt.data()[(c * g.OC + oc) * KK + k] = w[(oc * g.C + c) * KK + KK - 1 - k];
-    Scratch gxl(NB * g.C * g.H * g.W * V);
-    forward_lanes(gl.data(), NB, g.OC, GPH, GPW, qh, qh + g.OH, qw, qw + g.OW, wt.data(), g.C, g.KH,
-                  g.KW, gxl.data());
-    from_lanes(gxl.data(), g.N, g.C, g.H * g.W, nullptr, gx);
-  }
 }
 
 #else  // no AVX-512: the im2col path serves every geometry
