@@ -1,4 +1,7 @@
-// CPU convolution (im2col + GEMM, the batch split between threads) and linear.
+// CPU convolution and linear. conv2d's entries hand the geometries the direct
+// lanes kernel takes (conv_lanes.cpp: stride 1, padding below the kernel,
+// batches of 16 and more) to it; the rest run here as im2col + GEMM, the batch
+// split between threads.
 #include <omp.h>
 
 #include <algorithm>
