@@ -1,12 +1,15 @@
 // bench_ops: GFLOP/s of minidl's matmul (n = 64, 256, 1024), linear forward
 // (the MLP's fc1 at batch 32 and 256) and conv2d forward and backward at
-// LeNet-5's shapes (batch 64), each the median over repeated runs. When bench_ops_torch sits in the same folder, it then runs it
-// as a separate process with the same flags (for T > 1 twice: OpenBLAS at 1
-// and at T threads, keeping libtorch's faster figure per case) and prints both
-// libraries side by side with the ratio minidl/libtorch. Prints figures only;
+// LeNet-5's shapes (batch 64), each the median over repeated runs. When
+// bench_ops_torch sits in the same folder, it then runs it as a separate
+// process with the same flags (for T > 1 twice: OpenBLAS at 1 and at T
+// threads, keeping libtorch's faster figure per case), then bench_ops_dnnl
+// (oneDNN, the convolution cases) the same way once, and prints the libraries
+// side by side with minidl's ratio to the faster peer. Prints figures only;
 // asserts nothing.
 //
 //   bench_ops [--threads T] [--min-time S] [--twin on|off]
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -95,6 +98,37 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// A twin's figures: case -> (GFLOP/s, OpenBLAS threads of the run that gave it).
+using Figures = std::map<std::string, std::pair<double, long>>;
+
+// Runs `twin` (when built) once per OpenBLAS thread count, echoes its lines as
+// comments and keeps each case's fastest figure. False when it fails.
+bool run_twin_configs(const std::filesystem::path& twin, const char* library, long threads,
+                      const std::string& min_time, const std::vector<long>& blas_threads,
+                      Figures& best) {
+  if (!std::filesystem::exists(twin)) {
+    std::printf("# no %s twin: %s was not built\n", library, twin.c_str());
+    return true;
+  }
+  for (long bt : blas_threads) {
+    const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
+                                shell_quote(twin.string()) + " --threads " +
+                                std::to_string(threads) + " --min-time " + min_time;
+    std::vector<std::pair<std::string, double>> figures;
+    std::vector<std::string> notes;
+    if (!run_twin(command, figures, notes)) {
+      std::printf("# the %s twin failed: %s\n", library, command.c_str());
+      return false;
+    }
+    for (const auto& note : notes) std::printf("%s\n", note.c_str());
+    for (const auto& [name, gflops] : figures) {
+      std::printf("#   %s %.3f\n", name.c_str(), gflops);
+      if (gflops > best[name].first) best[name] = {gflops, bt};
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,44 +156,37 @@ int main(int argc, char** argv) {
   });
 
   if (twin_flag == "off") return 0;
-  const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_ops_torch";
-  if (!std::filesystem::exists(twin)) {
-    std::printf("# no libtorch twin: %s was not built\n", twin.c_str());
-    return 0;
-  }
+  const auto folder = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   // libtorch at its best: its own pool at T threads and OpenBLAS at 1 thread
   // (best for convolutions and training), or, for T > 1, OpenBLAS at T threads
   // too (best for a lone large matmul). Each case keeps the faster of the two.
   std::vector<long> blas_threads = {1};
   if (threads > 1) blas_threads.push_back(threads);
-  std::map<std::string, std::pair<double, long>> theirs;  // GFLOP/s, OpenBLAS threads
-  for (long bt : blas_threads) {
-    const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
-                                shell_quote(twin.string()) + " --threads " +
-                                std::to_string(threads) + " --min-time " + flags.str("min-time");
-    std::vector<std::pair<std::string, double>> figures;
-    std::vector<std::string> notes;
-    if (!run_twin(command, figures, notes)) {
-      std::printf("# the libtorch twin failed: %s\n", command.c_str());
-      return 1;
-    }
-    for (const auto& note : notes) std::printf("%s\n", note.c_str());
-    for (const auto& [name, gflops] : figures) {
-      std::printf("#   %s %.3f\n", name.c_str(), gflops);
-      if (gflops > theirs[name].first) theirs[name] = {gflops, bt};
-    }
-  }
+  Figures torch, dnnl;
+  if (!run_twin_configs(folder / "bench_ops_torch", "libtorch", threads, flags.str("min-time"),
+                        blas_threads, torch))
+    return 1;
+  // oneDNN on its own OpenMP pool at T threads (it calls no BLAS for these cases)
+  if (!run_twin_configs(folder / "bench_ops_dnnl", "oneDNN", threads, flags.str("min-time"), {1},
+                        dnnl))
+    return 1;
 
-  std::printf("\n%-12s %16s %18s %17s %14s\n", "case", "minidl GFLOP/s", "libtorch GFLOP/s",
-              "minidl/libtorch", "libtorch BLAS");
+  std::printf("\n%-12s %16s %18s %16s %16s %14s\n", "case", "minidl GFLOP/s", "libtorch GFLOP/s",
+              "oneDNN GFLOP/s", "minidl/best", "libtorch BLAS");
+  auto cell = [](const Figures& f, const std::string& name) {
+    auto it = f.find(name);
+    return it == f.end() || it->second.first <= 0 ? std::string("-")
+                                                   : std::to_string(it->second.first).substr(0, 7);
+  };
   for (const auto& [name, gflops] : ours) {
-    auto it = theirs.find(name);
-    if (it == theirs.end() || it->second.first <= 0)
-      std::printf("%-12s %16.2f %18s %17s\n", name.c_str(), gflops, "-", "-");
-    else
-      std::printf("%-12s %16.2f %18.2f %17.2f %14s\n", name.c_str(), gflops, it->second.first,
-                  gflops / it->second.first,
-                  ("OPENBLAS=" + std::to_string(it->second.second)).c_str());
+    double best = 0;
+    for (const Figures* f : {&torch, &dnnl})
+      if (f->count(name)) best = std::max(best, f->at(name).first);
+    const std::string blas =
+        torch.count(name) ? "OPENBLAS=" + std::to_string(torch.at(name).second) : "-";
+    std::printf("%-12s %16.2f %18s %16s %16s %14s\n", name.c_str(), gflops,
+                cell(torch, name).c_str(), cell(dnnl, name).c_str(),
+                best > 0 ? std::to_string(gflops / best).substr(0, 4).c_str() : "-", blas.c_str());
   }
   return 0;
 }

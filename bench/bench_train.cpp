@@ -5,8 +5,11 @@
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K]
 //
-// Prints minidl's `samples/s=R` and `peak_rss_mb=M`, then runs the twin after
-// it (never beside it) and prints its figures and the ratios. Under mpirun
+// Prints minidl's `samples/s=R`, `peak_rss_mb=M` and `gflops=G` (samples/s
+// times the model's FLOPs per training sample), then, in a single process,
+// `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
+// after training) and `ceiling_share=G/S`; then runs the twin after it (never
+// beside it) and prints its figures and the ratios. Under mpirun
 // with --parallel auto (DataParallel's overlapped allreduce during backward) or
 // explicit (scale_loss + apply_collective_grads after backward), every rank
 // trains on its own batch B and samples/s counts all ranks' samples;
@@ -66,6 +69,29 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
     }
   }
   return rates;
+}
+
+// Multiply-adds times two per training sample: forward, and backward's input
+// and weight gradients, except the input gradient of the first layer (the
+// data needs none). LeNet-5: conv1 0.47M (forward + weight gradient), conv2
+// 1.44M, the dense layers 0.35M: 2.26M in all. The MLP: 3.21M.
+double flops_per_sample(const std::string& model) {
+  auto conv = [](double oc, double c, double k, double l) { return 2 * oc * c * k * k * l; };
+  auto dense = [](double in, double out) { return 2 * in * out; };
+  if (model == "lenet")
+    return 2 * conv(6, 1, 5, 28 * 28) + 3 * conv(16, 6, 5, 10 * 10) +
+           3 * (dense(400, 120) + dense(120, 84) + dense(84, 10));
+  return 2 * dense(784, 512) + 3 * (dense(512, 512) + dense(512, 10));
+}
+
+// GFLOP/s of a 2048^3 sgemm through minidl's matmul (OpenBLAS on minidl's
+// threads), the median of 5 calls: this machine's ceiling for GEMM-bound work.
+double sgemm_ceiling_gflops() {
+  NoGradGuard no_grad;
+  const int n = 2048;
+  Tensor a = Tensor::randn({n, n}), b = Tensor::randn({n, n});
+  const double s = bench::median_seconds([] {}, [&] { Tensor c = matmul(a, b); }, 5, 0);
+  return 2.0 * n * n * n / s * 1e-9;
 }
 
 // Runs a command and returns the value of its `key=value` line (or -1).
@@ -134,6 +160,14 @@ int main(int argc, char** argv) {
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
+  // Achieved GFLOP/s against the sgemm ceiling measured now, on the same threads
+  // (one process; under mpirun the ranks share the cores, so no ceiling there).
+  const double gflops = ours * flops_per_sample(model) * 1e-9;
+  std::printf("gflops=%.1f\n", gflops);
+  if (parallel::world_size() == 1) {
+    const double ceiling = sgemm_ceiling_gflops();
+    std::printf("sgemm_ceiling_gflops=%.1f\nceiling_share=%.3f\n", ceiling, gflops / ceiling);
+  }
   if (mode == "both") {
     std::vector<double> ratios;  // chunk by chunk, the two timed side by side
     for (size_t c = 0; c < rates[0].size(); ++c) ratios.push_back(rates[0][c] / rates[1][c]);
@@ -156,8 +190,9 @@ int main(int argc, char** argv) {
     std::printf("# the libtorch twin failed: %s\n", command.c_str());
     return 1;
   }
-  std::printf("libtorch_samples/s=%.1f\nlibtorch_peak_rss_mb=%.1f\n", theirs["samples/s"],
-              theirs["peak_rss_mb"]);
+  std::printf("libtorch_samples/s=%.1f\nlibtorch_peak_rss_mb=%.1f\nlibtorch_gflops=%.1f\n",
+              theirs["samples/s"], theirs["peak_rss_mb"],
+              theirs["samples/s"] * flops_per_sample(model) * 1e-9);
   std::printf("%s batch %ld threads %ld: minidl %.0f samples/s, libtorch %.0f, ratio %.2fx; "
               "peak RSS %.0f MB vs %.0f MB (%.2f)\n", model.c_str(), batch, threads, ours,
               theirs["samples/s"], ours / theirs["samples/s"], our_rss, theirs["peak_rss_mb"],

@@ -1,5 +1,7 @@
 // conv2d and 2-D pooling: checks, shapes and the backward; the loops are the
-// device's kernels (CPU: im2col + GEMM with the batch split between threads).
+// device's kernels (CPU: backend/cpu/conv_lanes.cpp, direct with 16 samples in
+// the vector lanes, for stride 1 and batches of 16 and more; im2col + GEMM in
+// backend/cpu/conv.cpp otherwise).
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -13,12 +15,6 @@ int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
 }  // namespace
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
-// Letters: L = OH*OW, CKK = C*KH*KW. The batch is split between threads
-// (for_chunks), and each thread walks its samples in groups of S small enough
-// that the group's im2col columns col [CKK, S*L] stay in the L2 cache:
-// y2[:, group] = w [OC, CKK] col, one GEMM per group. Backward rebuilds each
-// group's columns (cheaper than keeping megabytes of them), then
-// gw += g2[:, group] col^T and gcol = w^T g2[:, group], scattered by col2im.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args) {
   require_f32("conv2d", x);
   require_f32("conv2d", w, "weight");

@@ -194,3 +194,178 @@ TEST_CASE("gradients of max_pool2d and avg_pool2d") {
   CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 3, 2); }, {x});
   CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 2, 1, 1); }, {x});
 }
+
+namespace {
+
+// Geometry of one conv2d test case: x [N, C, H, W], w [OC, C, KH, KW].
+struct ConvShape {
+  int64_t N, C, H, W, OC, KH, KW, stride, pad;
+};
+
+// The adjoints of naive_conv2d for y's gradient gy, summed in double:
+// gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC].
+std::vector<Tensor> naive_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy,
+                                          int64_t stride, int64_t pad) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OC = w.size(0), KH = w.size(2), KW = w.size(3), OH = gy.size(2), OW = gy.size(3);
+  const auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), gv = gy.to_vector<float>();
+  std::vector<double> gx(xv.size()), gw(wv.size()), gb(OC);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          const double g = gv[((n * OC + o) * OH + i) * OW + j];
+          gb[o] += g;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t ki = 0; ki < KH; ++ki)
+              for (int64_t kj = 0; kj < KW; ++kj) {
+                const int64_t h = i * stride - pad + ki, v = j * stride - pad + kj;
+                if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                const int64_t xi = ((n * C + c) * H + h) * W + v;
+                const int64_t wi = ((o * C + c) * KH + ki) * KW + kj;
+                gx[xi] += g * wv[wi];
+                gw[wi] += g * xv[xi];
+              }
+        }
+  auto tensor = [](const std::vector<double>& d, const Shape& s) {
+    return Tensor::from_vector(std::vector<float>(d.begin(), d.end()), s);
+  };
+  return {tensor(gx, x.shape()), tensor(gw, w.shape()), tensor(gb, {OC})};
+}
+
+}  // namespace
+
+// Batches of 16 and more (stride 1, padding below the kernel) take the direct
+// kernel with 16 samples in the vector lanes (backend/cpu/conv_lanes.cpp).
+// These shapes reach its branches: a partly empty last lane block (N 30),
+// channel tiles of 1 to 4 with remainders (OC 1, 5, 6, 7, 16), row tiles of
+// 1 to 8 with remainders (OW 1 to 28), kernel-column tiles with remainders
+// (KW 8 > 7), input rows wider than 16 (W 28, 33), padding 0 to KW-1,
+// non-square kernels and the tiles specialised for widths 3 and 5; the stride-2 and padding >= kernel cases take im2col.
+TEST_CASE("conv2d forward and all gradients at batch sizes of the lanes kernel") {
+  manual_seed(65);
+  const std::vector<ConvShape> shapes = {
+      {16, 1, 28, 28, 6, 5, 5, 1, 2},   // LeNet conv1
+      {64, 6, 14, 14, 16, 5, 5, 1, 0},  // LeNet conv2
+      {30, 3, 7, 9, 5, 3, 2, 1, 1},     // last block 14/16 full, non-square kernel
+      {17, 2, 5, 33, 7, 2, 8, 1, 3},    // KW 8: two column tiles; W 33: three 16-wide chunks
+      {16, 4, 6, 6, 1, 6, 6, 1, 5},     // OC 1, pad KH-1: the gradient padded by 0
+      {16, 2, 3, 3, 9, 1, 1, 1, 0},     // 1x1 kernel
+      {32, 3, 8, 11, 4, 3, 3, 1, 1},    // 3x3: the tiles with the width fixed
+      {16, 2, 6, 5, 3, 3, 3, 2, 1},     // stride 2: im2col
+      {16, 1, 4, 4, 2, 2, 2, 1, 2},     // padding >= kernel: im2col
+  };
+  for (const auto& s : shapes) {
+    CAPTURE(s.N);
+    CAPTURE(s.C);
+    CAPTURE(s.W);
+    CAPTURE(s.OC);
+    CAPTURE(s.KW);
+    CAPTURE(s.pad);
+    Tensor x = Tensor::randn({s.N, s.C, s.H, s.W}).requires_grad_();
+    Tensor w = Tensor::randn({s.OC, s.C, s.KH, s.KW}).requires_grad_();
+    Tensor b = Tensor::randn({s.OC}).requires_grad_();
+    const Conv2dArgs args{.stride = s.stride, .padding = s.pad};
+    Tensor y = conv2d(x, w, b, args);
+    check_same(y, naive_conv2d(x.detach(), w.detach(), b.detach(), s.stride, s.pad), 1e-5);
+    check_same(conv2d(x.detach(), w.detach(), Tensor(), args),
+               naive_conv2d(x.detach(), w.detach(), Tensor(), s.stride, s.pad), 1e-5);
+    Tensor gy = Tensor::randn(y.shape());
+    y.backward(gy);
+    auto want = naive_conv2d_backward(x.detach(), w.detach(), gy, s.stride, s.pad);
+    check_same(x.grad(), want[0], 1e-4);
+    check_same(w.grad(), want[1], 1e-4);
+    check_same(b.grad(), want[2], 1e-4);
+    // Only the weight wanted (LeNet's conv1: the input needs no gradient).
+    Tensor w2 = w.detach().requires_grad_();
+    conv2d(x.detach(), w2, Tensor(), args).backward(gy);
+    check_same(w2.grad(), want[1], 1e-4);
+    // Only the input wanted.
+    Tensor x2 = x.detach().requires_grad_();
+    conv2d(x2, w.detach(), b.detach(), args).backward(gy);
+    check_same(x2.grad(), want[0], 1e-4);
+  }
+}
+
+TEST_CASE("gradients of conv2d on the lanes kernel (finite differences)") {
+  manual_seed(66);
+  Tensor x = Tensor::randn({16, 2, 4, 5}), w = Tensor::randn({3, 2, 3, 2});
+  Tensor b = Tensor::randn({3});
+  for (int64_t pad : {0, 1}) {
+    CAPTURE(pad);
+    Conv2dArgs args{.padding = pad};
+    CHECK_GRADCHECK([args](const Inputs& in) { return conv2d(in[0], in[1], in[2], args); },
+                    {x, w, b});
+  }
+}
+
+// 48 samples are 3 lane blocks: 1 thread takes whole blocks through all
+// stages, 2 threads split each stage (blocks of 64 and 16 samples on 2
+// threads, as ctest runs, reach the other two ways in the case above).
+TEST_CASE("conv2d on the lanes kernel gives the same bits on 1 and 2 threads") {
+  manual_seed(67);
+  Tensor x = Tensor::randn({48, 3, 9, 9}).requires_grad_();
+  Tensor w = Tensor::randn({5, 3, 3, 3}).requires_grad_(), b = Tensor::randn({5}).requires_grad_();
+  std::vector<std::vector<float>> runs[2];
+  const int before = num_threads();
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    for (Tensor* p : {&x, &w, &b}) p->zero_grad();
+    Tensor y = conv2d(x, w, b, {.padding = 1});
+    (y * y).sum().backward();
+    runs[t - 1] = {y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>(),
+                   b.grad().to_vector<float>()};
+  }
+  set_num_threads(before);
+  for (int i = 0; i < 4; ++i) CHECK(runs[0][i] == runs[1][i]);
+}
+
+// LeNet's 2x2 stride-2 max pool takes 16 windows per vector step, forward and
+// backward: rows of 18 and 7 windows reach the full and the masked step, and
+// 7 x 37 planes leave a last row and column outside every window (their
+// gradient is 0). Values from a small set make ties (the first cell in
+// reading order wins), -0 and +0 tie too, and a NaN makes its window's output NaN.
+TEST_CASE("max_pool2d 2x2 stride 2 on wide rows: first maximum, ties, signed zeros, NaN") {
+  manual_seed(68);
+  for (int64_t W : {37, 14}) {
+    CAPTURE(W);
+    const int64_t H = W == 37 ? 7 : 6, OH = H / 2, OW = W / 2;
+    std::vector<float> v = (Tensor::randint(-3, 3, {2, 3, H, W}).to(kFloat32) * 0.5f).to_vector<float>();
+    v[5] = -0.f;
+    v[4] = 0.f;  // a window holding -0 and +0 (and lower values below it)
+    v[W + 4] = v[W + 5] = -1.f;
+    v[7 * H * W / 2 + 3] = std::numeric_limits<float>::quiet_NaN();  // in plane 3
+    Tensor x = Tensor::from_vector(v, {2, 3, H, W}).requires_grad_();
+    Tensor y = max_pool2d(x, 2);
+    REQUIRE(y.shape() == Shape{2, 3, OH, OW});
+    y.sum().backward();
+    const auto yv = y.to_vector<float>(), gv = x.grad().to_vector<float>();
+    const int64_t nan_plane = (7 * H * W / 2 + 3) / (H * W);
+    for (int64_t i = 0; i < static_cast<int64_t>(gv.size()); ++i)  // outside every window
+      if (i % W >= 2 * OW || i % (H * W) >= 2 * OH * W) CHECK(gv[i] == 0.f);
+    for (int64_t p = 0; p < 6; ++p)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          CAPTURE(p);
+          CAPTURE(i);
+          CAPTURE(j);
+          const int64_t cells[4] = {p * H * W + 2 * i * W + 2 * j, p * H * W + 2 * i * W + 2 * j + 1,
+                                    p * H * W + (2 * i + 1) * W + 2 * j,
+                                    p * H * W + (2 * i + 1) * W + 2 * j + 1};
+          const float got = yv[(p * OH + i) * OW + j];
+          bool nan = false;
+          for (int64_t c : cells) nan |= std::isnan(v[c]);
+          if (nan) {
+            CHECK(std::isnan(got));
+            continue;
+          }
+          int64_t best = cells[0];
+          for (int64_t c : cells)
+            if (v[c] > v[best]) best = c;
+          CHECK(got == v[best]);
+          CHECK(std::signbit(got) == std::signbit(v[best]));
+          if (p != nan_plane)
+            for (int64_t c : cells) CHECK(gv[c] == (c == best ? 1.f : 0.f));
+        }
+  }
+}

@@ -2,6 +2,8 @@
 // products, a naive reference, and gradient checks.
 #include <doctest/doctest.h>
 
+#include <array>
+
 #include "helpers.h"
 
 using namespace minidl;
@@ -116,6 +118,32 @@ TEST_CASE("linear's small-batch path (out^T = w x^T, transposed) agrees with the
              (all - b).slice(0, 8));
   Tensor xs = Tensor::randn({3, 4}), ws = Tensor::randn({5, 4}), bs = Tensor::randn({5});
   CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {xs, ws, bs});
+}
+
+// Products of 2^18 to 2^24 multiply-adds with 32 rows and more split C's
+// rows between threads (backend/cpu/blas.cpp): 37 and 120 rows leave a
+// partial block of 16; the gradients reach the transposed operands.
+TEST_CASE("matmul and its gradients at mid sizes, on 1 and 2 threads, against a naive loop") {
+  manual_seed(69);
+  const int before = num_threads();
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    set_num_threads(threads);
+    for (auto [m, k, n] : {std::array<int64_t, 3>{37, 203, 91}, std::array<int64_t, 3>{120, 64, 400}}) {
+      CAPTURE(m);
+      Tensor a = Tensor::randn({m, k}).requires_grad_(), b = Tensor::randn({k, n}).requires_grad_();
+      Tensor y = matmul(a, b);
+      check_same(y.reshape({1, m, n}), naive_bmm(a.detach().reshape({1, m, k}), b.detach()), 1e-4);
+      Tensor g = Tensor::randn({m, n});
+      y.backward(g);
+      // ga = g b^T [m, k], gb = a^T g [k, n]
+      check_same(a.grad().reshape({1, m, k}),
+                 naive_bmm(g.reshape({1, m, n}), transpose(b.detach(), 0, 1)), 1e-4);
+      check_same(b.grad().reshape({1, k, n}),
+                 naive_bmm(transpose(a.detach(), 0, 1).reshape({1, k, m}), g), 1e-4);
+    }
+  }
+  set_num_threads(before);
 }
 
 TEST_CASE("transpose swaps two dims into a contiguous copy (hand-computed)") {

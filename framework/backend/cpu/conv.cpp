@@ -1,4 +1,7 @@
-// CPU convolution (im2col + GEMM, the batch split between threads) and linear.
+// CPU convolution and linear. conv2d's entries hand the geometries the direct
+// lanes kernel takes (conv_lanes.cpp: stride 1, padding below the kernel,
+// batches of 16 and more) to it; the rest run here as im2col + GEMM, the batch
+// split between threads.
 #include <omp.h>
 
 #include <algorithm>
@@ -51,6 +54,7 @@ void swap01(int64_t A, int64_t B, int64_t L, const float* src, const float* bias
 // y [N, OC, L] with the bias.
 void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, const float* pb,
                     float* py) {
+  if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW;
   const int64_t CKK = C * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L);
   Scratch y2(OC * NL);
@@ -72,6 +76,7 @@ void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, c
 // gw += g2[:, group] col^T and gcol = w^T g2[:, group], scattered by col2im.
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
+  if (lanes_conv_fits(geo)) return lanes_conv_backward(geo, px, pw, pg, gx, gw, gb);
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW;
   const int64_t CKK = C * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L);
   const int64_t chw = C * geo.H * geo.W;

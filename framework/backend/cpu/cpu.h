@@ -47,6 +47,16 @@ void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld);
 // col: [C*KH*KW, OH*OW] (row stride ld) -> im: [C, H, W], summing overlapping windows
 void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld);
 
+// ---- direct convolution with 16 samples in the vector lanes (conv_lanes.cpp) ----
+// Whether it takes g: stride 1, padding below the kernel, N >= 16 with at most
+// a quarter of the last lane block empty, and AVX-512 compiled in.
+bool lanes_conv_fits(const ConvGeometry& g);
+// The contracts of conv2d_forward and conv2d_backward (kernels.h).
+void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                        float* y);
+void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                         float* gx, float* gw, float* gb);
+
 // ---- table entries (see kernels.h for each contract) ----
 void fill(DType t, int64_t n, double value, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);

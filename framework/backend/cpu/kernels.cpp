@@ -1,3 +1,10 @@
+// GCC 12 warns that its own _mm512_undefined_*, inside some intrinsics, "may
+// be used uninitialized" (a known false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -109,9 +116,64 @@ void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
       }
 }
 
+namespace {
+
+// One row of 2x2 stride-2 windows: r0 the windows' top row in x (r1 = r0 + W
+// below it), base = the flat index of r0[0]. The first maximum wins; a NaN
+// anywhere makes the output NaN (and its index the last cell, as the not-max
+// flags all read true). Branch-free: data-dependent branches on random
+// activations mispredict and cost 30x. With AVX-512, 16 windows per step, the
+// last step masked (LeNet's rows hold 14 and 5 windows).
+#if defined(__AVX512F__)
+void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
+                                                           3, 2, 1, 0), 1);
+  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow);  // windows: 2n floats per row
+    const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(16, 2 * n)) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(0, 2 * n - 16)) - 1);
+    const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);
+    const float* t = r0 + 2 * ow;
+    const __m512 t0 = _mm512_maskz_loadu_ps(m0, t), t1 = _mm512_maskz_loadu_ps(m1, t + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, t + W), b1 = _mm512_maskz_loadu_ps(m1, t + W + 16);
+    const __m512 p = _mm512_permutex2var_ps(t0, even, t1), q = _mm512_permutex2var_ps(t0, odd, t1);
+    const __m512 u = _mm512_permutex2var_ps(b0, even, b1), v = _mm512_permutex2var_ps(b0, odd, b1);
+    // std::max(a, b) is max_ps(b, a), down to which zero (+0 or -0) it keeps
+    __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
+    const __mmask16 any_nan = _mm512_cmp_ps_mask(p, q, _CMP_UNORD_Q) |
+                              _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q);
+    m = _mm512_mask_mov_ps(m, any_nan, nan);
+    const __mmask16 f = _mm512_cmp_ps_mask(p, m, _CMP_NEQ_UQ);  // not-max flags
+    const __mmask16 fs = f & _mm512_cmp_ps_mask(q, m, _CMP_NEQ_UQ);
+    const __mmask16 fst = fs & _mm512_cmp_ps_mask(u, m, _CMP_NEQ_UQ);
+    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2);
+    idx = _mm512_mask_add_epi32(idx, f, idx, _mm512_set1_epi32(1));
+    idx = _mm512_mask_add_epi32(idx, fs, idx, _mm512_set1_epi32(static_cast<int32_t>(W - 1)));
+    idx = _mm512_mask_add_epi32(idx, fst, idx, _mm512_set1_epi32(1));
+    _mm512_mask_storeu_ps(y + ow, out, m);
+    _mm512_mask_storeu_epi32(a + ow, out, idx);
+  }
+}
+#else
+void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
+  const float* r1 = r0 + W;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const float p = r0[2 * ow], q = r0[2 * ow + 1], u = r1[2 * ow], v = r1[2 * ow + 1];
+    float m = std::max(std::max(p, q), std::max(u, v));
+    if ((p != p) | (q != q) | (u != u) | (v != v)) m = std::numeric_limits<float>::quiet_NaN();
+    const int64_t f = p != m, s = q != m, t = u != m;  // not-max flags
+    y[ow] = m;
+    a[ow] = static_cast<int32_t>(base + 2 * ow + f * (1 + s * (W - 1 + t)));
+  }
+}
+#endif
+
+}  // namespace
+
 // x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW] (first maximal cell).
-// Branch-free max then an index search: data-dependent branches on random
-// activations mispredict and cost 30x.
 void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) {
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
   for (int64_t p = 0; p < g.NC; ++p) {
@@ -120,15 +182,7 @@ void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* 
     int32_t* ap = argmax + p * g.OH * g.OW;
     if (g.K == 2 && g.stride == 2 && g.pad == 0) {  // LeNet's pools: index by arithmetic
       for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const float *r0 = xp + 2 * oh * g.W + 2 * ow, *r1 = r0 + g.W;
-          float m = std::max(std::max(r0[0], r0[1]), std::max(r1[0], r1[1]));
-          if ((r0[0] != r0[0]) | (r0[1] != r0[1]) | (r1[0] != r1[0]) | (r1[1] != r1[1]))
-            m = std::numeric_limits<float>::quiet_NaN();  // NaN propagates
-          const int64_t f = r0[0] != m, s = r0[1] != m, t = r1[0] != m;  // not-max flags
-          yp[oh * g.OW + ow] = m;
-          ap[oh * g.OW + ow] = static_cast<int32_t>(2 * oh * g.W + 2 * ow + f * (1 + s * (g.W - 1 + t)));
-        }
+        pool2x2_row(xp + 2 * oh * g.W, g.W, g.OW, 2 * oh * g.W, yp + oh * g.OW, ap + oh * g.OW);
       continue;
     }
     for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -163,8 +217,64 @@ void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* 
   }
 }
 
+#if defined(__AVX512F__)
+namespace {
+
+// One row of 2x2 stride-2 windows backward: gy, a [OW] (a: flat argmax into
+// the plane, base = the flat index of the windows' top-left cell r0[0]) ->
+// the rows r0 and r0 + W, every cell written (gy at the argmax, else 0), 16
+// windows per step, the last one masked.
+void unpool2x2_row(const float* gy, const int32_t* a, int64_t W, int64_t OW, int64_t base,
+                   float* r0) {
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
+                                                           3, 2, 1, 0), 1);
+  const __m512i one = _mm512_set1_epi32(1), below = _mm512_set1_epi32(static_cast<int32_t>(W));
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow);
+    const __mmask16 in = static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(16, 2 * n)) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>((1u << std::max<int64_t>(0, 2 * n - 16)) - 1);
+    // + 0 as the scalar path's 0 + gy does: a -0 gradient lands as +0
+    const __m512 g = _mm512_add_ps(_mm512_maskz_loadu_ps(in, gy + ow), _mm512_setzero_ps());
+    // d: the argmax's offset in its window: 0, 1, W or W + 1
+    const __m512i d = _mm512_sub_epi32(
+        _mm512_maskz_loadu_epi32(in, a + ow),
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2));
+    const __m512 p = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, _mm512_setzero_si512()), g);
+    const __m512 q = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, one), g);
+    const __m512 u = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, below), g);
+    const __m512 v = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(d, _mm512_add_epi32(below, one)), g);
+    float* t = r0 + 2 * ow;
+    _mm512_mask_storeu_ps(t, m0, _mm512_permutex2var_ps(p, lo, q));
+    _mm512_mask_storeu_ps(t + 16, m1, _mm512_permutex2var_ps(p, hi, q));
+    _mm512_mask_storeu_ps(t + W, m0, _mm512_permutex2var_ps(u, lo, v));
+    _mm512_mask_storeu_ps(t + W + 16, m1, _mm512_permutex2var_ps(u, hi, v));
+  }
+}
+
+}  // namespace
+#endif
+
 // gy [NC, OH, OW] -> gx [NC, H, W]
 void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx) {
+#if defined(__AVX512F__)
+  if (g.K == 2 && g.stride == 2 && g.pad == 0) {  // LeNet's pools: windows tile the plane
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+    for (int64_t p = 0; p < g.NC; ++p) {
+      float* plane = gx + p * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t o = (p * g.OH + oh) * g.OW;
+        unpool2x2_row(gy + o, argmax + o, g.W, g.OW, 2 * oh * g.W, plane + 2 * oh * g.W);
+        for (int64_t w = 2 * g.OW; w < g.W; ++w)  // an odd width's last column
+          plane[2 * oh * g.W + w] = plane[(2 * oh + 1) * g.W + w] = 0.f;
+      }
+      std::fill(plane + 2 * g.OH * g.W, plane + g.H * g.W, 0.f);  // an odd height's last row
+    }
+    return;
+  }
+#endif
   std::memset(gx, 0, g.NC * g.H * g.W * sizeof(float));
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
   for (int64_t p = 0; p < g.NC; ++p)
