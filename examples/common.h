@@ -6,8 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 
@@ -111,15 +113,61 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell
   return std::make_unique<optim::Momentum>(net.trainable_params(), f.lr, /*momentum=*/0.9);
 }
 
-// Trains `net` as the flags say and prints the test accuracy; returns it.
+// The checks and settings every run starts with: output paths writable
+// (before any data is loaded), --threads, and the device --device names.
+inline Device prepare(const Flags& f) {
+  check_outputs(f);
+  if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
+  return pick_device(f);
+}
+
+// One line on rank 0: the data, the ranks and threads, the BLAS and the device.
+inline void print_setup(const Flags& f, int64_t train_size, int64_t test_size, Device device) {
+  if (parallel::rank() != 0) return;
+  std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads, "
+              "OpenBLAS %s kernels, device %s\n", f.dataset.c_str(), (long long)train_size,
+              (long long)test_size, data_dir(f).c_str(), parallel::world_size(), num_threads(),
+              blas_core(), device_name(device));
+}
+
+// LossMonitor, ProgressBar and TimeMonitor, plus what --history and
+// --check-replicas ask for.
+inline std::vector<CallbackRef> callbacks(const Flags& f) {
+  std::vector<CallbackRef> list{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
+  if (!f.history.empty()) list.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
+  if (f.check_replicas > 0) list.push_back(ReplicaCheck(f.check_replicas));
+  return list;
+}
+
+// --timeline: recording starts before training and is written after it
+// (every rank calls finish: rank 0 gathers and writes).
+inline void start_timeline(const Flags& f) {
+  if (!f.timeline.empty()) parallel::Timeline::enable();
+}
+inline void finish_timeline(const Flags& f) {
+  if (f.timeline.empty()) return;
+  parallel::Timeline::disable();
+  parallel::Timeline::write(f.timeline);
+  if (parallel::rank() == 0)
+    std::printf("timeline: %s (open it in ui.perfetto.dev)\n", f.timeline.c_str());
+}
+
+// Prints the test figures on rank 0 and saves `net` there when --save asks.
+inline void report(const Flags& f, const std::map<std::string, double>& metrics, const nn::Cell& net) {
+  if (parallel::rank() != 0) return;
+  std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics.at("accuracy"),
+              metrics.at("loss"));
+  if (!f.save.empty()) net.save(f.save);
+}
+
+// Trains `net` as the flags say and prints the test accuracy; returns it
+// (lenet_mnist.cpp spells these same steps out).
 // `train_net`, when given, is the cell Model trains and evaluates instead (a
 // wrapper of `net` such as GradAccumulation, which then does its own data
 // parallelism: each rank gets its shard here, and Model adds no wrapper);
 // --init and --save act on `net`, so checkpoints keep the plain names.
 inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) {
-  check_outputs(f);
-  if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
-  const Device device = pick_device(f);
+  const Device device = prepare(f);
   if (!f.init.empty()) net.load(f.init);
   net.to(device);  // before the optimizer, which keeps its state beside the parameters
   data::Dataset train_set = load(f, data::Usage::Train);
@@ -128,38 +176,22 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
   auto train = (own_shard ? train_set.shard(parallel::rank(), parallel::world_size()) : train_set)
                    .batch(f.batch);
   auto test = load(f, data::Usage::Test).batch(1000);
-  const bool data_parallel = f.parallel == "data";
-  const int rank = parallel::rank();
-  if (rank == 0)
-    std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads, "
-                "OpenBLAS %s kernels, device %s\n", f.dataset.c_str(), (long long)train_set.size(),
-                (long long)test.size(), data_dir(f).c_str(), parallel::world_size(), num_threads(),
-                blas_core(), device_name(device));
+  print_setup(f, train_set.size(), test.size(), device);
 
   nn::CrossEntropyLoss loss;
   auto opt = make_optimizer(f, net);
+  const bool data_parallel = f.parallel == "data";
   Model model(train_net ? *train_net : net, loss, *opt,
               {.metrics = {"accuracy"},
                .parallel = data_parallel && !train_net ? ParallelMode::DataParallel
                                                        : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10});
-  std::vector<CallbackRef> callbacks{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
-  if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
-  if (f.check_replicas > 0) callbacks.push_back(ReplicaCheck(f.check_replicas));
-  if (!f.timeline.empty()) parallel::Timeline::enable();
-  model.train(f.epochs, train, callbacks,
+  start_timeline(f);
+  model.train(f.epochs, train, callbacks(f),
               {.max_steps = f.steps, .valid_dataset = f.history.empty() ? nullptr : &test});
-  if (!f.timeline.empty()) {
-    parallel::Timeline::disable();
-    parallel::Timeline::write(f.timeline);  // every rank: rank 0 gathers and writes
-    if (rank == 0) std::printf("timeline: %s (open it in ui.perfetto.dev)\n", f.timeline.c_str());
-  }
-
+  finish_timeline(f);
   auto metrics = model.eval(test);
-  if (rank == 0) {
-    std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics["accuracy"], metrics["loss"]);
-    if (!f.save.empty()) net.save(f.save);
-  }
+  report(f, metrics, net);
   return metrics["accuracy"];
 }
 

@@ -1,23 +1,75 @@
-// LeNet-5 on MNIST (the network is in models.h).
+// LeNet-5 on MNIST, top to bottom: the model, the data pipeline, the loss and
+// optimizer in a Model, training, evaluation. (The flags, and the small
+// helpers marked example::, are shared with mlp_mnist: common.h.)
 //
 //   build/bin/lenet_mnist                      # 10 epochs, Momentum 0.9, lr 0.01, batch 64
+//   build/bin/lenet_mnist --model lenet-bn     # with batch normalization after each conv
 //   build/bin/lenet_mnist --dataset fashion    # Fashion-MNIST from dataset-fashion-mnist
 //   build/bin/lenet_mnist --parallel data --nprocs 2   # data parallel on 2 ranks (or under mpirun)
+#include <memory>
+
 #include "common.h"
 #include "models.h"
 
+using namespace minidl;
+
 // The program; main() turns an error into one line "error: ..." and exit status 1.
 void program(int argc, char** argv) {
-  minidl::parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
-  minidl::parallel::init();                           // a world of one when started alone
+  parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
+  parallel::init();                           // a world of one when started alone
   example::Flags flags;
+  std::string model_name = "lenet";
   CLI::App app{"Train LeNet-5 on MNIST"};
   example::add_flags(app, flags);
+  app.add_option("--model", model_name,
+                 "lenet, or lenet-bn (BatchNorm2d after each conv; SyncBatchNorm with "
+                 "--parallel data)")
+      ->check(CLI::IsMember({"lenet", "lenet-bn"}));
   example::parse(app, argc, argv);
+  const Device device = example::prepare(flags);  // output paths, --threads, --device
+  const bool data_parallel = flags.parallel == "data";
 
-  minidl::manual_seed(flags.seed);
-  example::LeNet5 net;
-  example::run(flags, net);
+  // 1. The model: the same seed gives every rank the same initial weights.
+  manual_seed(flags.seed);
+  std::unique_ptr<nn::Cell> net;
+  if (model_name == "lenet-bn")
+    net = std::make_unique<example::LeNet5BN>(/*sync=*/data_parallel);
+  else
+    net = std::make_unique<example::LeNet5>();
+  if (!flags.init.empty()) net->load(flags.init);
+  net->to(device);  // before the optimizer, which keeps its state beside the parameters
+
+  // 2. The data: pixels to [0, 1], normalized with MNIST's mean and std,
+  //    shuffled each epoch, in batches (Model gives each rank its shard).
+  data::Dataset train_set = data::MnistDataset(example::data_dir(flags), data::Usage::Train)
+                                .map(data::Rescale(1.0 / 255, 0))
+                                .map(data::Normalize(0.1307, 0.3081));
+  if (!flags.no_shuffle) train_set = train_set.shuffle(flags.seed);
+  data::BatchDataset train = train_set.batch(flags.batch);
+  data::BatchDataset test = data::MnistDataset(example::data_dir(flags), data::Usage::Test)
+                                .map(data::Rescale(1.0 / 255, 0))
+                                .map(data::Normalize(0.1307, 0.3081))
+                                .batch(1000);
+  example::print_setup(flags, train_set.size(), test.size(), device);
+
+  // 3. Loss, optimizer (sgd, momentum or adam), and the Model that drives them;
+  //    with --parallel data it wraps the net in DataParallel.
+  nn::CrossEntropyLoss loss;
+  std::unique_ptr<optim::Optimizer> opt = example::make_optimizer(flags, *net);
+  Model model(*net, loss, *opt,
+              {.metrics = {"accuracy"},
+               .parallel = data_parallel ? ParallelMode::DataParallel : ParallelMode::StandAlone,
+               .bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10});
+
+  // 4. Train: the callbacks print the loss, a progress bar and timings.
+  example::start_timeline(flags);
+  model.train(flags.epochs, train, example::callbacks(flags),
+              {.max_steps = flags.steps, .valid_dataset = flags.history.empty() ? nullptr : &test});
+  example::finish_timeline(flags);
+
+  // 5. Evaluate (summed over ranks) and save the weights (--save).
+  std::map<std::string, double> metrics = model.eval(test);
+  example::report(flags, metrics, *net);
 }
 
 int main(int argc, char** argv) {

@@ -181,7 +181,7 @@ void check_same_parameters(Communicator& c, const nn::Cell& module) {
                   ". Every rank must build the same model."));
 }
 
-// Construction step 3: rank 0's values, one broadcast per bucket.
+// Construction step 3: rank 0's values, one broadcast per bucket (any dtype).
 void broadcast_parameters(Communicator& c, const std::vector<Tensor>& params, size_t bucket_bytes) {
   std::vector<char> buf;
   for (const auto& bucket : plan_buckets(params, bucket_bytes)) {
@@ -214,7 +214,19 @@ DataParallel::DataParallel(nn::Cell& module, DataParallelOptions options)
                "(from new_group) it was given; only members may construct it");
   check_same_parameters(*s.group, module);
   s.group->check_same("DataParallel", {{"bucket_bytes", cat(options.bucket_bytes)}});
-  if (s.size() > 1) broadcast_parameters(*s.group, module.parameters(), options.bucket_bytes);
+  // Buffers (BatchNorm's running statistics): the same names, shapes and dtypes, then rank 0's values.
+  std::string buffer_layout;
+  std::vector<Tensor> buffers;
+  for (const auto& [name, b] : module.named_buffers()) {
+    buffer_layout += cat(buffer_layout.empty() ? "" : ", ", name, " ", b.shape(), " ",
+                         dtype_name(b.dtype()));
+    buffers.push_back(b);
+  }
+  s.group->check_same("DataParallel", {{"buffers", "[" + buffer_layout + "]"}});
+  if (s.size() > 1) {
+    broadcast_parameters(*s.group, module.parameters(), options.bucket_bytes);
+    broadcast_parameters(*s.group, buffers, options.bucket_bytes);
+  }
 
   s.params = module.trainable_params();
   std::vector<Tensor> reversed(s.params.rbegin(), s.params.rend());

@@ -24,7 +24,12 @@
 //    the same way ("DataParallel: rank 1 has bucket_bytes 65536 where rank 0
 //    has 26214400; ...").
 // 3. Broadcasts rank 0's parameter values (in buckets of about bucket_bytes)
-//    so every replica starts identical. Buffers are not broadcast.
+//    so every replica starts identical; then checks that every rank has the
+//    same buffers (names, shapes, dtypes: "DataParallel: rank 1 has buffers
+//    [...] where rank 0 has [...]") and broadcasts rank 0's buffers too (e.g.
+//    BatchNorm's running statistics; PyTorch's broadcast_buffers, done once:
+//    SyncBatchNorm keeps them equal afterwards, BatchNorm2d lets them drift
+//    apart with each rank's own batches).
 //
 // Gradients are reduced for the module's trainable parameters (those that
 // require grad at construction), in buckets: the parameters are taken in

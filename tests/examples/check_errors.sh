@@ -102,6 +102,8 @@ expect 1 "error: --bucket-kb: expected an integer from 1 to 1048576, got '999999
 expect 1 "error: --seed: expected an integer from 0 to 2^64 - 1, got '-1'" $lenet --seed -1
 expect 1 "error: --check-replicas: expected an integer from 0 to 1000000000, got 'x'" $lenet --check-replicas x
 expect 1 "error: --dataset: foo not in {mnist,fashion}" $lenet --dataset foo
+expect 1 "error: --model: resnet not in {lenet,lenet-bn}" $lenet --model resnet
+expect 0 "" $lenet $good --model lenet-bn --epochs 1 --steps 2
 expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '0'" $lenet --nprocs 0
 expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '1025'" $lenet --nprocs 1025
 expect 1 "error: The following argument was not expected: --bogus" $lenet --bogus

@@ -1,0 +1,71 @@
+#include "nn/norm.h"
+
+#include <algorithm>
+
+#include "framework/ops.h"
+
+namespace minidl::nn {
+
+BatchNorm::BatchNorm(const char* name, const char* expected, std::vector<int64_t> ranks,
+                     int64_t c, BatchNormOptions o)
+    : num_features(c),
+      eps(o.eps),
+      momentum(o.momentum),
+      name_(name),
+      expected_(expected),
+      ranks_(std::move(ranks)) {
+  MINIDL_CHECK(c > 0 && o.eps > 0 && o.momentum >= 0 && o.momentum <= 1, name_,
+               ": expected num_features > 0, eps > 0 and 0 <= momentum <= 1, got ", c, ", ",
+               o.eps, ", ", o.momentum);
+  if (o.affine) {
+    weight = register_parameter("weight", Tensor::ones({c}));
+    bias = register_parameter("bias", Tensor::zeros({c}));
+  }
+  running_mean = register_buffer("running_mean", Tensor::zeros({c}));
+  running_var = register_buffer("running_var", Tensor::ones({c}));
+  num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, kInt64));
+}
+
+void BatchNorm::check_input(const Tensor& x) const {
+  const bool rank_ok = ranks_.empty()
+                           ? x.dim() >= 2
+                           : std::find(ranks_.begin(), ranks_.end(), x.dim()) != ranks_.end();
+  MINIDL_CHECK(rank_ok && x.size(1) == num_features, name_, "(", num_features,
+               "): expected input ", expected_, " with C = ", num_features, ", got ", x.shape());
+}
+
+// x [N, C, *] -> mean, var [1, C, 1, ...]
+BatchNorm::Moments BatchNorm::batch_moments(const Tensor& x, const std::vector<int64_t>& dims) {
+  Tensor mean = x.mean(dims, /*keepdim=*/true);
+  Tensor var = ((x - mean) * (x - mean)).mean(dims, /*keepdim=*/true);
+  return {mean, var, x.numel() / num_features};
+}
+
+// x [N, C, *] -> [N, C, *]
+Tensor BatchNorm::forward(const Tensor& x) {
+  check_input(x);
+  std::vector<int64_t> dims{0};
+  Shape per_channel(x.dim(), 1);  // [1, C, 1, ...]
+  per_channel[1] = num_features;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mean, var;
+  if (is_training()) {
+    Moments m = batch_moments(x, dims);
+    MINIDL_CHECK(m.count > 1, name_, "(", num_features,
+                 "): training needs more than one value per channel, got input ", x.shape());
+    mean = m.mean, var = m.var;
+    NoGradGuard no_grad;
+    const double unbias = double(m.count) / double(m.count - 1);
+    running_mean.copy_(running_mean * (1 - momentum) + mean.reshape({num_features}) * momentum);
+    running_var.copy_(running_var * (1 - momentum) +
+                      var.reshape({num_features}) * (momentum * unbias));
+    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+  } else {
+    mean = running_mean.reshape(per_channel), var = running_var.reshape(per_channel);
+  }
+  Tensor y = (x - mean) / (var + eps).sqrt();
+  if (weight.defined()) y = y * weight.reshape(per_channel) + bias.reshape(per_channel);
+  return y;
+}
+
+}  // namespace minidl::nn
