@@ -20,6 +20,7 @@ using namespace minidl;
 struct Flags {
   std::string data, dataset = "mnist", optimizer = "momentum", init, save, history;
   std::string parallel = "none", device = "cpu";
+  bool detect_anomaly = false;
   int64_t nprocs = 1;
   int64_t epochs = 10, batch = 64, steps = -1, log_every = 100, threads = 0;
   double lr = 0.01;
@@ -62,6 +63,8 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--save", f.save, "save the trained weights as safetensors");
   app.add_option("--parallel", f.parallel, "none, or data: data-parallel over the job's ranks")
       ->check(CLI::IsMember({"none", "data"}));
+  app.add_flag("--detect-anomaly", f.detect_anomaly,
+               "stop at the first op whose output or gradient holds NaN or inf, naming it (slow)");
   app.add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   // Taken (and checked) by launch_if_requested before parsing; listed for --help.
@@ -114,10 +117,12 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell
 }
 
 // The checks and settings every run starts with: output paths writable
-// (before any data is loaded), --threads, and the device --device names.
+// (before any data is loaded), --threads, --detect-anomaly, and the device
+// --device names.
 inline Device prepare(const Flags& f) {
   check_outputs(f);
   if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
+  set_detect_anomaly(f.detect_anomaly);
   return pick_device(f);
 }
 

@@ -1,6 +1,8 @@
 #include "framework/autograd.h"
 
+#include <atomic>
 #include <cassert>
+#include <cmath>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +13,7 @@
 namespace minidl {
 
 static thread_local bool grad_mode = true;
+static std::atomic<bool> anomaly_mode{false};
 static thread_local const char* scope_now = nullptr;
 static NodeObserver node_observer;
 
@@ -48,6 +51,37 @@ static void run_end_callbacks() {
   for (auto& [id, callback] : end_callbacks()) callback();
 }
 
+void set_detect_anomaly(bool on) { anomaly_mode.store(on); }
+bool detect_anomaly() { return anomaly_mode.load(); }
+
+namespace {
+
+// True when a float tensor holds a NaN or an infinity (read on the host).
+bool non_finite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype())) return false;
+  for (float v : t.to_float_vector())
+    if (!std::isfinite(v)) return true;
+  return false;
+}
+
+// Throws naming the op (and its layer), which of its tensors went non-finite,
+// and whether its inputs already were.
+void check_anomaly(const char* pass, const Node& node, const char* what, size_t which,
+                   const Tensor& t) {
+  if (!non_finite(t)) return;
+  std::string inputs;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (non_finite(node.inputs[i]))
+      inputs += cat(inputs.empty() ? "" : ", ", i, " ", node.inputs[i].shape());
+  throw Error(cat("detect_anomaly: the ", pass, " of ", node.name,
+                  node.scope ? cat(" (in ", node.scope, ")") : std::string(), " produced NaN or inf in ",
+                  what, which == size_t(-1) ? std::string() : cat(" ", which), " ", t.shape(),
+                  inputs.empty() ? std::string("; its inputs were finite")
+                                 : cat("; its inputs ", inputs, " already held NaN or inf")));
+}
+
+}  // namespace
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!grad_mode) return false;
   for (const Tensor* t : inputs)
@@ -63,6 +97,8 @@ Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, Node::Ba
   out.impl().requires_grad = true;
   out.impl().grad_fn =
       std::make_shared<Node>(Node{name, std::move(inputs), std::move(backward), scope_now});
+  if (anomaly_mode.load(std::memory_order_relaxed))
+    check_anomaly("forward", *out.impl().grad_fn, "its output", size_t(-1), out);
   return out;
 }
 
@@ -159,6 +195,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       if (node_observer) node_observer(node->name, true);
       gin = node->backward(g);
       if (node_observer) node_observer(node->name, false);
+      if (anomaly_mode.load(std::memory_order_relaxed))
+        for (size_t i = 0; i < gin.size(); ++i)
+          check_anomaly("backward", *node, "the gradient of input", i, gin[i]);
       assert(gin.size() == node->inputs.size());
     }
     for (size_t i = 0; i < node->inputs.size(); ++i) {

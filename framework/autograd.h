@@ -39,6 +39,15 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Anomaly detection (PyTorch's detect_anomaly), off by default: while on,
+// every recorded op's output and every gradient backward computes are read on
+// the host, and the first holding NaN or inf throws minidl::Error naming the
+// op, its layer (with scope tracking on), the tensor, and whether the op's
+// inputs already held NaN or inf (then the culprit is a leaf: data or a
+// parameter). Slow: for finding where a NaN comes from, not for training.
+void set_detect_anomaly(bool on);
+bool detect_anomaly();
+
 // True when any input requires grad and grad mode is on.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 

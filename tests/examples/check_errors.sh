@@ -69,6 +69,9 @@ expect 1 "error: load_safetensors('$tmp/none.safetensors'): cannot open file: No
 expect 1 "error: Model::train: the loss is " $lenet $good --lr 1e30
 grep -Eq "(nan|inf) at step [2-8] \(epoch 1, step [2-8] of 8\); stopping" "$tmp/stderr" ||
   fail "--lr 1e30: no non-finite loss named at a step after the first"
+# --detect-anomaly names the first op that made a NaN or inf from finite inputs.
+expect 1 "error: detect_anomaly: the forward of " $lenet $good --lr 1e30 --detect-anomaly
+grep -q "its inputs were finite" "$tmp/stderr" || fail "--detect-anomaly: no op with finite inputs named"
 
 # Output paths are checked before any training (nothing on stdout yet).
 expect 1 "error: --save: cannot write '$tmp/missing/w.safetensors': creating a file in '$tmp/missing' failed: No such file or directory" \
