@@ -4,6 +4,7 @@
 #include <minidl/minidl.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -16,7 +17,7 @@ namespace example {
 using namespace minidl;
 
 struct Flags {
-  std::string data, dataset = "mnist", optimizer = "momentum", init, save, history;
+  std::string data, dataset = "mnist", optimizer = "momentum", init, save, history, resume;
   std::string parallel = "none", device = "cpu";
   int64_t nprocs = 1;
   int64_t epochs = 10, batch = 64, steps = -1, log_every = 100, threads = 0;
@@ -26,6 +27,7 @@ struct Flags {
   std::string timeline;        // Chrome trace of the training, written by rank 0
   int64_t check_replicas = 0;  // compare the ranks' parameters every N steps (0: off)
   int64_t bucket_kb = 25 * 1024;  // DataParallel's allreduce buckets
+  int64_t save_every = 0;         // steps between whole-state checkpoints (0: none)
 };
 
 // Bounds of the integer flags: wide enough for any real run, small enough
@@ -56,8 +58,17 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--log-every", f.log_every, "LossMonitor interval in steps")
       ->check(in_range<int64_t>(1, kMaxSteps));
   app.add_flag("--no-shuffle", f.no_shuffle, "batches in file order");
-  app.add_option("--init", f.init, "initial weights from a safetensors file, by parameter name");
+  auto* init = app.add_option("--init", f.init,
+                              "initial weights from a safetensors file, by parameter name");
   app.add_option("--save", f.save, "save the trained weights as safetensors");
+  app.add_option("--save-every", f.save_every,
+                 "every N steps and at each epoch's end save the whole training state as "
+                 "<--save without .safetensors>-<epoch>_<step>.safetensors, for --resume")
+      ->check(in_range<int64_t>(1, kMaxSteps));
+  app.add_option("--resume", f.resume,
+                 "continue, bit for bit, the run that wrote this --save-every checkpoint "
+                 "(give the same flags; --epochs and --steps count the whole run)")
+      ->excludes(init);
   app.add_option("--parallel", f.parallel, "none, or data: data-parallel over the job's ranks")
       ->check(CLI::IsMember({"none", "data"}));
   app.add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is present)")
@@ -78,6 +89,8 @@ inline void add_flags(CLI::App& app, Flags& f) {
 // Checks the output paths before loading data or training, on rank 0 (which
 // writes them).
 inline void check_outputs(const Flags& f) {
+  MINIDL_CHECK(f.save_every == 0 || !f.save.empty(), "--save-every: needs --save FILE (the "
+               "checkpoints are named after it: FILE-<epoch>_<step>.safetensors)");
   if (parallel::rank() != 0) return;
   if (!f.save.empty()) check_writable(f.save, "--save");
   if (!f.timeline.empty()) check_writable(f.timeline, "--timeline");
@@ -143,12 +156,26 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
                .parallel = data_parallel && !train_net ? ParallelMode::DataParallel
                                                        : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10});
+  TrainPosition start;  // from the beginning, or where --resume's run stood
+  if (!f.resume.empty()) {
+    start = model.load_checkpoint(f.resume);
+    if (rank == 0)
+      std::printf("resumed from %s: epoch %lld, step %lld (global step %lld)\n", f.resume.c_str(),
+                  (long long)start.epoch + 1, (long long)start.step, (long long)start.global_step);
+  }
   std::vector<CallbackRef> callbacks{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
+  if (f.save_every > 0) {
+    const std::string ext = ".safetensors", prefix = f.save.ends_with(ext)
+        ? f.save.substr(0, f.save.size() - ext.size()) : f.save;
+    callbacks.push_back(ModelCheckpoint(prefix, f.save_every, /*training_state=*/true));
+  }
   if (!f.history.empty()) callbacks.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   if (f.check_replicas > 0) callbacks.push_back(ReplicaCheck(f.check_replicas));
   if (!f.timeline.empty()) parallel::Timeline::enable();
-  model.train(f.epochs, train, callbacks,
-              {.max_steps = f.steps, .valid_dataset = f.history.empty() ? nullptr : &test});
+  // --epochs and --steps count the whole run, the part before a --resume included.
+  model.train(std::max<int64_t>(0, f.epochs - start.epoch), train, callbacks,
+              {.max_steps = f.steps < 0 ? -1 : std::max<int64_t>(0, f.steps - start.global_step),
+               .valid_dataset = f.history.empty() ? nullptr : &test});
   if (!f.timeline.empty()) {
     parallel::Timeline::disable();
     parallel::Timeline::write(f.timeline);  // every rank: rank 0 gathers and writes
