@@ -194,7 +194,7 @@ Epoch::Iterator Epoch::begin() {
   MINIDL_CHECK(state_ && !state_->started,
                "Epoch: an epoch can be iterated only once; call epoch(e) again for a new pass");
   state_->started = true;
-  if (state_->num_batches > 0) {
+  if (state_->pos < state_->num_batches) {
     if (state_->depth > 0) state_->worker = std::thread([s = state_.get()] { s->produce(); });
     state_->take();
   }
@@ -235,7 +235,9 @@ int64_t BatchDataset::size() const {
   return drop_remainder_ ? num_batches() * batch_size_ : dataset_.size();
 }
 
-Epoch BatchDataset::epoch(int64_t e) const {
+Epoch BatchDataset::epoch(int64_t e, int64_t first) const {
+  MINIDL_CHECK(first >= 0 && first <= num_batches(), "BatchDataset::epoch: first batch ", first,
+               " is outside 0..", num_batches(), " (the batches per epoch)");
   auto s = std::make_unique<Epoch::State>();
   s->data = dataset_.data();
   s->labels = dataset_.labels();
@@ -243,6 +245,7 @@ Epoch BatchDataset::epoch(int64_t e) const {
   s->batch_size = batch_size_;
   s->num_batches = num_batches();
   s->depth = prefetch_;
+  s->pos = s->claimed = s->taken = first;
   return Epoch(std::move(s));
 }
 

@@ -123,8 +123,10 @@ class BatchDataset {
   // How many batches the background thread prepares ahead (default 2); 0
   // gathers each batch on the caller's thread when the loop asks for it.
   BatchDataset prefetch(int64_t depth) const;
-  // The batches of epoch `e` (numbered from 0): `for (auto& b : ds.epoch(e))`.
-  Epoch epoch(int64_t e) const;
+  // The batches of epoch `e` (numbered from 0): `for (auto& b : ds.epoch(e))`;
+  // from batch `first` on when given (a resumed epoch: the batches are the same
+  // as in a whole pass). Throws unless 0 <= first <= num_batches().
+  Epoch epoch(int64_t e, int64_t first = 0) const;
 
   int64_t num_batches() const;  // per epoch, in this shard
   int64_t size() const;         // samples per epoch in this shard, in batches delivered

@@ -4,6 +4,7 @@
 #include <minidl/minidl.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -18,7 +19,7 @@ namespace example {
 using namespace minidl;
 
 struct Flags {
-  std::string data, dataset = "mnist", optimizer = "momentum", init, save, history;
+  std::string data, dataset = "mnist", optimizer = "momentum", init, save, history, resume;
   std::string parallel = "none", device = "cpu";
   bool detect_anomaly = false;
   int64_t nprocs = 1;
@@ -29,6 +30,7 @@ struct Flags {
   std::string timeline;        // Chrome trace of the training, written by rank 0
   int64_t check_replicas = 0;  // compare the ranks' parameters every N steps (0: off)
   int64_t bucket_kb = 25 * 1024;  // DataParallel's allreduce buckets
+  int64_t save_every = 0;         // steps between whole-state checkpoints (0: none)
 };
 
 // Bounds of the integer flags: wide enough for any real run, small enough
@@ -59,8 +61,17 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--log-every", f.log_every, "LossMonitor interval in steps")
       ->check(in_range<int64_t>(1, kMaxSteps));
   app.add_flag("--no-shuffle", f.no_shuffle, "batches in file order");
-  app.add_option("--init", f.init, "initial weights from a safetensors file, by parameter name");
+  auto* init = app.add_option("--init", f.init,
+                              "initial weights from a safetensors file, by parameter name");
   app.add_option("--save", f.save, "save the trained weights as safetensors");
+  app.add_option("--save-every", f.save_every,
+                 "every N steps and at each epoch's end save the whole training state as "
+                 "<--save without .safetensors>-<epoch>_<step>.safetensors, for --resume")
+      ->check(in_range<int64_t>(1, kMaxSteps));
+  app.add_option("--resume", f.resume,
+                 "continue, bit for bit, the run that wrote this --save-every checkpoint "
+                 "(give the same flags; --epochs and --steps count the whole run)")
+      ->excludes(init);
   app.add_option("--parallel", f.parallel, "none, or data: data-parallel over the job's ranks")
       ->check(CLI::IsMember({"none", "data"}));
   app.add_flag("--detect-anomaly", f.detect_anomaly,
@@ -83,6 +94,8 @@ inline void add_flags(CLI::App& app, Flags& f) {
 // Checks the output paths before loading data or training, on rank 0 (which
 // writes them).
 inline void check_outputs(const Flags& f) {
+  MINIDL_CHECK(f.save_every == 0 || !f.save.empty(), "--save-every: needs --save FILE (the "
+               "checkpoints are named after it: FILE-<epoch>_<step>.safetensors)");
   if (parallel::rank() != 0) return;
   if (!f.save.empty()) check_writable(f.save, "--save");
   if (!f.timeline.empty()) check_writable(f.timeline, "--timeline");
@@ -141,7 +154,32 @@ inline std::vector<CallbackRef> callbacks(const Flags& f) {
   std::vector<CallbackRef> list{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
   if (!f.history.empty()) list.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   if (f.check_replicas > 0) list.push_back(ReplicaCheck(f.check_replicas));
+  if (f.save_every > 0) {  // whole-state checkpoints <--save without .safetensors>-<epoch>_<step>
+    const std::string ext = ".safetensors";
+    const std::string prefix = f.save.ends_with(ext) ? f.save.substr(0, f.save.size() - ext.size()) : f.save;
+    list.push_back(ModelCheckpoint(prefix, f.save_every, /*training_state=*/true));
+  }
   return list;
+}
+
+// --resume: where the checkpoint's run stood (the start when not given).
+inline TrainPosition resume(const Flags& f, Model& model) {
+  if (f.resume.empty()) return {};
+  TrainPosition start = model.load_checkpoint(f.resume);
+  if (parallel::rank() == 0)
+    std::printf("resumed from %s: epoch %lld, step %lld (global step %lld)\n", f.resume.c_str(),
+                (long long)start.epoch + 1, (long long)start.step, (long long)start.global_step);
+  return start;
+}
+
+// Trains for what is left of --epochs and --steps, which count the whole run
+// (the part before a --resume included).
+inline void train(const Flags& f, Model& model, const data::BatchDataset& train_set,
+                  const data::BatchDataset& test) {
+  const TrainPosition start = resume(f, model);
+  model.train(std::max<int64_t>(0, f.epochs - start.epoch), train_set, callbacks(f),
+              {.max_steps = f.steps < 0 ? -1 : std::max<int64_t>(0, f.steps - start.global_step),
+               .valid_dataset = f.history.empty() ? nullptr : &test});
 }
 
 // --timeline: recording starts before training and is written after it
@@ -192,8 +230,7 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
                                                        : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10});
   start_timeline(f);
-  model.train(f.epochs, train, callbacks(f),
-              {.max_steps = f.steps, .valid_dataset = f.history.empty() ? nullptr : &test});
+  train(f, model, train, test);
   finish_timeline(f);
   auto metrics = model.eval(test);
   report(f, metrics, net);

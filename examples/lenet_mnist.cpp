@@ -61,10 +61,10 @@ void program(int argc, char** argv) {
                .parallel = data_parallel ? ParallelMode::DataParallel : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10});
 
-  // 4. Train: the callbacks print the loss, a progress bar and timings.
+  // 4. Train: the callbacks print the loss, a progress bar and timings
+  //    (example::train: Model::train, continuing where --resume's run stood).
   example::start_timeline(flags);
-  model.train(flags.epochs, train, example::callbacks(flags),
-              {.max_steps = flags.steps, .valid_dataset = flags.history.empty() ? nullptr : &test});
+  example::train(flags, model, train, test);
   example::finish_timeline(flags);
 
   // 5. Evaluate (summed over ranks) and save the weights (--save).

@@ -1,6 +1,11 @@
 #include "framework/random.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "framework/error.h"
 
 namespace minidl {
 
@@ -26,6 +31,31 @@ int64_t Generator::randint(int64_t low, int64_t high) {
   do v = engine_();
   while (v >= limit);
   return low + static_cast<int64_t>(v % span);
+}
+
+std::string Generator::state() const {
+  std::ostringstream out;
+  char spare[40];
+  std::snprintf(spare, sizeof spare, "%a", spare_);
+  out << engine_ << ' ' << has_spare_ << ' ' << spare;
+  return out.str();
+}
+
+void Generator::set_state(const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 engine;
+  int has_spare = -1;
+  std::string spare;
+  in >> engine >> has_spare >> spare;
+  char* end = nullptr;
+  const double value = in ? std::strtod(spare.c_str(), &end) : 0;
+  MINIDL_CHECK(in && (has_spare == 0 || has_spare == 1) && end && *end == 0 && (in >> std::ws).eof(),
+               "Generator::set_state: expected the text Generator::state() writes (",
+               std::mt19937_64::state_size, " engine words, 0 or 1, a hexadecimal double), got ",
+               state.size(), " characters that do not parse as one");
+  engine_ = engine;
+  has_spare_ = has_spare;
+  spare_ = value;
 }
 
 Generator& default_generator() {

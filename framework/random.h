@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <string>
 
 namespace minidl {
 
@@ -15,6 +16,13 @@ class Generator {
   double uniform();                           // [0, 1)
   double normal();                            // mean 0, std 1
   int64_t randint(int64_t low, int64_t high);  // [low, high)
+
+  // The whole state as text (the engine's standard text form, then whether a
+  // Box-Muller normal is held and its value in hexadecimal), so a checkpoint
+  // can hold it; set_state(state()) continues the stream bit for bit. Throws
+  // minidl::Error when the text is not one state() wrote.
+  std::string state() const;
+  void set_state(const std::string& state);
 
  private:
   std::mt19937_64 engine_;

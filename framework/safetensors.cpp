@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -57,6 +59,39 @@ std::vector<std::string> TensorDict::keys() const {
   std::vector<std::string> k;
   for (const auto& item : items_) k.push_back(item.first);
   return k;
+}
+
+// ---- StateDict ----
+void StateDict::set_int(const std::string& key, int64_t v) { values[key] = std::to_string(v); }
+
+void StateDict::set_double(const std::string& key, double v) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  values[key] = text;
+}
+
+const std::string& StateDict::get(const std::string& key, const char* what) const {
+  auto it = values.find(key);
+  MINIDL_CHECK(it != values.end(), what, ": the state has no value '", key, "'");
+  return it->second;
+}
+
+int64_t StateDict::get_int(const std::string& key, const char* what) const {
+  const std::string& text = get(key, what);
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  MINIDL_CHECK(ec == std::errc() && end == text.data() + text.size(), what, ": value '", key,
+               "' is '", text, "', expected an integer");
+  return v;
+}
+
+double StateDict::get_double(const std::string& key, const char* what) const {
+  const std::string& text = get(key, what);
+  char* end = nullptr;
+  const double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  MINIDL_CHECK(!text.empty() && *end == 0, what, ": value '", key, "' is '", text,
+               "', expected a number");
+  return v;
 }
 
 // ---- safetensors ----

@@ -54,6 +54,23 @@ class TensorDict {
   std::map<std::string, size_t> index_;
 };
 
+// What a training checkpoint holds of one object (an optimizer, a schedule):
+// named tensors, and named values as text written exactly (integers in
+// decimal, doubles with 17 significant digits), which a safetensors file
+// keeps in its "__metadata__".
+struct StateDict {
+  TensorDict tensors;
+  std::map<std::string, std::string> values;
+
+  void set_int(const std::string& key, int64_t v);
+  void set_double(const std::string& key, double v);  // reads back bit for bit
+  // The value of `key`; throws minidl::Error naming `what` (the reader, e.g.
+  // "Adam::load_state_dict"), the key and the text when absent or not a number.
+  const std::string& get(const std::string& key, const char* what) const;
+  int64_t get_int(const std::string& key, const char* what) const;
+  double get_double(const std::string& key, const char* what) const;
+};
+
 // Writes `tensors` (in their order) and optional string metadata to `path`.
 // The file is written to "<target>.tmp.<pid>", fsynced, renamed over the
 // target and the directory fsynced, so a crash never leaves a torn

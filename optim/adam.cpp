@@ -30,4 +30,17 @@ void Adam::update(const std::vector<size_t>& ready) {
         ready, &m_, &v_);
 }
 
+StateDict Adam::state_dict() const {
+  StateDict s = Optimizer::state_dict();
+  save_state(s, "exp_avg", m_);
+  save_state(s, "exp_avg_sq", v_);
+  return s;
+}
+
+void Adam::load_state_dict(const StateDict& s) {
+  Optimizer::load_state_dict(s);
+  load_state(s, "exp_avg", m_);
+  load_state(s, "exp_avg_sq", v_);
+}
+
 }  // namespace minidl::optim

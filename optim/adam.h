@@ -22,6 +22,8 @@ class Adam : public Optimizer {
   const Tensor& exp_avg(size_t i) const { return m_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return v_.at(i); }
   int64_t step_count(size_t i) const { return steps_.at(i); }
+  StateDict state_dict() const override;  // adds "exp_avg.<i>", "exp_avg_sq.<i>"
+  void load_state_dict(const StateDict& state) override;
 
  protected:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,

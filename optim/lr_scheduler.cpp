@@ -20,6 +20,21 @@ void LRScheduler::step() {
   apply();
 }
 
+StateDict LRScheduler::state_dict() const {
+  StateDict s;
+  s.set_int("last_epoch", epoch_);
+  s.set_double("base_lr", base_lr_);
+  return s;
+}
+
+void LRScheduler::load_state_dict(const StateDict& s) {
+  const int64_t epoch = s.get_int("last_epoch", "LRScheduler::load_state_dict");
+  MINIDL_CHECK(epoch >= 0, "LRScheduler::load_state_dict: last_epoch is ", epoch, ", expected >= 0");
+  base_lr_ = s.get_double("base_lr", "LRScheduler::load_state_dict");
+  epoch_ = epoch;
+  apply();
+}
+
 double LRScheduler::lr(int64_t t) const {
   const int64_t w = options_.warmup;
   if (t >= w) return lr_at(t - w);

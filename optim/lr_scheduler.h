@@ -43,6 +43,11 @@ class LRScheduler {
   double get_last_lr() const { return optimizer_.lr(); }
   Interval interval() const { return options_.interval; }
   Optimizer& optimizer() const { return optimizer_; }
+  // For an exact resume: values "last_epoch" and "base_lr". load_state_dict
+  // restores them and sets the optimizer's lr to lr(last_epoch); throws
+  // minidl::Error naming a missing or malformed value.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
   // The rate of period t, warm-up included.
   double lr(int64_t t) const;
   // The schedule's own formula at period t (no warm-up).

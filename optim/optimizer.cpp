@@ -78,6 +78,51 @@ void Optimizer::apply(UpdateRule rule, const UpdateArgs& args, const std::vector
   }
 }
 
+StateDict Optimizer::state_dict() const {
+  StateDict s;
+  s.values["name"] = name_;
+  s.set_double("lr", lr_);
+  s.tensors.insert("steps", Tensor::from_vector(steps_, {static_cast<int64_t>(steps_.size())}));
+  return s;
+}
+
+void Optimizer::load_state_dict(const StateDict& s) {
+  const std::string what = cat(name_, "::load_state_dict");
+  const std::string& kind = s.get("name", what.c_str());
+  MINIDL_CHECK(kind == name_, what, ": the state is a ", kind, "'s, expected a ", name_, "'s");
+  const Tensor& steps = s.tensors.at("steps");
+  const int64_t n = static_cast<int64_t>(params_.size());
+  MINIDL_CHECK(steps.dtype() == kInt64 && steps.shape() == Shape{n}, what, ": 'steps' is ",
+               dtype_name(steps.dtype()), " ", steps.shape(), ", expected int64 [", n,
+               "] (one count per parameter)");
+  set_lr(s.get_double("lr", what.c_str()));
+  steps_ = steps.to_vector<int64_t>();
+}
+
+void Optimizer::save_state(StateDict& out, const std::string& key,
+                           const std::vector<Tensor>& state) const {
+  for (size_t i = 0; i < state.size(); ++i)
+    if (state[i].defined()) out.tensors.insert(cat(key, ".", i), state[i].cpu());
+}
+
+void Optimizer::load_state(const StateDict& in, const std::string& key,
+                           std::vector<Tensor>& state) const {
+  for (size_t i = 0; i < state.size(); ++i) {
+    const std::string name = cat(key, ".", i);
+    if (!in.tensors.contains(name)) {
+      state[i] = Tensor();
+      continue;
+    }
+    const Tensor& t = in.tensors.at(name);
+    const int64_t n = params_[i].numel();
+    MINIDL_CHECK(t.dtype() == kFloat32 && t.shape() == Shape{n}, name_, "::load_state_dict: '",
+                 name, "' is ", dtype_name(t.dtype()), " ", t.shape(), ", expected float32 [", n,
+                 "] for parameter ", i, " ", params_[i].shape());
+    state[i] = Tensor::empty({n}, kFloat32, params_[i].device());
+    state[i].copy_(t);
+  }
+}
+
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.zero_grad();
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "framework/backend/kernels.h"
+#include "framework/safetensors.h"
 #include "framework/tensor.h"
 
 namespace minidl::optim {
@@ -38,6 +39,19 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   const char* name() const { return name_; }
 
+  // What step() carries from one call to the next, for an exact resume: values
+  // "name" and "lr", tensor "steps" (int64 [P], each parameter's updates) and
+  // the subclass's per-parameter state, "<state>.<i>" float32 [numel of
+  // parameter i] on the CPU, present once parameter i has been updated
+  // (Momentum: "momentum_buffer.<i>"; Adam: "exp_avg.<i>", "exp_avg_sq.<i>").
+  // CPU tensors share storage with the optimizer's state.
+  virtual StateDict state_dict() const;
+  // Restores a state_dict() into an optimizer of the same kind over parameters
+  // of the same sizes, state tensors onto their parameters' devices. Throws
+  // minidl::Error naming what differs (kind, parameter count, a tensor's shape
+  // or dtype) or is missing; the optimizer is then in an unspecified state.
+  virtual void load_state_dict(const StateDict& state);
+
  protected:
   // Updates the parameters listed in `ready` (indices into parameters(), each
   // with a float32 gradient of its size on its device; steps_ already counts
@@ -49,6 +63,10 @@ class Optimizer {
              std::vector<Tensor>* m = nullptr, std::vector<Tensor>* v = nullptr);
   // Throws std::invalid_argument "<name>: invalid <what> <value> (expected <rule>)" unless ok.
   void check(bool ok, const char* what, double value, const char* rule) const;
+  // state_dict() / load_state_dict() of one per-parameter state vector, as
+  // "<key>.<i>" (absent where undefined).
+  void save_state(StateDict& out, const std::string& key, const std::vector<Tensor>& state) const;
+  void load_state(const StateDict& in, const std::string& key, std::vector<Tensor>& state) const;
 
   std::vector<Tensor> params_;
   std::vector<int64_t> steps_;  // updates of each parameter so far

@@ -38,6 +38,8 @@ class Momentum : public Optimizer {
   double momentum() const { return momentum_; }
   // Parameter i's momentum buffer (undefined before its first update).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
+  StateDict state_dict() const override;  // adds "momentum_buffer.<i>"
+  void load_state_dict(const StateDict& state) override;
 
  protected:
   void update(const std::vector<size_t>& ready) override;

@@ -16,6 +16,7 @@
 #include "nn/cell.h"
 #include "parallel/communicator.h"
 #include "parallel/init.h"
+#include "parallel/model.h"
 #include "parallel/timeline.h"
 
 namespace minidl {
@@ -109,15 +110,19 @@ void ProgressBar::on_epoch_end(const EpochEnd&) {
   if (rank_ == 0 && tty_) std::printf("\n");
 }
 
-ModelCheckpoint::ModelCheckpoint(std::string prefix, int64_t every_steps)
-    : prefix_(std::move(prefix)), every_steps_(every_steps) {
+ModelCheckpoint::ModelCheckpoint(std::string prefix, int64_t every_steps, bool training_state)
+    : prefix_(std::move(prefix)), every_steps_(every_steps), training_state_(training_state) {
   MINIDL_CHECK(every_steps >= 0, "ModelCheckpoint: expected every_steps >= 0, got ", every_steps);
 }
 
 void ModelCheckpoint::save(int64_t epoch, int64_t step) {
   if (rank_ != 0 || !network_) return;
   std::string path = cat(prefix_, "-", epoch, "_", step, ".safetensors");
-  network_->save(path);  // safetensors I/O writes a temporary file, then renames
+  // safetensors I/O writes a temporary file, then renames
+  if (training_state_ && model_)
+    model_->save_checkpoint(path);
+  else
+    network_->save(path);
   saved_.push_back(path);
 }
 

@@ -24,6 +24,8 @@ class Communicator;
 
 namespace minidl {
 
+class Model;
+
 struct TrainBegin {
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;
@@ -66,6 +68,7 @@ class Callback {
   bool is_printer_ = false;  // printing callbacks speak on rank 0 only
   int rank_ = 0;
   nn::Cell* network_ = nullptr;
+  Model* model_ = nullptr;  // the Model that trains, set when training begins
   friend class Model;
 };
 
@@ -122,10 +125,13 @@ class ProgressBar : public Callback {
 // over all epochs, like MindSpore's save_checkpoint_steps; 0: off) and at
 // every epoch's end unless that step was just saved. With 10 steps per epoch
 // and every_steps 4: -1_4, -1_8, -1_10, -2_2, -2_6, -2_10. The file is written
-// to a temporary name and renamed, so a crash never leaves it torn.
+// to a temporary name and renamed, so a crash never leaves it torn. With
+// `training_state`, each file is a whole Model::save_checkpoint (optimizer,
+// schedule, position, generator beside the weights), which
+// Model::load_checkpoint resumes exactly.
 class ModelCheckpoint : public Callback {
  public:
-  explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0);
+  explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0, bool training_state = false);
   void on_step_end(const StepEnd& s) override;
   void on_epoch_end(const EpochEnd& e) override;
   const std::vector<std::string>& saved() const { return saved_; }
@@ -134,6 +140,7 @@ class ModelCheckpoint : public Callback {
   void save(int64_t epoch, int64_t step);
   std::string prefix_;
   int64_t every_steps_;
+  bool training_state_;
   int64_t last_global_step_ = 0, saved_global_step_ = 0;
   std::vector<std::string> saved_;
 };

@@ -6,6 +6,8 @@
 #include <iomanip>
 
 #include "framework/ops.h"
+#include "framework/random.h"
+#include "framework/safetensors.h"
 #include "parallel/data_parallel.h"
 #include "parallel/init.h"
 #include "parallel/timeline.h"
@@ -31,6 +33,25 @@ Device device_of(nn::Cell& network) {
   std::vector<Tensor> params = network.parameters();
   return params.empty() ? Device::CPU : params.front().device();
 }
+
+// Adds `part` to `into`, every name prefixed with "<prefix>.".
+void put(StateDict& into, const std::string& prefix, const StateDict& part) {
+  for (const auto& [name, t] : part.tensors) into.tensors.insert(prefix + "." + name, t);
+  for (const auto& [key, v] : part.values) into.values[prefix + "." + key] = v;
+}
+
+// The entries of `from` named "<prefix>.<name>", as <name>.
+StateDict take(const StateDict& from, const std::string& prefix) {
+  const std::string p = prefix + ".";
+  StateDict part;
+  for (const auto& [name, t] : from.tensors)
+    if (name.starts_with(p)) part.tensors.insert(name.substr(p.size()), t);
+  for (const auto& [key, v] : from.values)
+    if (key.starts_with(p)) part.values[key.substr(p.size())] = v;
+  return part;
+}
+
+constexpr const char* kCheckpointFormat = "minidl.checkpoint";  // its value: the format's version
 
 }  // namespace
 
@@ -74,33 +95,43 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
           ? dataset.dataset().shard(rank, world).batch(dataset.batch_size(), dataset.drop_remainder())
           : dataset;
   const int64_t steps_per_epoch = ds.num_batches();
+  TrainPosition pos = options.start.value_or(position_);
+  MINIDL_CHECK(pos.epoch >= 0 && pos.step >= 0 && pos.step <= steps_per_epoch &&
+                   pos.global_step >= pos.step,
+               "Model::train: cannot start at epoch ", pos.epoch, " step ", pos.step,
+               " (global step ", pos.global_step, ") with ", steps_per_epoch,
+               " steps per epoch (expected 0 <= step <= steps per epoch <= global step)");
   if (distributed)  // what the ranks must agree on, or they wait for each other forever
     parallel::world().check_same(
         "Model::train",
         {{"batch size", cat(ds.batch_size())}, {"steps per epoch", cat(steps_per_epoch)},
          {"epochs", cat(epochs)}, {"max_steps", cat(options.max_steps)},
+         {"start", cat("epoch ", pos.epoch, " step ", pos.step, " global step ", pos.global_step)},
          {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
          {"optimizer", cat(optimizer_->name(), " lr ", std::setprecision(17), optimizer_->lr())}});
-  TrainBegin begin{epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
+  TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   for (auto& cb : callbacks) {
     cb->rank_ = begin.rank;
     cb->network_ = &network_;
+    cb->model_ = this;
     cb->on_train_begin(begin);
   }
-  int64_t global_step = 0;
+  scheduler_ = scheduler;
+  int64_t taken = 0;  // steps in this call
   const Device device = device_of(network_);
   using clock = std::chrono::steady_clock;
-  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+  for (int64_t e = 0; e < epochs; ++e) {
+    const int64_t epoch = pos.epoch + 1;  // callbacks count from 1
     train_network_->train();
     EpochEnd summary{epoch, 0, 0, 0, 0, {}};
     auto epoch_start = clock::now();
-    int64_t step = 0;
-    for (auto& batch : ds.epoch(epoch - 1)) {
-      if (options.max_steps >= 0 && global_step >= options.max_steps) break;
+    int64_t run = 0;  // steps of this epoch in this call
+    for (auto& batch : ds.epoch(pos.epoch, pos.step)) {
+      if (options.max_steps >= 0 && taken >= options.max_steps) break;
       batch.data = batch.data.to(device);
       batch.labels = batch.labels.to(device);
       auto t0 = clock::now();
-      parallel::Timeline::set_step(global_step + 1);
+      parallel::Timeline::set_step(pos.global_step + 1);
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
       optimizer_->zero_grad();
       Tensor loss, logits;
@@ -131,10 +162,12 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
         parallel::TimelineScope scope("reduce metrics", "communication");  // waits for every rank
         parallel::world().allreduce(figures, 3);
       }
+      ++pos.step, ++pos.global_step, ++taken, ++run;
+      position_ = pos;
       StepEnd s;
       s.epoch = epoch;
-      s.step = ++step;
-      s.global_step = ++global_step;
+      s.step = pos.step;
+      s.global_step = pos.global_step;
       s.steps_per_epoch = steps_per_epoch;
       s.samples = static_cast<int64_t>(figures[2]);
       s.loss = figures[0] / world;
@@ -143,24 +176,75 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       s.lr = lr;
       MINIDL_CHECK(std::isfinite(s.loss) || !options.stop_on_nonfinite_loss,
                    "Model::train: the loss is ", s.loss, " at step ", s.global_step, " (epoch ",
-                   epoch, ", step ", step, " of ", steps_per_epoch,
+                   epoch, ", step ", s.step, " of ", steps_per_epoch,
                    "); stopping. A learning rate too high, or NaN/inf in the data? "
                    "(TrainOptions::stop_on_nonfinite_loss = false trains on)");
-      summary.steps = step;
       summary.samples += s.samples;
-      summary.mean_loss += (s.loss - summary.mean_loss) / step;
+      summary.mean_loss += (s.loss - summary.mean_loss) / run;
       for (auto& cb : callbacks) cb->on_step_end(s);
     }
+    summary.steps = pos.step;
     summary.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
-    if (step > 0 && scheduler && scheduler->interval() == optim::Interval::Epoch) scheduler->step();
-    if (step > 0 && options.valid_dataset) summary.valid = eval(*options.valid_dataset);
-    if (step > 0)
+    // An epoch is complete when all its steps are taken (max_steps may stop it
+    // early); only then does an epoch schedule step and the position move on.
+    const bool complete = steps_per_epoch > 0 && pos.step == steps_per_epoch;
+    if (complete) {
+      if (scheduler && scheduler->interval() == optim::Interval::Epoch) scheduler->step();
+      pos = {pos.epoch + 1, 0, pos.global_step};
+      position_ = pos;
+    }
+    if ((run > 0 || complete) && options.valid_dataset) summary.valid = eval(*options.valid_dataset);
+    if (run > 0 || complete)
       for (auto& cb : callbacks) cb->on_epoch_end(summary);
-    if (options.max_steps >= 0 && global_step >= options.max_steps) break;
+    if (!complete) break;
+    if (options.max_steps >= 0 && taken >= options.max_steps) break;
   }
   parallel::Timeline::set_step(0);
   for (auto& cb : callbacks) cb->on_train_end();
-  return global_step;
+  return taken;
+}
+
+void Model::save_checkpoint(const std::string& path) const {
+  MINIDL_CHECK(optimizer_, "Model::save_checkpoint: this Model has no optimizer (nothing to resume); "
+               "save the network's weights with network.save(path)");
+  StateDict state;
+  state.values[kCheckpointFormat] = "1";
+  put(state, "model", StateDict{network_.state_dict(), {}});
+  put(state, "optimizer", optimizer_->state_dict());
+  if (scheduler_) put(state, "scheduler", scheduler_->state_dict());
+  state.set_int("epoch", position_.epoch);
+  state.set_int("step", position_.step);
+  state.set_int("global_step", position_.global_step);
+  state.values["rng"] = default_generator().state();
+  save_safetensors(path, state.tensors, state.values);
+}
+
+const TrainPosition& Model::load_checkpoint(const std::string& path,
+                                            optim::LRScheduler* scheduler) {
+  MINIDL_CHECK(optimizer_, "Model::load_checkpoint: this Model has no optimizer to restore; load "
+               "the network's weights with network.load(path)");
+  StateDict state;
+  state.tensors = load_safetensors(path, &state.values);
+  const std::string what = cat("Model::load_checkpoint: ", path);
+  MINIDL_CHECK(state.values.count(kCheckpointFormat), what, " is not a training checkpoint (no '",
+               kCheckpointFormat, "' in its metadata; Model::save_checkpoint writes them). For "
+               "weights only, load it with network.load(path) (--init)");
+  try {
+    const StateDict sched = take(state, "scheduler");
+    MINIDL_CHECK(sched.values.empty() == !scheduler, "the checkpoint ",
+                 sched.values.empty() ? "has no" : "holds a", " learning-rate schedule's state but ",
+                 scheduler ? "a scheduler was" : "no scheduler was", " given to restore");
+    network_.load_state_dict(take(state, "model").tensors);
+    optimizer_->load_state_dict(take(state, "optimizer"));
+    if (scheduler) scheduler->load_state_dict(sched);
+    TrainPosition pos{state.get_int("epoch", "checkpoint"), state.get_int("step", "checkpoint"),
+                      state.get_int("global_step", "checkpoint")};
+    default_generator().set_state(state.get("rng", "checkpoint"));
+    position_ = pos;
+  } catch (const Error& e) {
+    throw Error(cat(what, ": ", e.what()));
+  }
+  return position_;
 }
 
 std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {

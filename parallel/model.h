@@ -23,6 +23,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,18 @@ struct ModelOptions {
   size_t bucket_bytes = size_t{25} << 20;  // DataParallel's fusion buckets (PyTorch's 25 MiB)
 };
 
+// Where training stands; Model::train continues from here.
+struct TrainPosition {
+  int64_t epoch = 0;  // epochs completed: the epoch in progress, numbered from 0
+  // Steps of that epoch taken. Equal to the steps per epoch when only the
+  // epoch's end is left (the epoch-interval schedule step, the validation,
+  // the callbacks' on_epoch_end): a checkpoint saved at its last step.
+  int64_t step = 0;
+  int64_t global_step = 0;  // steps taken in all
+};
+
 struct TrainOptions {
-  int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
+  int64_t max_steps = -1;  // stop after this many steps in this call (-1: no limit)
   // A schedule of the Model's optimizer, stepped after every optimizer step or
   // after every epoch, as its interval() says (optim/lr_scheduler.h).
   optim::LRScheduler* scheduler = nullptr;
@@ -54,6 +65,11 @@ struct TrainOptions {
   // Throw minidl::Error naming the step when the loss (the mean over ranks, so
   // every rank stops at the same step) is NaN or infinite; false trains on.
   bool stop_on_nonfinite_loss = true;
+  // Where to begin: epoch `start->epoch`'s data order from batch `start->step`
+  // on, with the callbacks counting on from there. Unset: where this Model's
+  // last train() stopped (a new Model: the beginning), so train() called twice
+  // runs the next epoch's data order.
+  std::optional<TrainPosition> start = std::nullopt;
 };
 
 class Model {
@@ -63,9 +79,12 @@ class Model {
   Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options = {});
   ~Model();
 
-  // Trains for `epochs` passes over `dataset`; returns the steps taken.
-  // Throws minidl::Error when the Model has no optimizer, or options.scheduler
-  // drives another optimizer.
+  // Trains `epochs` epochs over `dataset` from the start position (an epoch in
+  // progress counts as one); returns the steps taken. An epoch-interval
+  // schedule steps at the end of each completed epoch; on_epoch_end also comes
+  // when max_steps stops an epoch early. Throws minidl::Error when the Model
+  // has no optimizer, options.scheduler drives another optimizer, or the start
+  // position does not fit the dataset's steps per epoch.
   int64_t train(int64_t epochs, const data::BatchDataset& dataset,
                 std::vector<CallbackRef> callbacks = {}, TrainOptions options = {});
   // Mean loss and accuracy over the whole dataset, in eval mode, without
@@ -79,6 +98,28 @@ class Model {
   // DataParallel is evaluated whole on every rank.
   std::map<std::string, double> eval(const data::BatchDataset& dataset);
 
+  // Where training stands: after the last step taken, or as load_checkpoint set it.
+  const TrainPosition& position() const { return position_; }
+
+  // Saves everything train() needs to continue bit for bit, in one safetensors
+  // file (written atomically): the network's state_dict as "model.<name>", the
+  // optimizer's state (optim/optimizer.h) as "optimizer.<name>" with its values
+  // likewise in the metadata, the schedule's state ("scheduler.<key>") when
+  // the running or last train() has one, the position ("epoch", "step",
+  // "global_step") and the default generator's state ("rng"). The data order
+  // needs nothing more: it is a function of the shuffle seed and the epoch.
+  // Writes from the calling rank only; the state is the same on every rank,
+  // so rank 0 saves (ModelCheckpoint does so).
+  void save_checkpoint(const std::string& path) const;
+  // Restores a save_checkpoint() file into this Model's network, optimizer
+  // (same kind and parameter sizes), `scheduler` (which the file must hold
+  // when given, and must not otherwise) and the default generator, and sets
+  // position(): train() then continues where the saved run stood. Every rank
+  // reads the file itself. Throws minidl::Error naming the file and what does
+  // not fit (not a training checkpoint, another optimizer, a missing tensor).
+  const TrainPosition& load_checkpoint(const std::string& path,
+                                       optim::LRScheduler* scheduler = nullptr);
+
   // The cell a step calls: the network, or its DataParallel wrapper.
   nn::Cell& network() { return *train_network_; }
 
@@ -86,6 +127,8 @@ class Model {
   nn::Cell& network_;
   nn::Cell& loss_fn_;
   optim::Optimizer* optimizer_;  // null: eval only
+  optim::LRScheduler* scheduler_ = nullptr;  // the running or last train()'s
+  TrainPosition position_;
   ModelOptions options_;
   std::shared_ptr<nn::Cell> wrapper_;  // DataParallel, when asked for
   nn::Cell* train_network_;
