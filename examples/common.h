@@ -230,7 +230,7 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
                                                        : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10});
   start_timeline(f);
-  train(f, model, train, test);
+  example::train(f, model, train, test);
   finish_timeline(f);
   auto metrics = model.eval(test);
   report(f, metrics, net);
