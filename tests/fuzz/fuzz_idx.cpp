@@ -8,7 +8,8 @@
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string& path = minidl::fuzz::as_file(data, size);
+  const minidl::fuzz::InputFile file(data, size);
+  const std::string& path = file.path();
   for (minidl::DType dtype : {minidl::kFloat32, minidl::kInt64}) {
     try {
       const minidl::Tensor t = minidl::data::read_idx(path, dtype);

@@ -1,5 +1,6 @@
 // What the fuzz targets share: the readers take a path, so each input is
-// written to one scratch file per process (in $TMPDIR or /tmp) and read back.
+// written to a scratch file (in $TMPDIR or /tmp, removed after the run) and
+// read back.
 #pragma once
 #include <unistd.h>
 
@@ -10,16 +11,21 @@
 
 namespace minidl::fuzz {
 
-// Writes `data` to this process's scratch file and returns its path.
-inline const std::string& as_file(const uint8_t* data, size_t size) {
-  static const std::string path = [] {
+// The input as this process's scratch file, for the life of the object.
+class InputFile {
+ public:
+  InputFile(const uint8_t* data, size_t size) {
     const char* dir = std::getenv("TMPDIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/minidl_fuzz_" + std::to_string(getpid());
-  }();
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) std::abort();
-  return path;
-}
+    path_ = std::string(dir && *dir ? dir : "/tmp") + "/minidl_fuzz_" + std::to_string(getpid());
+    FILE* f = std::fopen(path_.c_str(), "wb");
+    if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) std::abort();
+  }
+  ~InputFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Reads every byte of a loaded tensor, so an allocation smaller than the
 // shape claims shows up under AddressSanitizer.

@@ -10,7 +10,8 @@
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string& path = minidl::fuzz::as_file(data, size);
+  const minidl::fuzz::InputFile file(data, size);
+  const std::string& path = file.path();
   try {
     std::map<std::string, std::string> metadata;
     minidl::TensorDict tensors = minidl::load_safetensors(path, &metadata);
