@@ -105,7 +105,7 @@ class Model {
   // file (written atomically): the network's state_dict as "model.<name>", the
   // optimizer's state (optim/optimizer.h) as "optimizer.<name>" with its values
   // likewise in the metadata, the schedule's state ("scheduler.<key>") when
-  // the running or last train() has one, the position ("epoch", "step",
+  // the running or last train() has one (it must still exist), the position ("epoch", "step",
   // "global_step") and the default generator's state ("rng"). The data order
   // needs nothing more: it is a function of the shuffle seed and the epoch.
   // Writes from the calling rank only; the state is the same on every rank,

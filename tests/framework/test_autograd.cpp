@@ -231,7 +231,8 @@ TEST_CASE("in a chain net, later layers' hooks fire before earlier layers'") {
     for (const char* early : {"w1", "b1"}) CHECK(pos(late) < pos(early));
   // Each hook saw the final gradient.
   for (auto& [name, p] : params) {
-    CAPTURE(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    CAPTURE(label);
     CHECK(seen[name] == p.grad().to_vector<float>());
   }
 }

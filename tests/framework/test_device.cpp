@@ -188,7 +188,8 @@ SEAM_CASE("elementwise ops and their gradients equal the CPU's bits") {
            {"neg, scalar", [](auto& v) { return std::vector{2.0 - (-v[0]) * 3.0}; }},
            {"half", [](auto& v) { return std::vector{(v[0].to(kFloat16) * v[1].to(kFloat16)).to(kFloat32)}; }},
        }) {
-    INFO(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    INFO(label);
     check_op(f, {leaf({2, 3, 4}, 1.2), leaf({3, 1})});
   }
 }
@@ -307,7 +308,8 @@ SEAM_CASE("Cell::to moves parameters in place; a net trains there with the CPU's
   dev_net.to(kDev);
   CHECK(held.device() == kDev);  // the same handle moved
   for (const auto& [name, p] : dev_net.named_parameters()) {
-    INFO(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    INFO(label);
     CHECK(p.device() == kDev);
     CHECK(p.requires_grad());
   }
@@ -323,7 +325,8 @@ SEAM_CASE("Cell::to moves parameters in place; a net trains there with the CPU's
   train(cpu_net, Device::CPU);
   train(dev_net, kDev);
   for (const auto& [name, p] : cpu_net.named_parameters()) {
-    INFO(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    INFO(label);
     check_bits(dev_net.named_parameters().at(name), p);
   }
   optim::Momentum late(cpu_net.trainable_params(), 0.1, 0.9);
@@ -355,7 +358,8 @@ SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the
   CHECK(got["loss"] == want["loss"]);
   CHECK(got["accuracy"] == want["accuracy"]);
   for (const auto& [name, p] : cpu_net.named_parameters()) {
-    INFO(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    INFO(label);
     check_bits(dev_net.named_parameters().at(name), p);
   }
 }

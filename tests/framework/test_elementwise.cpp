@@ -104,8 +104,10 @@ TEST_CASE("broadcasting over 3-D and 4-D shapes matches a naive loop") {
       {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {1, 3, 1}}, {{4}, {2, 3, 4}},   {{2, 3, 1}, {2, 1, 4}},
       {{1, 3, 4}, {2, 1, 1}}, {{2, 2, 3, 2}, {2, 1, 2}}, {{3, 1}, {1}}, {{1, 1, 4}, {2, 3, 1}}};
   for (const auto& [sa, sb] : cases) {
-    CAPTURE(to_string(sa));
-    CAPTURE(to_string(sb));
+    // copies: clang 14 cannot capture a structured binding
+    const std::string shape_a = to_string(sa), shape_b = to_string(sb);
+    CAPTURE(shape_a);
+    CAPTURE(shape_b);
     Tensor a = Tensor::randn(sa), b = Tensor::rand(sb, 0.5, 2);
     check_same(a + b, naive_broadcast(a, b, [](float x, float y) { return x + y; }));
     check_same(a - b, naive_broadcast(a, b, [](float x, float y) { return x - y; }));
@@ -148,8 +150,10 @@ TEST_CASE("gradients of the binary ops, with and without broadcasting") {
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{2, 1}, {1, 3}}, {{3}, {}}, {{}, {2, 2}}, {{2, 1, 3}, {2, 1}}};
   for (const auto& [sa, sb] : cases) {
-    CAPTURE(to_string(sa));
-    CAPTURE(to_string(sb));
+    // copies: clang 14 cannot capture a structured binding
+    const std::string shape_a = to_string(sa), shape_b = to_string(sb);
+    CAPTURE(shape_a);
+    CAPTURE(shape_b);
     Tensor a = Tensor::randn(sa), b = Tensor::randn(sb);
     Tensor bpos = Tensor::rand(sb, 0.5, 2);  // away from 0 for div
     CHECK_GRADCHECK([](const Inputs& in) { return add(in[0], in[1]); }, {a, b});

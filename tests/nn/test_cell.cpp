@@ -156,7 +156,8 @@ TEST_CASE("state_dict round trip through save/load gives identical values, in pl
   a.save(path);
   b.load(path);
   for (const auto& [name, t] : a.state_dict()) {
-    INFO(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    INFO(label);
     CHECK(b.state_dict().at(name).to_float_vector() == t.to_float_vector());
   }
   CHECK(b_conv1.same(b.conv1.weight));

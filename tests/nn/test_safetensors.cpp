@@ -77,7 +77,8 @@ TEST_CASE("safetensors round trip keeps order, dtypes, shapes, values and metada
   CHECK(out.keys() == in.keys());  // saved order is data-offset order
   CHECK(meta == std::map<std::string, std::string>{{"format", "pt"}, {"epoch", "3"}});
   for (const auto& [name, t] : in) {
-    INFO(name);
+    const std::string label = name;  // clang 14 cannot capture a binding
+    INFO(label);
     CHECK(out[name].dtype() == t.dtype());
     CHECK(out[name].shape() == t.shape());
     CHECK(read_bytes(path).size() > 8);

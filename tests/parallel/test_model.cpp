@@ -240,7 +240,8 @@ TEST_CASE("Model::eval: a set split over ranks gives the whole set's figures, as
   const double correct = whole.at("accuracy") * 61;
   CHECK(correct == doctest::Approx(std::round(correct)).epsilon(1e-12));  // a count of 61 samples
   for (const auto& [what, m] : runs) {
-    INFO(what);
+    const std::string label = what;  // clang 14 cannot capture a binding
+    INFO(label);
     MESSAGE("ranks ", world, ", ", what, ": accuracy ", m.at("accuracy"), " (one rank ",
             whole.at("accuracy"), "), loss ", m.at("loss"), " (one rank ", whole.at("loss"), ")");
     CHECK(m.at("accuracy") == whole.at("accuracy"));
