@@ -3,7 +3,7 @@
 #   verbatim (a C++-only project), with main.cpp from this folder;
 # - build the README's model-writer program (the ```cpp block after the
 #   marker <!-- consumer: main.cpp -->, verbatim) with the same snippet, and
-#   run it on a tiny data set made by tiny_mnist.py, alone and on 2 ranks;
+#   run it on a tiny data set made by tests/tiny_mnist.py, alone and on 2 ranks;
 # - configure probe/, which checks the include names the package exports.
 # BUILD: minidl's build folder; SOURCE: this folder; README: README.md; WORK: scratch;
 # MPIEXEC: mpiexec.
@@ -60,7 +60,8 @@ endif()
 
 # The README's model program on a tiny set: it trains 3 epochs, saves, reloads,
 # and exits 0 only when the reloaded network evaluates the same; then on 2 ranks.
-execute_process(COMMAND python3 ${SOURCE}/tiny_mnist.py ${WORK}/tiny RESULT_VARIABLE rc)
+execute_process(COMMAND python3 ${SOURCE}/../tiny_mnist.py ${WORK}/tiny 128 32 0 --learnable
+                RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "tiny_mnist.py failed: ${rc}")
 endif()

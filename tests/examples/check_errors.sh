@@ -43,16 +43,7 @@ expect() {
 
 # A valid MNIST-shaped set (64 train, 16 test images) and a copy whose
 # training images have the 22-byte header whose sizes multiply past 2^64.
-python3 - "$tmp/good" <<'PY'
-import os, random, struct, sys
-d = sys.argv[1]; os.makedirs(d)
-random.seed(0)
-for split, n in (("train", 64), ("t10k", 16)):
-    with open(f"{d}/{split}-images-idx3-ubyte", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
-    with open(f"{d}/{split}-labels-idx1-ubyte", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$(dirname "$0")/../tiny_mnist.py" "$tmp/good" 64 16 0
 mkdir "$tmp/corrupt" && cp "$tmp"/good/* "$tmp/corrupt/"
 printf '\x00\x00\x08\x03\x01\x00\x00\x00\x00\x01\x00\x00\x0e\x00\x00\x00\x0e\x02\x2c\x0e\x02\x00' \
   >"$tmp/corrupt/train-images-idx3-ubyte"

@@ -15,16 +15,7 @@ fail() {
 }
 
 # 96 training images (12 steps of 8 per epoch on one rank), 16 test images.
-python3 - "$tmp/data" <<'PY'
-import os, random, struct, sys
-d = sys.argv[1]; os.makedirs(d)
-random.seed(1)
-for split, n in (("train", 96), ("t10k", 16)):
-    with open(f"{d}/{split}-images-idx3-ubyte", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
-    with open(f"{d}/{split}-labels-idx1-ubyte", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$(dirname "$0")/../tiny_mnist.py" "$tmp/data" 96 16 1
 
 # check NAME OPTIMIZER FROM LAST RANKS: runs lenet_mnist straight and resumed
 # from checkpoint FROM (one the straight run wrote), alone or data-parallel

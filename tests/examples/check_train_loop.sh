@@ -10,22 +10,7 @@ set -eu
 bin=$1 mpiexec=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 - "$tmp" <<'PY'
-import random, struct, sys
-d = sys.argv[1]
-random.seed(0)
-for split, n in (("train", 64), ("t10k", 16)):
-    images = bytearray()
-    for i in range(n):
-        pixels = [random.randrange(128) for _ in range(784)]
-        row = 4 + 2 * (i % 10)
-        pixels[row * 28 + 4:row * 28 + 24] = [255] * 20
-        images += bytes(pixels)
-    with open(f"{d}/{split}-images-idx3-ubyte", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + images)
-    with open(f"{d}/{split}-labels-idx1-ubyte", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$(dirname "$0")/../tiny_mnist.py" "$tmp" 64 16 0 --learnable
 args="--data $tmp --epochs 4 --batch 16 --dropout 0 --lr 0.05"
 timeout 60 "$bin/mnist_train_loop" $args | tee "$tmp/one"
 timeout 60 "$mpiexec" --oversubscribe -np 2 "$bin/mnist_train_loop" $args | tee "$tmp/two"

@@ -52,16 +52,7 @@ AGENT
 chmod +x "$tmp/agent"
 
 # 96 training images: 6 steps of 8 per rank in an epoch.
-python3 - "$tmp/data" <<'PY'
-import os, random, struct, sys
-d = sys.argv[1]; os.makedirs(d)
-random.seed(2)
-for split, n in (("train", 96), ("t10k", 16)):
-    with open(f"{d}/{split}-images-idx3-ubyte", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(random.randrange(256) for _ in range(n * 784)))
-    with open(f"{d}/{split}-labels-idx1-ubyte", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
-PY
+python3 "$(dirname "$0")/../tiny_mnist.py" "$tmp/data" 96 16 2
 train=("$lenet" --parallel data --data "$tmp/data" --batch 8 --threads 1)
 # mpirun on "host" a; TCP between ranks and daemons over the veth only; the
 # daemons' keepalive notices a dead link in seconds (the default is minutes).
