@@ -1,12 +1,12 @@
 // The CPU allocator: 64-byte aligned blocks, freed ones of 4 KiB and up kept
 // for reuse, and the byte counts memory_stats() reports.
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
 
+#include "framework/backend/byte_count.h"
 #include "framework/backend/cpu/cpu.h"
 
 namespace minidl::cpu {
@@ -58,29 +58,22 @@ class BlockCache {
 
 size_t block_size(size_t n) { return n ? (n + 63) / 64 * 64 : 64; }
 
-std::atomic<int64_t> live{0}, peak{0};
-
-void count_bytes(int64_t delta) {
-  int64_t now = live.fetch_add(delta, std::memory_order_relaxed) + delta;
-  int64_t p = peak.load(std::memory_order_relaxed);
-  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
-  }
-}
+ByteCount counted;  // current and peak bytes of live storages
 
 }  // namespace
 
 void* allocate(size_t bytes) {
   void* p = BlockCache::get().allocate(block_size(bytes));
-  count_bytes(static_cast<int64_t>(bytes));
+  counted.add(static_cast<int64_t>(bytes));
   return p;
 }
 void deallocate(void* p, size_t bytes) {
   BlockCache::get().release(p, block_size(bytes));
-  count_bytes(-static_cast<int64_t>(bytes));
+  counted.add(-static_cast<int64_t>(bytes));
 }
-int64_t current_bytes() { return live.load(); }
-int64_t peak_bytes() { return peak.load(); }
-void reset_peak() { peak.store(live.load()); }
+int64_t current_bytes() { return counted.current(); }
+int64_t peak_bytes() { return counted.peak(); }
+void reset_peak() { counted.reset_peak(); }
 
 Scratch::Scratch(int64_t floats)
     : bytes_(static_cast<size_t>(floats) * sizeof(float)),

@@ -2,10 +2,10 @@
 // on a pool of device 0 whose release threshold keeps freed blocks for reuse
 // instead of returning them to the driver at each synchronisation), copies on
 // the compute stream, and the byte counts memory_stats() reports.
-#include <atomic>
 #include <cstdint>
 #include <new>
 
+#include "framework/backend/byte_count.h"
 #include "framework/backend/cuda/runtime.h"
 
 namespace minidl::cuda {
@@ -28,14 +28,7 @@ cudaMemPool_t pool() {
   return p;
 }
 
-std::atomic<int64_t> live{0}, peak{0};
-
-void count_bytes(int64_t delta) {
-  int64_t now = live.fetch_add(delta, std::memory_order_relaxed) + delta;
-  int64_t p = peak.load(std::memory_order_relaxed);
-  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
-  }
-}
+ByteCount counted;  // current and peak bytes of live storages
 
 }  // namespace
 
@@ -48,14 +41,14 @@ void* allocate(size_t bytes) {
     throw std::bad_alloc();
   }
   CUDA_CHECK(e);
-  count_bytes(static_cast<int64_t>(bytes));
+  counted.add(static_cast<int64_t>(bytes));
   return p;
 }
 
 // Called from destructors: reports a failure instead of throwing.
 void deallocate(void* p, size_t bytes) {
   CUDA_WARN(cudaFreeAsync(p, stream()));
-  count_bytes(-static_cast<int64_t>(bytes));
+  counted.add(-static_cast<int64_t>(bytes));
 }
 
 void copy(void* dst, const void* src, size_t n, CopyKind kind) {
@@ -70,8 +63,8 @@ void copy(void* dst, const void* src, size_t n, CopyKind kind) {
 
 void synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
-int64_t current_bytes() { return live.load(); }
-int64_t peak_bytes() { return peak.load(); }
-void reset_peak() { peak.store(live.load()); }
+int64_t current_bytes() { return counted.current(); }
+int64_t peak_bytes() { return counted.peak(); }
+void reset_peak() { counted.reset_peak(); }
 
 }  // namespace minidl::cuda
