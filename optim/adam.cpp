@@ -22,6 +22,15 @@ Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, do
   check(weight_decay >= 0, "weight_decay", weight_decay, "weight_decay >= 0");
 }
 
+Settings Adam::hyperparameters() const {
+  Settings s = Optimizer::hyperparameters();
+  s.emplace_back("beta1", exact_text(beta1_));
+  s.emplace_back("beta2", exact_text(beta2_));
+  s.emplace_back("eps", exact_text(eps_));
+  s.emplace_back("weight_decay", exact_text(weight_decay_));
+  return s;
+}
+
 // See the header for the rule.
 void Adam::update(const std::vector<size_t>& ready) {
   apply(UpdateRule::Adam,

@@ -17,6 +17,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8, double weight_decay = 0);
   double weight_decay() const { return weight_decay_; }
+  Settings hyperparameters() const override;  // lr, beta1, beta2, eps, weight_decay
   // Parameter i's state: first and second moments (undefined before its
   // first update) and its number of updates.
   const Tensor& exp_avg(size_t i) const { return m_.at(i); }

@@ -7,12 +7,20 @@
 namespace minidl::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer, SchedulerOptions options, const char* name)
-    : optimizer_(optimizer), base_lr_(optimizer.lr()), options_(options) {
+    : optimizer_(optimizer), base_lr_(optimizer.lr()), options_(options), name_(name) {
   if (options.warmup < 0)
     throw std::invalid_argument(cat(name, ": invalid warmup ", options.warmup, " (expected >= 0)"));
   if (!(options.warmup_start > 0 && options.warmup_start <= 1))
     throw std::invalid_argument(
         cat(name, ": invalid warmup_start ", options.warmup_start, " (expected 0 < warmup_start <= 1)"));
+}
+
+Settings LRScheduler::settings() const {
+  return {{"interval", options_.interval == Interval::Epoch ? "epoch" : "step"},
+          {"warmup", std::to_string(options_.warmup)},
+          {"warmup_start", exact_text(options_.warmup_start)},
+          {"base_lr", exact_text(base_lr_)},
+          {"last_epoch", std::to_string(epoch_)}};
 }
 
 void LRScheduler::step() {
@@ -50,6 +58,13 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, SchedulerO
   apply();
 }
 
+Settings StepLR::settings() const {
+  Settings s = LRScheduler::settings();
+  s.emplace_back("step_size", std::to_string(step_size_));
+  s.emplace_back("gamma", exact_text(gamma_));
+  return s;
+}
+
 double StepLR::lr_at(int64_t epoch) const {
   return base_lr_ * std::pow(gamma_, double(epoch / step_size_));
 }
@@ -64,6 +79,13 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
     throw std::invalid_argument(
         cat("CosineAnnealingLR: invalid eta_min ", eta_min, " (expected >= 0)"));
   apply();
+}
+
+Settings CosineAnnealingLR::settings() const {
+  Settings s = LRScheduler::settings();
+  s.emplace_back("T_max", std::to_string(t_max_));
+  s.emplace_back("eta_min", exact_text(eta_min_));
+  return s;
 }
 
 double CosineAnnealingLR::lr_at(int64_t epoch) const {

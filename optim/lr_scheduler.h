@@ -43,6 +43,12 @@ class LRScheduler {
   double get_last_lr() const { return optimizer_.lr(); }
   Interval interval() const { return options_.interval; }
   Optimizer& optimizer() const { return optimizer_; }
+  const char* name() const { return name_; }
+  // Everything that decides the rates, exactly: interval, warmup,
+  // warmup_start, base_lr, last_epoch, then the schedule's own (StepLR:
+  // step_size, gamma; CosineAnnealingLR: T_max, eta_min). Model::train
+  // compares them across ranks.
+  virtual Settings settings() const;
   // For an exact resume: values "last_epoch" and "base_lr". load_state_dict
   // restores them and sets the optimizer's lr to lr(last_epoch); throws
   // minidl::Error naming a missing or malformed value.
@@ -61,6 +67,7 @@ class LRScheduler {
  private:
   SchedulerOptions options_;
   int64_t epoch_ = 0;
+  const char* name_;
 };
 
 // lr = base_lr * gamma^floor(epoch / step_size).
@@ -69,6 +76,7 @@ class StepLR : public LRScheduler {
  public:
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1, SchedulerOptions options = {});
   double lr_at(int64_t epoch) const override;
+  Settings settings() const override;
 
  private:
   int64_t step_size_;
@@ -83,6 +91,7 @@ class CosineAnnealingLR : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0,
                     SchedulerOptions options = {});
   double lr_at(int64_t epoch) const override;
+  Settings settings() const override;
 
  private:
   int64_t t_max_;

@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include <charconv>
+
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -7,6 +9,14 @@
 #include "framework/autograd.h"
 
 namespace minidl::optim {
+
+std::string exact_text(double v) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, v, std::chars_format::general).ptr;
+  return std::string(text, end);
+}
+
+Settings Optimizer::hyperparameters() const { return {{"lr", exact_text(lr_)}}; }
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
     : params_(std::move(params)), steps_(params_.size(), 0), lr_(lr), name_(name) {

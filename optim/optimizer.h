@@ -11,6 +11,7 @@
 // std::invalid_argument naming the optimizer, the hyperparameter and the value.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/backend/kernels.h"
@@ -18,6 +19,13 @@
 #include "framework/tensor.h"
 
 namespace minidl::optim {
+
+// Named settings as text, e.g. {{"lr", "0.1"}, {"nesterov", "true"}}: what
+// every rank must agree on (Model::train compares them across ranks).
+using Settings = std::vector<std::pair<std::string, std::string>>;
+// A double as the shortest text that reads back to the same bits, in %g style
+// ("0.1", "0.0001", "1e-08").
+std::string exact_text(double v);
 
 class Optimizer {
  public:
@@ -38,6 +46,10 @@ class Optimizer {
   void set_lr(double lr);  // validated like the constructor's
   const std::vector<Tensor>& parameters() const { return params_; }
   const char* name() const { return name_; }
+  // Every hyperparameter that shapes step(), exactly: "lr", then the
+  // subclass's (SGD: weight_decay; Momentum: momentum, nesterov, dampening,
+  // weight_decay; Adam, AdamW: beta1, beta2, eps, weight_decay).
+  virtual Settings hyperparameters() const;
 
   // What step() carries from one call to the next, for an exact resume: values
   // "name" and "lr", tensor "steps" (int64 [P], each parameter's updates) and

@@ -7,6 +7,12 @@ SGD::SGD(std::vector<Tensor> params, double lr, double weight_decay)
   check(weight_decay >= 0, "weight_decay", weight_decay, "weight_decay >= 0");
 }
 
+Settings SGD::hyperparameters() const {
+  Settings s = Optimizer::hyperparameters();
+  s.emplace_back("weight_decay", exact_text(weight_decay_));
+  return s;
+}
+
 // p -= lr * (g + wd * p)
 void SGD::update(const std::vector<size_t>& ready) {
   apply(UpdateRule::SGD, {.lr = lr_, .weight_decay = weight_decay_}, ready);
@@ -24,6 +30,15 @@ Momentum::Momentum(std::vector<Tensor> params, double lr, double momentum, Momen
   if (opt.nesterov)
     check(momentum > 0 && opt.dampening == 0, "momentum", momentum,
           "nesterov needs momentum > 0 and dampening 0");
+}
+
+Settings Momentum::hyperparameters() const {
+  Settings s = Optimizer::hyperparameters();
+  s.emplace_back("momentum", exact_text(momentum_));
+  s.emplace_back("nesterov", opt_.nesterov ? "true" : "false");
+  s.emplace_back("dampening", exact_text(opt_.dampening));
+  s.emplace_back("weight_decay", exact_text(opt_.weight_decay));
+  return s;
 }
 
 // See the header for the rule; momentum 0 is plain SGD with no buffer.

@@ -10,6 +10,7 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double weight_decay = 0);
   double weight_decay() const { return weight_decay_; }
+  Settings hyperparameters() const override;
 
  protected:
   void update(const std::vector<size_t>& ready) override;
@@ -36,6 +37,8 @@ class Momentum : public Optimizer {
  public:
   Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions options = {});
   double momentum() const { return momentum_; }
+  const MomentumOptions& options() const { return opt_; }
+  Settings hyperparameters() const override;
   // Parameter i's momentum buffer (undefined before its first update).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
   StateDict state_dict() const override;  // adds "momentum_buffer.<i>"

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iomanip>
 
 #include "framework/ops.h"
 #include "framework/random.h"
@@ -49,6 +48,31 @@ StateDict take(const StateDict& from, const std::string& prefix) {
   for (const auto& [key, v] : from.values)
     if (key.starts_with(p)) part.values[key.substr(p.size())] = v;
   return part;
+}
+
+// What every rank must agree on before training, as named facts (compared by
+// Communicator::check_same): the schedule of steps, the optimizer and every
+// hyperparameter, the LR schedule and the parameters' dtypes.
+parallel::Communicator::Facts agreement(nn::Cell& network, const optim::Optimizer& optimizer,
+                                        const data::BatchDataset& ds, int64_t steps_per_epoch,
+                                        int64_t epochs, const TrainPosition& pos,
+                                        const TrainOptions& options) {
+  parallel::Communicator::Facts facts = {
+      {"batch size", cat(ds.batch_size())}, {"steps per epoch", cat(steps_per_epoch)},
+      {"epochs", cat(epochs)}, {"max_steps", cat(options.max_steps)},
+      {"start", cat("epoch ", pos.epoch, " step ", pos.step, " global step ", pos.global_step)},
+      {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
+      {"optimizer", optimizer.name()}};
+  for (const auto& [name, value] : optimizer.hyperparameters())
+    facts.emplace_back(cat(optimizer.name(), " ", name), value);
+  const optim::LRScheduler* scheduler = options.scheduler;
+  facts.emplace_back("LR schedule", scheduler ? scheduler->name() : "none");
+  if (scheduler)
+    for (const auto& [name, value] : scheduler->settings())
+      facts.emplace_back(cat(scheduler->name(), " ", name), value);
+  for (const auto& [name, p] : network.named_parameters())
+    facts.emplace_back(cat("parameter ", name, " of dtype"), dtype_name(p.dtype()));
+  return facts;
 }
 
 constexpr const char* kCheckpointFormat = "minidl.checkpoint";  // its value: the format's version
@@ -103,12 +127,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                " steps per epoch (expected 0 <= step <= steps per epoch <= global step)");
   if (distributed)  // what the ranks must agree on, or they wait for each other forever
     parallel::world().check_same(
-        "Model::train",
-        {{"batch size", cat(ds.batch_size())}, {"steps per epoch", cat(steps_per_epoch)},
-         {"epochs", cat(epochs)}, {"max_steps", cat(options.max_steps)},
-         {"start", cat("epoch ", pos.epoch, " step ", pos.step, " global step ", pos.global_step)},
-         {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
-         {"optimizer", cat(optimizer_->name(), " lr ", std::setprecision(17), optimizer_->lr())}});
+        "Model::train", agreement(network_, *optimizer_, ds, steps_per_epoch, epochs, pos, options));
   TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   for (auto& cb : callbacks) {
     cb->rank_ = begin.rank;

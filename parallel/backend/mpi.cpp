@@ -65,6 +65,28 @@ void mpi_abort(int exit_code) noexcept {
 
 namespace {
 
+// A communicator's members as world ranks, and its id for the records: 0 for
+// the world, else a hash of the members (the same on every member).
+CommScope scope_of(MPI_Comm comm, int size) {
+  CommScope s;
+  s.members.resize(size);
+  std::vector<int> ranks(size);
+  for (int i = 0; i < size; ++i) ranks[i] = i;
+  MPI_Group group, world;
+  MINIDL_MPI_CHECK(MPI_Comm_group(comm, &group));
+  MINIDL_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  MINIDL_MPI_CHECK(MPI_Group_translate_ranks(group, size, ranks.data(), world, s.members.data()));
+  MINIDL_MPI_CHECK(MPI_Group_free(&group));
+  MINIDL_MPI_CHECK(MPI_Group_free(&world));
+  int same = MPI_UNEQUAL;
+  MINIDL_MPI_CHECK(MPI_Comm_compare(comm, MPI_COMM_WORLD, &same));
+  if (same == MPI_IDENT) return s;
+  s.id = 1469598103934665603ull;  // FNV-1a over the members
+  for (int r : s.members) s.id = (s.id ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  s.id |= 1;  // never 0
+  return s;
+}
+
 MPI_Datatype mpi_type(ElemType t) {
   switch (t) {
     case ElemType::Float32: return MPI_FLOAT;
@@ -136,18 +158,18 @@ int mpi_count(size_t n, const char* op) {
 class MpiWork final : public Work {
  public:
   MPI_Request request = MPI_REQUEST_NULL;
-  size_t bytes = 0;            // for the timeout's message
+  Call call;                   // for the timeout's message
   std::function<void()> then;  // run once, when the request completes
   ~MpiWork() override {
     if (request != MPI_REQUEST_NULL && mpi_active()) {
-      Waiting waiting("async allreduce", bytes);
+      Waiting waiting(call);
       warn_if_failed(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
     }
     if (request == MPI_REQUEST_NULL) finish();
   }
   void wait() override {
     if (request != MPI_REQUEST_NULL) {
-      Waiting waiting("async allreduce", bytes);
+      Waiting waiting(call);
       MINIDL_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
     }
     finish();
@@ -171,6 +193,7 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
     MINIDL_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     MINIDL_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    scope_ = scope_of(comm_, size_);
   }
   ~MpiCommunicator() override {
     if (owned_ && mpi_active()) warn_if_failed(MPI_Comm_free(&comm_), "MPI_Comm_free");
@@ -182,7 +205,7 @@ class MpiCommunicator final : public Communicator {
   void allreduce(void* data, size_t count, ElemType type, ReduceOp op) override {
     detail::check_reduce(type, op, "allreduce");
     int n = mpi_count(count, "allreduce");
-    Waiting waiting("allreduce", count * elem_bytes(type));
+    Waiting waiting(collective(Op::Allreduce, count * elem_bytes(type)));
     MINIDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type),
                                    mpi_op(op, type, size_), comm_));
     if (auto rest = after(data, count, type, op, size_)) rest();
@@ -193,37 +216,38 @@ class MpiCommunicator final : public Communicator {
     detail::check_reduce(type, op, "allreduce_async");
     int n = mpi_count(count, "allreduce_async");
     auto work = std::make_unique<MpiWork>();
+    work->call = collective(Op::Allreduce, count * elem_bytes(type));
+    work->call.async = true;
     MINIDL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type),
                                     mpi_op(op, type, size_), comm_, &work->request));
-    work->bytes = count * elem_bytes(type);
     work->then = after(data, count, type, op, size_);
     return work;
   }
 
   void broadcast(void* data, size_t nbytes, int root) override {
     check_rank(root, "broadcast", "root");
-    Waiting waiting("broadcast", nbytes);
+    Waiting waiting(collective(Op::Broadcast, nbytes));
     MINIDL_MPI_CHECK(MPI_Bcast(data, mpi_count(nbytes, "broadcast"), MPI_BYTE, root, comm_));
   }
 
   void allgather(const void* send, void* recv, size_t nbytes) override {
     int n = mpi_count(nbytes, "allgather");
     mpi_count(nbytes * size_, "allgather");
-    Waiting waiting("allgather", nbytes);
+    Waiting waiting(collective(Op::Allgather, nbytes));
     MINIDL_MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_));
   }
 
   void send(const void* data, size_t nbytes, int dst, int tag) override {
     check_rank(dst, "send", "destination rank");
     check_tag(tag, "send");
-    Waiting waiting("send", nbytes);
+    Waiting waiting(point_to_point(Op::Send, nbytes, dst));
     MINIDL_MPI_CHECK(MPI_Send(data, mpi_count(nbytes, "send"), MPI_BYTE, dst, tag, comm_));
   }
 
   void recv(void* data, size_t nbytes, int src, int tag) override {
     check_rank(src, "recv", "source rank");
     check_tag(tag, "recv");
-    Waiting waiting("recv", nbytes);
+    Waiting waiting(point_to_point(Op::Recv, nbytes, src));
     MPI_Status status;
     MINIDL_MPI_CHECK(
         MPI_Recv(data, mpi_count(nbytes, "recv"), MPI_BYTE, src, tag, comm_, &status));
@@ -234,7 +258,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier() override {
-    Waiting waiting("barrier", 0);
+    Waiting waiting(collective(Op::Barrier, 0));
     MINIDL_MPI_CHECK(MPI_Barrier(comm_));
   }
 
@@ -244,7 +268,7 @@ class MpiCommunicator final : public Communicator {
     for (size_t i = 0; i < ranks.size(); ++i)
       if (ranks[i] == rank_) position = static_cast<int>(i);
     MPI_Comm group = MPI_COMM_NULL;
-    Waiting waiting("split", 0);
+    Waiting waiting(collective(Op::Split, 0));
     MINIDL_MPI_CHECK(MPI_Comm_split(comm_, position >= 0 ? 0 : MPI_UNDEFINED,
                                     position >= 0 ? position : 0, &group));
     if (group == MPI_COMM_NULL) return detail::non_member(ranks, rank_);
@@ -267,9 +291,20 @@ class MpiCommunicator final : public Communicator {
                  "], got ", tag);
   }
 
+  // The next collective, announced (the timeout's records; see timeout.h).
+  Call collective(Op op, size_t bytes) {
+    return {.op = op, .bytes = bytes, .scope = &scope_,
+            .number = announce_start(scope_, started_, op)};
+  }
+  Call point_to_point(Op op, size_t bytes, int peer) const {
+    return {.op = op, .bytes = bytes, .scope = &scope_, .peer = scope_.members[peer]};
+  }
+
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
+  CommScope scope_;       // its members' world ranks, for the timeout's message
+  uint64_t started_ = 0;  // collectives started on it
 };
 
 }  // namespace
@@ -280,13 +315,21 @@ MpiWorld mpi_init() {
   MINIDL_CHECK(!finalized, "parallel::init: MPI was already finalised in this process and "
                "cannot start again");
   MINIDL_MPI_CHECK(MPI_Initialized(&initialized));
+  // The timeout's watchdog thread reads the other ranks' records while this
+  // thread waits inside MPI: that needs MPI_THREAD_MULTIPLE (timeout.h).
+  const bool timeout_on = collective_timeout() > 0;
   if (!initialized) {
     int provided = 0;
-    MINIDL_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+    MINIDL_MPI_CHECK(MPI_Init_thread(nullptr, nullptr,
+                                     timeout_on ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
+                                     &provided));
     g_we_started = true;
   }
+  int level = MPI_THREAD_SINGLE;
+  MINIDL_MPI_CHECK(MPI_Query_thread(&level));
   MINIDL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MINIDL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank));
+  open_records(level == MPI_THREAD_MULTIPLE);
   start_watchdog(g_world_rank);
   if (g_mean_of_two[0] == MPI_OP_NULL) {
     MINIDL_MPI_CHECK(MPI_Op_create(mean_of_two<float>, /*commute=*/1, &g_mean_of_two[0]));
@@ -310,7 +353,9 @@ MpiWorld mpi_init() {
 
 void mpi_finalize() {
   stop_watchdog();
-  if (!g_we_started || !mpi_active()) return;
+  if (!mpi_active()) return;
+  close_records();
+  if (!g_we_started) return;
   for (MPI_Op& op : g_mean_of_two)
     if (op != MPI_OP_NULL) MINIDL_MPI_CHECK(MPI_Op_free(&op));
   MINIDL_MPI_CHECK(MPI_Finalize());

@@ -1,5 +1,7 @@
 // The Open MPI backend, seen from the rest of parallel/ without <mpi.h>.
-// mpi_init() starts MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED), makes MPI
+// mpi_init() starts MPI (MPI_Init_thread: MPI_THREAD_MULTIPLE while the
+// collective timeout is on, for its watchdog thread, see timeout.h; else
+// MPI_THREAD_SERIALIZED; the library calls MPI from one thread), makes MPI
 // errors on MPI_COMM_WORLD return codes instead of aborting (every call is
 // checked by MINIDL_MPI_CHECK, see mpi_check.h) and wraps MPI_COMM_WORLD in a
 // Communicator whose allreduce_async is MPI_Iallreduce.

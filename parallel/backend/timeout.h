@@ -1,13 +1,35 @@
 // The collective timeout. A blocking MPI call (allreduce, broadcast, barrier,
 // waiting for an async allreduce, ...) that waits longer than MINIDL_TIMEOUT
-// seconds ends this process with status 1 after printing
-//   minidl: rank 0: barrier has waited 300 s for the other ranks (MINIDL_TIMEOUT=300) ...
+// seconds ends this process with status 1 after printing what it waited for
+// and which ranks had not arrived, e.g.
+//   minidl: rank 0: allreduce (4096 bytes) has waited 300.0 s for the other ranks, longer
+//   than MINIDL_TIMEOUT=300 s. It is collective #12 on the world; ranks 1 and 3 had not
+//   arrived: rank 1 is in broadcast #12; rank 3 did not respond within 1 s (...). Ending the job.
 // and mpirun then ends the whole job. A rank that is stuck, stopped
-// (SIGSTOP) or out of step with the others (a different number of steps)
-// would otherwise leave them waiting forever. MINIDL_TIMEOUT is in seconds
-// (fractions allowed), default 300; 0 turns the timeout off.
+// (SIGSTOP) or out of step with the others (a different number of steps, a
+// different collective) would otherwise leave them waiting forever.
+// MINIDL_TIMEOUT is in seconds (fractions allowed), default 300; 0 turns the
+// timeout off.
+//
+// How the ranks are found: every rank publishes what it does in a small
+// record in an MPI RMA window (MPI_Win_allocate over the world, one record a
+// rank): the number and kind of the last collective it started on the world
+// and the blocking call it is in now. Announcing a call is a few stores into
+// this process's own record, no communication. Only when a call times out
+// does the watchdog thread read every member's record (passive target:
+// MPI_Win_lock_all with MPI_MODE_NOCHECK, MPI_Rget, MPI_Test) and give up on a
+// rank whose record has not come within 1 s: on shared memory (osc sm, rdma)
+// a read needs nothing from its target, so even a stopped rank answers; over
+// a network (osc ucx on TCP) a read needs the target to be inside MPI, so a
+// stopped or computing rank "did not respond". Reading from the watchdog
+// thread while the main thread sits in MPI needs MPI_THREAD_MULTIPLE, which
+// mpi_init asks for while the timeout is on. Where there is no window (the
+// timeout is off, MPI gave a lower thread level, or no one-sided component
+// could make one) the message says the ranks are unknown.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace minidl::parallel::backend {
 
@@ -19,11 +41,54 @@ double collective_timeout();
 void start_watchdog(int world_rank);
 void stop_watchdog();
 
-// Marks a blocking call for the watchdog while it lives. `op` must outlive it
-// (a string literal). Calls are not nested (MPI_THREAD_SERIALIZED).
+// The record window, over MPI_COMM_WORLD: open_records is collective (after
+// MPI_Init); it makes no window when the timeout is off or MPI gave less than
+// MPI_THREAD_MULTIPLE, or when MPI cannot make one (every rank then does
+// without). close_records is collective too (before MPI_Finalize); it marks
+// this rank as finalising first, which is what the others read while it
+// waits there for them.
+void open_records(bool thread_multiple);
+void close_records();
+
+// The calls a rank announces.
+enum class Op : uint8_t {
+  None,
+  Allreduce,
+  Broadcast,
+  Allgather,
+  Barrier,
+  Split,
+  Send,
+  Recv,
+  Finalize
+};
+const char* op_name(Op op);  // "allreduce", ...
+
+// A communicator as the records see it: its id (0 for the world, else a hash
+// of its members) and its members' world ranks.
+struct CommScope {
+  uint64_t id = 0;
+  std::vector<int> members;
+};
+
+// A collective starts on `scope` (blocking, or a non-blocking one is
+// started): on the world it becomes this rank's "last collective started".
+// Returns its number on that communicator (1, 2, ...), counted in `counter`.
+uint64_t announce_start(const CommScope& scope, uint64_t& counter, Op op);
+
+// Marks a blocking call for the watchdog while it lives. Calls are not
+// nested (MPI_THREAD_SERIALIZED for the library's own calls).
+struct Call {
+  Op op = Op::None;
+  size_t bytes = 0;
+  const CommScope* scope = nullptr;  // must outlive the Waiting
+  uint64_t number = 0;               // collectives: from announce_start; send/recv: 0
+  int peer = -1;                     // send/recv: the other side's world rank
+  bool async = false;                // waiting for a non-blocking collective started earlier
+};
 class Waiting {
  public:
-  Waiting(const char* op, size_t bytes);
+  explicit Waiting(const Call& call);
   ~Waiting();
   Waiting(const Waiting&) = delete;
   Waiting& operator=(const Waiting&) = delete;

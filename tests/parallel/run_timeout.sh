@@ -1,20 +1,55 @@
 #!/bin/bash
-# Runs fault_timeout under mpirun with MINIDL_TIMEOUT=TIMEOUT and checks that
-# the job ends non-zero within MAX_SECONDS, a waiting rank naming the call.
-# usage: run_timeout.sh MPIEXEC NP TIMEOUT MAX_SECONDS PROGRAM MODE CALL
-mpiexec=$1 np=$2 timeout_s=$3 max=$4 program=$5 mode=$6 call=$7
+# Runs fault_timeout MODE under mpirun with MINIDL_TIMEOUT=TIMEOUT and checks
+# that the job ends non-zero within MAX_SECONDS, after the timeout, and that
+# every rank that reports names the call, its number and exactly the ranks that
+# had not arrived, with what each was doing (see fault_timeout.cpp).
+# TRANSPORT: shm (Open MPI's defaults: osc sm reads a stopped rank's record),
+# tcp (--mca btl tcp,self), or ucx (--mca osc ucx: a read needs its target
+# inside MPI, so a stopped or sleeping rank does not respond).
+# usage: run_timeout.sh MPIEXEC NP TIMEOUT MAX_SECONDS PROGRAM MODE TRANSPORT
+mpiexec=$1 np=$2 timeout_s=$3 max=$4 program=$5 mode=$6 transport=${7:-shm}
+case $transport in
+  shm) options=() ;;
+  tcp) options=(--mca btl tcp,self) ;;
+  ucx) options=(--mca pml ob1 --mca osc ucx) ;;
+  *) echo "run_timeout: unknown transport $transport"; exit 2 ;;
+esac
+# A stopped or sleeping rank, as read (osc sm) or not (osc ucx). Under ucx a
+# report written once mpirun's teardown has sent the stopped rank SIGCONT may
+# read it after all; the first report must not have.
+read_quiet="is outside MPI (computing, or stopped) after collective #2 (allreduce)"
+quiet=$read_quiet
+[ "$transport" = ucx ] &&
+  quiet="did not respond within 1 s (stopped, or outside MPI on a network where reading its record needs it inside MPI)"
+case $mode in
+  stopped | sleeping) call=barrier missing="rank 1 had not arrived: rank 1 $quiet" ;;
+  other) call=allreduce missing="rank 1 had not arrived: rank 1 is in broadcast #3" ;;
+  mixed) call=allreduce missing="ranks 1 and 3 had not arrived: rank 1 is in broadcast #3; rank 3 $quiet" ;;
+  steps) call=allreduce missing="rank 1 had not arrived: rank 1 is in MPI_Finalize (its program has ended)" ;;
+  *) echo "run_timeout: unknown mode $mode"; exit 2 ;;
+esac
 start=$(date +%s.%N)
-output=$(MINIDL_TIMEOUT=$timeout_s timeout 60 "$mpiexec" --oversubscribe -np "$np" "$program" "$mode" 2>&1)
+output=$(MINIDL_TIMEOUT=$timeout_s timeout 60 "$mpiexec" --oversubscribe -np "$np" "${options[@]}" \
+         "$program" "$mode" 2>&1)
 rc=$?
 elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 echo "$output"
-echo "run_timeout: $np ranks, $mode: exit status $rc after ${elapsed} s (MINIDL_TIMEOUT=$timeout_s, limit ${max} s)"
+echo "run_timeout: $np ranks, $mode over $transport: exit status $rc after ${elapsed} s (MINIDL_TIMEOUT=$timeout_s, limit ${max} s)"
 fail() { echo "run_timeout: FAILED: $*"; exit 1; }
 [ "$rc" -eq 124 ] && fail "the job hung (killed by timeout)"
 [ "$rc" -eq 0 ] && fail "the job exited 0"
-grep -Eq "minidl: rank [0-9]+: $call \([0-9]+ bytes\) has waited [0-9.]+ s for the other ranks, longer than MINIDL_TIMEOUT=$timeout_s s" <<<"$output" ||
-  fail "no rank named the $call that timed out"
+reports=$(grep "has waited" <<<"$output")
+[ -n "$reports" ] || fail "no rank reported the $call that timed out"
+expected="for the other ranks, longer than MINIDL_TIMEOUT=$timeout_s s. It is collective #3 on the world; $missing."
+later=${expected/"$quiet"/"$read_quiet"}
+grep -qF "$expected" <<<"$(head -1 <<<"$reports")" || fail "the first report does not say '$expected'"
+while read -r line; do
+  grep -Eq "^minidl: rank [0-9]+: $call \([0-9]+ bytes\) has waited [0-9.]+ s " <<<"$line" ||
+    fail "a report does not name the $call: $line"
+  grep -qF "$expected" <<<"$line" || grep -qF "$later" <<<"$line" ||
+    fail "a report does not say '$expected': $line"
+done <<<"$reports"
 grep -q "returned, which they must not" <<<"$output" && fail "a collective returned"
 awk -v e="$elapsed" -v t="$timeout_s" 'BEGIN { exit !(e >= t) }' || fail "ended before the timeout"
 awk -v e="$elapsed" -v m="$max" 'BEGIN { exit !(e < m) }' || fail "took ${elapsed} s"
-echo "run_timeout: ok"
+echo "run_timeout: ok ($(wc -l <<<"$reports") report(s))"

@@ -5,6 +5,7 @@
 #include <minidl/minidl.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -101,20 +102,61 @@ TEST_CASE("HistoryWriter's unwritable path fails before the first step") {
 // What the ranks must agree on is checked once, up front: every rank throws
 // the same error naming the first rank that differs and both values.
 namespace {
-std::string error_of_train(int64_t batch, double lr, size_t bucket_bytes) {
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+using MakeSchedule = std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&)>;
+
+MakeOptimizer sgd(double lr, double weight_decay = 0) {
+  return [=](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, lr, weight_decay); };
+}
+MakeOptimizer momentum(double m, optim::MomentumOptions o = {}) {
+  return [=](std::vector<Tensor> p) { return std::make_unique<optim::Momentum>(p, 0.1, m, o); };
+}
+MakeOptimizer adam(double beta1, double beta2, double eps, double wd) {
+  return [=](std::vector<Tensor> p) {
+    return std::make_unique<optim::Adam>(p, 0.001, beta1, beta2, eps, wd);
+  };
+}
+MakeOptimizer adamw(double wd) {
+  return [=](std::vector<Tensor> p) {
+    return std::make_unique<optim::AdamW>(p, 0.001, 0.9, 0.999, 1e-8, wd);
+  };
+}
+
+struct Setup {
+  int64_t batch = 4;
+  size_t bucket_bytes = 1024;
+  MakeOptimizer optimizer = sgd(0.1);
+  MakeSchedule schedule = nullptr;  // none when empty
+  DType extra = kFloat32;           // dtype of a frozen parameter "scale"
+  ParallelMode mode = ParallelMode::DataParallel;
+};
+
+struct ScaledNet : Net {
+  Tensor scale;
+  explicit ScaledNet(DType dtype) {
+    scale = register_parameter("scale", Tensor::ones({1}).to(dtype));
+    scale.requires_grad_(false);
+  }
+};
+
+// Model.train's error for one epoch with `setup` on this rank ("" when it trains).
+std::string error_of_train(const Setup& setup) {
   manual_seed(1);
-  Net net;
+  ScaledNet net(setup.extra);
   nn::CrossEntropyLoss loss;
-  optim::SGD opt(net.trainable_params(), lr);
   try {
-    Model model(net, loss, opt,
-                {.parallel = ParallelMode::DataParallel, .bucket_bytes = bucket_bytes});
-    model.train(1, with_nan_at(20).batch(batch), {}, {.stop_on_nonfinite_loss = false});
+    auto opt = setup.optimizer(net.trainable_params());
+    auto schedule = setup.schedule ? setup.schedule(*opt) : nullptr;
+    Model model(net, loss, *opt, {.parallel = setup.mode, .bucket_bytes = setup.bucket_bytes});
+    model.train(1, with_nan_at(20).batch(setup.batch), {},
+                {.scheduler = schedule.get(), .stop_on_nonfinite_loss = false});
   } catch (const Error& e) {
     return e.what();
   }
   return "";
 }
+
+const std::string kTail = "; every rank must agree, or they wait for each other forever";
 }  // namespace
 
 TEST_CASE("Communicator::check_same names the first rank that differs, on every rank") {
@@ -128,22 +170,114 @@ TEST_CASE("Communicator::check_same names the first rank that differs, on every 
     err = e.what();
   }
   if (size > 2)
-    CHECK(err == "test: rank 2 has b x where rank 0 has 2; every rank must agree, or they wait "
-                 "for each other forever");
+    CHECK(err == "test: rank 2 has b x where rank 0 has 2" + kTail);
   else
     CHECK(err.empty());
 }
 
-TEST_CASE("Model.train refuses ranks that disagree on batch size, learning rate or buckets") {
-  const int rank = parallel::world_size() > 1 ? parallel::rank() : 0;
+TEST_CASE("Model.train refuses ranks that disagree on batch size or buckets") {
   if (parallel::world_size() == 1) return;  // nothing to disagree with
-  const std::string tail = "; every rank must agree, or they wait for each other forever";
-  CHECK(error_of_train(rank == 1 ? 2 : 4, 0.1, 1024) ==
-        "Model::train: rank 1 has batch size 2 where rank 0 has 4" + tail);
-  CHECK(error_of_train(4, rank == 1 ? 0.25 : 0.1, 1024) ==
-        "Model::train: rank 1 has optimizer SGD lr 0.25 where rank 0 has SGD lr "
-        "0.10000000000000001" + tail);
-  CHECK(error_of_train(4, 0.1, rank == 1 ? 64 : 1024) ==
-        "DataParallel: rank 1 has bucket_bytes 64 where rank 0 has 1024" + tail);
-  CHECK(error_of_train(4, 0.1, 1024).empty());  // and agreeing ranks train
+  const bool one = parallel::rank() == 1;
+  CHECK(error_of_train({.batch = one ? 2 : 4}) ==
+        "Model::train: rank 1 has batch size 2 where rank 0 has 4" + kTail);
+  CHECK(error_of_train({.bucket_bytes = one ? 64u : 1024u}) ==
+        "DataParallel: rank 1 has bucket_bytes 64 where rank 0 has 1024" + kTail);
+  CHECK(error_of_train({}).empty());  // and agreeing ranks train
+}
+
+TEST_CASE("Model.train names the rank and both values of an optimizer setting that differs") {
+  if (parallel::world_size() == 1) return;
+  const bool one = parallel::rank() == 1;
+  const auto on_rank1 = [&](MakeOptimizer mine, MakeOptimizer others) {
+    return error_of_train({.optimizer = one ? mine : others});
+  };
+  const std::string head = "Model::train: rank 1 has ";
+  SUBCASE("kind") {
+    CHECK(on_rank1(momentum(0.9), sgd(0.1)) ==
+          head + "optimizer Momentum where rank 0 has SGD" + kTail);
+    CHECK(on_rank1(adamw(0), adam(0.9, 0.999, 1e-8, 0)) ==
+          head + "optimizer AdamW where rank 0 has Adam" + kTail);
+  }
+  SUBCASE("SGD") {
+    CHECK(on_rank1(sgd(0.25), sgd(0.1)) == head + "SGD lr 0.25 where rank 0 has 0.1" + kTail);
+    CHECK(on_rank1(sgd(0.1, 1e-4), sgd(0.1)) ==
+          head + "SGD weight_decay 0.0001 where rank 0 has 0" + kTail);
+    CHECK(on_rank1(sgd(0.1, 1e-4), sgd(0.1, 1e-4)).empty());
+  }
+  SUBCASE("Momentum") {
+    CHECK(on_rank1(momentum(0.8), momentum(0.9)) ==
+          head + "Momentum momentum 0.8 where rank 0 has 0.9" + kTail);
+    CHECK(on_rank1(momentum(0.9, {.nesterov = true}), momentum(0.9)) ==
+          head + "Momentum nesterov true where rank 0 has false" + kTail);
+    CHECK(on_rank1(momentum(0.9, {.dampening = 0.5}), momentum(0.9)) ==
+          head + "Momentum dampening 0.5 where rank 0 has 0" + kTail);
+    CHECK(on_rank1(momentum(0.9, {.weight_decay = 5e-4}), momentum(0.9, {.weight_decay = 1e-4})) ==
+          head + "Momentum weight_decay 0.0005 where rank 0 has 0.0001" + kTail);
+    CHECK(on_rank1(momentum(0.9, {.nesterov = true}), momentum(0.9, {.nesterov = true})).empty());
+  }
+  SUBCASE("Adam and AdamW") {
+    CHECK(on_rank1(adam(0.8, 0.999, 1e-8, 0), adam(0.9, 0.999, 1e-8, 0)) ==
+          head + "Adam beta1 0.8 where rank 0 has 0.9" + kTail);
+    CHECK(on_rank1(adam(0.9, 0.99, 1e-8, 0), adam(0.9, 0.999, 1e-8, 0)) ==
+          head + "Adam beta2 0.99 where rank 0 has 0.999" + kTail);
+    CHECK(on_rank1(adam(0.9, 0.999, 1e-6, 0), adam(0.9, 0.999, 1e-8, 0)) ==
+          head + "Adam eps 1e-06 where rank 0 has 1e-08" + kTail);
+    CHECK(on_rank1(adam(0.9, 0.999, 1e-8, 0.01), adam(0.9, 0.999, 1e-8, 0)) ==
+          head + "Adam weight_decay 0.01 where rank 0 has 0" + kTail);
+    CHECK(on_rank1(adamw(0.1), adamw(0.01)) ==
+          head + "AdamW weight_decay 0.1 where rank 0 has 0.01" + kTail);
+    CHECK(on_rank1(adamw(0.01), adamw(0.01)).empty());
+  }
+}
+
+TEST_CASE("Model.train names the rank and both values of an LR schedule setting that differs") {
+  if (parallel::world_size() == 1) return;
+  const bool one = parallel::rank() == 1;
+  const auto step_lr = [](int64_t size, double gamma,
+                          optim::SchedulerOptions o = {}) -> MakeSchedule {
+    return
+        [=](optim::Optimizer& opt) { return std::make_unique<optim::StepLR>(opt, size, gamma, o); };
+  };
+  const auto cosine = [](int64_t t_max, double eta_min) -> MakeSchedule {
+    return [=](optim::Optimizer& opt) {
+      return std::make_unique<optim::CosineAnnealingLR>(opt, t_max, eta_min);
+    };
+  };
+  const auto on_rank1 = [&](MakeSchedule mine, MakeSchedule others) {
+    return error_of_train({.schedule = one ? mine : others});
+  };
+  const std::string head = "Model::train: rank 1 has ";
+  CHECK(on_rank1(step_lr(1, 0.5), nullptr) ==
+        head + "LR schedule StepLR where rank 0 has none" + kTail);
+  CHECK(on_rank1(cosine(5, 0), step_lr(1, 0.5)) ==
+        head + "LR schedule CosineAnnealingLR where rank 0 has StepLR" + kTail);
+  CHECK(on_rank1(step_lr(2, 0.5), step_lr(1, 0.5)) ==
+        head + "StepLR step_size 2 where rank 0 has 1" + kTail);
+  CHECK(on_rank1(step_lr(1, 0.25), step_lr(1, 0.5)) ==
+        head + "StepLR gamma 0.25 where rank 0 has 0.5" + kTail);
+  CHECK(on_rank1(step_lr(1, 0.5, {.interval = optim::Interval::Step}), step_lr(1, 0.5)) ==
+        head + "StepLR interval step where rank 0 has epoch" + kTail);
+  CHECK(on_rank1(step_lr(1, 0.5, {.warmup = 3}), step_lr(1, 0.5, {.warmup = 2})) ==
+        head + "StepLR warmup 3 where rank 0 has 2" + kTail);
+  CHECK(on_rank1(cosine(4, 0), cosine(5, 0)) ==
+        head + "CosineAnnealingLR T_max 4 where rank 0 has 5" + kTail);
+  CHECK(on_rank1(cosine(5, 0.001), cosine(5, 0)) ==
+        head + "CosineAnnealingLR eta_min 0.001 where rank 0 has 0" + kTail);
+  CHECK(on_rank1(cosine(5, 0.001), cosine(5, 0.001)).empty());
+}
+
+TEST_CASE(
+    "Model.train and DataParallel name the rank and both dtypes of a parameter that differs") {
+  if (parallel::world_size() == 1) return;
+  const DType dtype = parallel::rank() == 1 ? kFloat16 : kFloat32;
+  // Without DataParallel (the network's own parameters), Model::train checks them.
+  CHECK(error_of_train({.extra = dtype, .mode = ParallelMode::StandAlone}) ==
+        "Model::train: rank 1 has parameter scale of dtype float16 where rank 0 has float32" +
+            kTail);
+  // DataParallel checks names, shapes and dtypes at construction.
+  CHECK(error_of_train({.extra = dtype}) ==
+        "DataParallel: rank 1 has parameter scale [1] float16 (frozen) where rank 0 has scale [1] "
+        "(frozen) (parameter 0); ranks that differ from rank 0: 1. Every rank must build the same "
+        "model.");
+  CHECK(error_of_train({.extra = kFloat16, .mode = ParallelMode::StandAlone}).empty());
 }
