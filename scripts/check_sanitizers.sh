@@ -28,7 +28,7 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-po
 timed "configure and build" bash -c "
   cmake -S . -B '$build' -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
     -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_CXX_FLAGS='$flags -fsanitize=fuzzer-no-link' \
-    -DCMAKE_EXE_LINKER_FLAGS='$flags' -DMINIDL_BUILD_BENCH=OFF -DMINIDL_FUZZ=ON >/dev/null &&
+    -DCMAKE_EXE_LINKER_FLAGS='$flags' -DMINIDL_BUILD_BENCH=OFF -DMINIDL_CUDA=OFF -DMINIDL_FUZZ=ON >/dev/null &&
   cmake --build '$build' -j $(nproc)"
 
 # Open MPI's allocations live until exit (LeakSanitizer suppressions), and its

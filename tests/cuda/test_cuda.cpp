@@ -180,7 +180,9 @@ TEST_CASE("cuda: binary ops broadcast like on the CPU, forward and backward") {
   const std::vector<std::pair<Shape, Shape>> shapes{
       {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}},
       {{5, 1}, {1, 6}}, {{4}, {}},        {{2, 3, 1, 5}, {2, 1, 4, 1}}};
-  for (const auto& [sa, sb] : shapes) {
+  for (const auto& pair : shapes) {
+    const Shape& sa = pair.first;  // not a structured binding: CAPTURE's lambda
+    const Shape& sb = pair.second; // cannot take one before C++20 in clang 14
     CAPTURE(sa);
     CAPTURE(sb);
     Tensor a = Tensor::randn(sa), b = uniform(sb, 0.5, 2);
@@ -364,7 +366,9 @@ TEST_CASE("cuda: SGD, Momentum, Adam and AdamW take the same steps") {
        }},
       {"AdamW", [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
   };
-  for (const auto& [name, make] : optimizers) {
+  for (const auto& entry : optimizers) {
+    const auto& name = entry.first;
+    const auto& make = entry.second;
     CAPTURE(name);
     std::vector<Tensor> on_cpu, on_cuda;
     for (const Shape& s : shapes) {
