@@ -237,13 +237,22 @@ SEAM_CASE("convolution and pooling equal the CPU's bits") {
   check_op([](auto& v) { return std::vector{avg_pool2d(v[0], 3, 2, 1)}; }, {leaf({2, 3, 7, 7})});
 }
 
-SEAM_CASE("dropout draws its mask on the host generator, the same on both devices") {
+SEAM_CASE("dropout computes the CPU's Philox mask on the device, forward and backward") {
   REQUIRE_EMULATED();
-  manual_seed(11);
-  Tensor a = dropout(Tensor::ones({100}), 0.3);
-  manual_seed(11);
-  Tensor b = dropout(Tensor::ones({100}, kFloat32, kDev), 0.3);
-  check_bits(b, a);
+  auto drop = [](double p) {
+    return [p](auto& v) {
+      manual_seed(11);
+      Tensor a = dropout(v[0], p);
+      return std::vector{a * 1.0, dropout(v[0], p)};  // the second call draws a new mask
+    };
+  };
+  check_op(drop(0.3), {leaf({7, 13})});
+  check_op(drop(0.9), {leaf({4097}, 200)});
+  // float16 goes through float32 on the device too
+  check_op([](auto& v) {
+    manual_seed(12);
+    return std::vector{dropout(v[0].to(kFloat16), 0.5).to(kFloat32)};
+  }, {leaf({5, 6})});
 }
 
 SEAM_CASE("optimizers update device parameters with the CPU's bits, state on the device") {

@@ -40,6 +40,7 @@ const Kernels& table() {
       .permute = permute,
       .unary = unary,
       .binary = binary,
+      .dropout = dropout,
       .reduce = reduce,
       .argmax = argmax,
       .softmax = softmax,

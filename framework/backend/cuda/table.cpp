@@ -24,6 +24,7 @@ const Kernels* table_if_present() {
       .permute = permute,
       .unary = unary,
       .binary = binary,
+      .dropout = dropout,
       .reduce = reduce,
       .argmax = argmax,
       .softmax = softmax,
