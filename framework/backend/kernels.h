@@ -71,11 +71,19 @@ struct Kernels {
   void* (*allocate)(size_t bytes);  // 64-byte aligned at least; throws std::bad_alloc
   void (*deallocate)(void* p, size_t bytes);
   // n bytes; host memory on the side `kind` names. Queued on the device's
-  // stream: DeviceToHost waits for it, the others need not (HostToDevice may
-  // return before the copy is done only for host memory the caller keeps
-  // alive until then; minidl's host tensors are pageable, which CUDA stages
-  // before returning).
+  // stream: DeviceToHost waits for it, the others need not. HostToDevice from
+  // ordinary (pageable) host memory returns once the source has been read
+  // (CUDA stages it); from a pinned block (allocate_pinned) it returns at
+  // once and the copy runs in stream order, the block kept valid by
+  // deallocate_pinned.
   void (*copy)(void* dst, const void* src, size_t n, CopyKind kind);
+  // Host memory for staging copies to this device (64-byte aligned at least;
+  // throws std::bad_alloc): page-locked on CUDA (counted in no device's
+  // bytes), on the CPU the ordinary allocate (counted as usual).
+  void* (*allocate_pinned)(size_t bytes);
+  // Stream-ordered: the block is handed out again only after the device has
+  // finished the work queued before this call (a copy from it included).
+  void (*deallocate_pinned)(void* p, size_t bytes);
   void (*synchronize)();  // waits until the device has finished all queued work
   // Bytes this device's allocator holds for live storages, and the peak.
   int64_t (*current_bytes)();

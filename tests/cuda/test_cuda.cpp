@@ -465,6 +465,47 @@ TEST_CASE("cuda: dropout draws the CPU's Philox mask for the same seed, bit for 
   CHECK(h.to_float_vector() == dropout(Tensor::ones({100}, kFloat16), 0.5).to_float_vector());
 }
 
+TEST_CASE("cuda: pinned host blocks copy to the device asynchronously and are not reused early") {
+  const MemoryStats before = memory_stats(kCuda);
+  Tensor p = Tensor::empty_pinned({1 << 20}, kFloat32, kCuda);
+  CHECK(p.is_pinned());
+  CHECK(p.device() == Device::CPU);
+  CHECK(memory_stats(kCuda).current_bytes == before.current_bytes);  // host memory
+  // Each round fills a pinned block, queues its copy behind a long GEMM, and
+  // gives the block back at once; the next round's block of the same size
+  // must not be the one a queued copy still reads.
+  Tensor a = Tensor::randn({2048, 2048}).cuda();
+  std::vector<Tensor> on_device;
+  for (int round = 0; round < 8; ++round) {
+    Tensor busy = matmul(a, a);  // keeps the stream busy while the copies queue
+    Tensor block = Tensor::empty_pinned({1 << 20}, kFloat32, kCuda);
+    std::fill_n(block.data<float>(), 1 << 20, static_cast<float>(round));
+    on_device.push_back(block.to(kCuda));
+  }
+  for (int round = 0; round < 8; ++round) {
+    CAPTURE(round);
+    Tensor back = on_device[round].cpu();
+    const std::vector<float> v = back.to_vector<float>();
+    CHECK(std::count(v.begin(), v.end(), static_cast<float>(round)) == 1 << 20);
+  }
+  // batches gathered into pinned blocks reach the device unchanged
+  data::Dataset set(Tensor::randn({50, 3, 4}), Tensor::randint(0, 10, {50}));
+  const data::BatchDataset plain = set.shuffle(3).batch(8);
+  std::vector<data::Batch> want;
+  for (auto& b : plain.epoch(0)) want.push_back(b);
+  size_t i = 0;
+  for (auto& b : plain.pin_memory(kCuda).epoch(0)) {
+    REQUIRE(i < want.size());
+    CHECK(b.data.is_pinned());
+    Tensor d = b.data.to(kCuda), l = b.labels.to(kCuda);
+    b = {};  // the pinned blocks go back while the copies may still be queued
+    CHECK(d.cpu().to_vector<float>() == want[i].data.to_vector<float>());
+    CHECK(l.cpu().to_vector<int64_t>() == want[i].labels.to_vector<int64_t>());
+    ++i;
+  }
+  CHECK(i == want.size());
+}
+
 // ---- main: skip everything, in one line, without a device ----
 
 namespace {

@@ -31,6 +31,8 @@ const Kernels& table() {
       .allocate = allocate,
       .deallocate = deallocate,
       .copy = copy,
+      .allocate_pinned = allocate,
+      .deallocate_pinned = deallocate,
       .synchronize = [] {},
       .current_bytes = current_bytes,
       .peak_bytes = peak_bytes,

@@ -22,6 +22,10 @@ const Kernels* table_if_present();
 void* allocate(size_t bytes);
 void deallocate(void* p, size_t bytes);
 void copy(void* dst, const void* src, size_t n, CopyKind kind);
+// page-locked host blocks (cudaHostAlloc), reused once the stream has passed
+// the event recorded when they were given back
+void* allocate_pinned(size_t bytes);
+void deallocate_pinned(void* p, size_t bytes);
 void synchronize();
 int64_t current_bytes();
 int64_t peak_bytes();

@@ -15,6 +15,8 @@ const Kernels* table_if_present() {
       .allocate = allocate,
       .deallocate = deallocate,
       .copy = copy,
+      .allocate_pinned = allocate_pinned,
+      .deallocate_pinned = deallocate_pinned,
       .synchronize = synchronize,
       .current_bytes = current_bytes,
       .peak_bytes = peak_bytes,
