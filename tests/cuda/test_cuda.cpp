@@ -436,7 +436,7 @@ TEST_CASE("cuda: dropout draws the CPU's Philox mask for the same seed, bit for 
   // elements each), at an offset
   const Kernels& cpu = kernels(Device::CPU);
   const Kernels& gpu = kernels(kCuda);
-  for (int64_t n : {1, 3, 4, 5, 1001, 70001, (int64_t(1) << 26) + 4099}) {
+  for (int64_t n : std::vector<int64_t>{1, 3, 4, 5, 1001, 70001, (int64_t(1) << 26) + 4099}) {
     CAPTURE(n);
     Tensor x = Tensor::rand({n}, -2, 2), want = Tensor::empty({n});
     cpu.dropout(0xfeedbeefcafe1234ull, 99, 0.6f, n, x.data<float>(), want.data<float>());
