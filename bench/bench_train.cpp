@@ -3,8 +3,10 @@
 // synthetic data, on the same thread count, each in its best configuration.
 //
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
-//               [--parallel none|auto|explicit|both] [--bucket-kb K]
+//               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
 //
+// --device cuda trains on the GPU (the timed chunks end with a device
+// synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
 // Prints minidl's `samples/s=R`, `peak_rss_mb=M` and `gflops=G` (samples/s
 // times the model's FLOPs per training sample), then, in a single process,
 // `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
@@ -23,6 +25,7 @@
 
 #include "../examples/models.h"
 #include "bench_common.h"
+#include "framework/backend/kernels.h"
 
 using namespace minidl;
 
@@ -36,6 +39,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
                                        long warmup, long steps,
                                        const std::vector<std::string>& styles,
                                        size_t bucket_bytes) {
+  const Kernels& device = kernels(x.device());  // its synchronize() ends a timed chunk
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
@@ -54,6 +58,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
   };
   for (const std::string& style : styles)
     for (long i = 0; i < warmup; ++i) step(style);
+  device.synchronize();
   const long chunk = std::max(1L, steps / 10);
   std::vector<std::vector<double>> rates(styles.size());
   for (long done = 0; done < steps; done += chunk) {
@@ -63,6 +68,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
       parallel::barrier();
       const auto t0 = bench::Clock::now();
       for (long i = 0; i < n; ++i) step(styles[s]);
+      device.synchronize();
       parallel::barrier();
       rates[s].push_back(n * static_cast<double>(x.size(0)) * parallel::world_size() /
                          bench::seconds_since(t0));
@@ -85,12 +91,17 @@ double flops_per_sample(const std::string& model) {
 }
 
 // GFLOP/s of a 2048^3 sgemm through minidl's matmul (OpenBLAS on minidl's
-// threads), the median of 5 calls: this machine's ceiling for GEMM-bound work.
-double sgemm_ceiling_gflops() {
+// threads; on CUDA 4096^3 through cuBLAS), the median of 5 calls: this
+// machine's ceiling for GEMM-bound work.
+double sgemm_ceiling_gflops(Device d) {
   NoGradGuard no_grad;
-  const int n = 2048;
-  Tensor a = Tensor::randn({n, n}), b = Tensor::randn({n, n});
-  const double s = bench::median_seconds([] {}, [&] { Tensor c = matmul(a, b); }, 5, 0);
+  const int n = d == Device::CPU ? 2048 : 4096;
+  Tensor a = Tensor::randn({n, n}).to(d), b = Tensor::randn({n, n}).to(d);
+  const Kernels& k = kernels(d);
+  const double s = bench::median_seconds([&] { k.synchronize(); }, [&] {
+    Tensor c = matmul(a, b);
+    k.synchronize();
+  }, 5, 0);
   return 2.0 * n * n * n / s * 1e-9;
 }
 
@@ -118,9 +129,10 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
-                      {"bucket-kb", "25600"}},
+                      {"bucket-kb", "25600"}, {"device", "cpu"}},
                      "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
-                     "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K]");
+                     "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
+                     "[--device cpu|cuda]");
   parallel::init();
   const std::string mode = flags.str("parallel");
   if (mode != "none" && mode != "auto" && mode != "explicit" && mode != "both") {
@@ -139,22 +151,32 @@ int main(int argc, char** argv) {
                  "--threads\n");
     return 2;
   }
+  const std::string device_flag = flags.str("device");
+  if (device_flag != "cpu" && (device_flag != "cuda" || !device_available(Device::CUDA))) {
+    std::fprintf(stderr, "bench_train: --device expects cpu or cuda (with a GPU present), got %s\n",
+                 device_flag.c_str());
+    return 2;
+  }
+  const Device device = device_flag == "cpu" ? Device::CPU : Device::CUDA;
   set_num_threads(static_cast<int>(threads));
   manual_seed(0);
   const bool root = parallel::rank() == 0;
   if (root) {
-    std::printf("# minidl model=%s batch=%ld steps=%ld threads=%ld ranks=%d parallel=%s\n",
-                model.c_str(), batch, steps, threads, parallel::world_size(), mode.c_str());
+    std::printf("# minidl model=%s batch=%ld steps=%ld threads=%ld ranks=%d parallel=%s device=%s\n",
+                model.c_str(), batch, steps, threads, parallel::world_size(), mode.c_str(),
+                device_name(device));
     bench::print_load_note();
   }
-  Tensor x = Tensor::randn({batch, 1, 28, 28});
-  Tensor labels = Tensor::randint(0, 10, {batch});
+  Tensor x = Tensor::randn({batch, 1, 28, 28}).to(device);
+  Tensor labels = Tensor::randint(0, 10, {batch}).to(device);
   std::vector<std::vector<double>> rates;
   if (model == "lenet") {
     example::LeNet5 net;
+    net.to(device);
     rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
   } else {
     example::MLP net;
+    net.to(device);
     rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
   }
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
@@ -165,7 +187,7 @@ int main(int argc, char** argv) {
   const double gflops = ours * flops_per_sample(model) * 1e-9;
   std::printf("gflops=%.1f\n", gflops);
   if (parallel::world_size() == 1) {
-    const double ceiling = sgemm_ceiling_gflops();
+    const double ceiling = sgemm_ceiling_gflops(device);
     std::printf("sgemm_ceiling_gflops=%.1f\nceiling_share=%.3f\n", ceiling, gflops / ceiling);
   }
   if (mode == "both") {
@@ -174,7 +196,8 @@ int main(int argc, char** argv) {
     std::printf("samples/s_auto=%.1f\nsamples/s_explicit=%.1f\nauto/explicit=%.3f\n", ours,
                 bench::median(rates[1]), bench::median(ratios));
   }
-  if (parallel::world_size() > 1) return 0;  // the twin compares single-process runs
+  // the twin compares single-process runs on the CPU
+  if (parallel::world_size() > 1 || device != Device::CPU) return 0;
 
   const auto twin = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "bench_train_torch";
   if (flags.str("twin") != "on" || !std::filesystem::exists(twin)) {

@@ -20,11 +20,12 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// rows [B, ...] of src [N, ...] at `index` (row copies; any dtype).
-Tensor gather_rows(const Tensor& src, const int64_t* index, int64_t count) {
+// rows [B, ...] of src [N, ...] at `index` (row copies; any dtype), into host
+// memory pinned for `pin_for`.
+Tensor gather_rows(const Tensor& src, const int64_t* index, int64_t count, Device pin_for) {
   Shape shape = src.shape();
   shape[0] = count;
-  Tensor out = Tensor::empty(shape, src.dtype());
+  Tensor out = Tensor::empty_pinned(shape, src.dtype(), pin_for);
   const size_t row = src.size(0) ? src.nbytes() / static_cast<size_t>(src.size(0)) : 0;
   const char* in = static_cast<const char*>(src.raw_data());
   char* o = static_cast<char*>(out.raw_data());
@@ -102,6 +103,7 @@ struct Epoch::State {
   Tensor data, labels;
   std::vector<int64_t> order;
   int64_t batch_size = 1, num_batches = 0, depth = 0;
+  Device pin_for = Device::CPU;
   bool started = false;
   int64_t pos = 0;  // the step `current` holds; the epoch is over at num_batches
   Batch current;
@@ -132,8 +134,8 @@ struct Epoch::State {
   Batch make(int64_t step) const {
     const int64_t start = step * batch_size;
     const int64_t count = std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - start);
-    return {gather_rows(data, order.data() + start, count),
-            gather_rows(labels, order.data() + start, count)};
+    return {gather_rows(data, order.data() + start, count, pin_for),
+            gather_rows(labels, order.data() + start, count, pin_for)};
   }
 
   void produce() {
@@ -226,6 +228,12 @@ BatchDataset BatchDataset::prefetch(int64_t depth) const {
   return b;
 }
 
+BatchDataset BatchDataset::pin_memory(Device device) const {
+  BatchDataset b = *this;
+  b.pin_for_ = device;
+  return b;
+}
+
 int64_t BatchDataset::num_batches() const {
   const int64_t n = dataset_.size();
   return n / batch_size_ + (!drop_remainder_ && n % batch_size_ != 0);  // no n + batch_size_ to overflow
@@ -245,6 +253,7 @@ Epoch BatchDataset::epoch(int64_t e, int64_t first) const {
   s->batch_size = batch_size_;
   s->num_batches = num_batches();
   s->depth = prefetch_;
+  s->pin_for = pin_for_;
   s->pos = s->claimed = s->taken = first;
   return Epoch(std::move(s));
 }

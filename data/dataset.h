@@ -123,6 +123,11 @@ class BatchDataset {
   // How many batches the background thread prepares ahead (default 2); 0
   // gathers each batch on the caller's thread when the loop asks for it.
   BatchDataset prefetch(int64_t depth) const;
+  // Gathers batches into host memory pinned for `device` (Tensor::empty_pinned:
+  // page-locked for CUDA, so batch.data.to(device) queues the copy and returns
+  // at once; the CPU, the default, gathers into ordinary tensors). Model::train
+  // and Model::eval set it to the network's device.
+  BatchDataset pin_memory(Device device) const;
   // The batches of epoch `e` (numbered from 0): `for (auto& b : ds.epoch(e))`;
   // from batch `first` on when given (a resumed epoch: the batches are the same
   // as in a whole pass). Throws unless 0 <= first <= num_batches().
@@ -133,6 +138,7 @@ class BatchDataset {
   int64_t batch_size() const { return batch_size_; }
   bool drop_remainder() const { return drop_remainder_; }
   int64_t prefetch_depth() const { return prefetch_; }
+  Device pinned_for() const { return pin_for_; }
   const Dataset& dataset() const { return dataset_; }
 
  private:
@@ -140,6 +146,7 @@ class BatchDataset {
   int64_t batch_size_;
   bool drop_remainder_;
   int64_t prefetch_ = 2;
+  Device pin_for_ = Device::CPU;
 };
 
 }  // namespace minidl::data

@@ -42,8 +42,18 @@ void reset_peak_memory(Device d) { kernels(d).reset_peak(); }
 
 Storage::Storage(size_t n, Device d) : data(kernels(d).allocate(n)), nbytes(n), device(d) {}
 Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
+std::shared_ptr<Storage> Storage::pinned(size_t n, Device for_device) {
+  if (for_device == Device::CPU) return std::make_shared<Storage>(n, Device::CPU);
+  const Kernels& k = kernels(for_device);
+  auto s = std::make_shared<Storage>(k.allocate_pinned(n), n);
+  s->owned = true;
+  s->pinned_for = for_device;
+  return s;
+}
 Storage::~Storage() {
-  if (owned) kernels(device).deallocate(data, nbytes);
+  if (!owned) return;
+  if (pinned_for != Device::CPU) kernels(pinned_for).deallocate_pinned(data, nbytes);
+  else kernels(device).deallocate(data, nbytes);
 }
 
 namespace {
@@ -106,18 +116,36 @@ MINIDL_DATA(int64_t)
 #undef MINIDL_DATA
 
 // ---- factories ----
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) MINIDL_CHECK(d >= 0, "empty: negative dimension in shape ", shape);
+namespace {
+
+// A tensor of `shape` over storage made by make(bytes), on `device`.
+template <class Make>
+Tensor make_empty(const char* op, const Shape& shape, DType dtype, Device device, Make make) {
+  for (int64_t d : shape) MINIDL_CHECK(d >= 0, op, ": negative dimension in shape ", shape);
   int64_t bytes = 0;
   MINIDL_CHECK(!__builtin_mul_overflow(numel_of(shape), int64_t(dtype_size(dtype)), &bytes),
-               "empty: shape ", shape, " of ", dtype_name(dtype), " needs more bytes than fit int64");
+               op, ": shape ", shape, " of ", dtype_name(dtype), " needs more bytes than fit int64");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
+  impl->storage = make(static_cast<size_t>(bytes));
   impl->shape = shape;
   impl->dtype = dtype;
   impl->device = device;
   return Tensor(std::move(impl));
 }
+
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return make_empty("empty", shape, dtype, device,
+                    [device](size_t n) { return std::make_shared<Storage>(n, device); });
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype, Device for_device) {
+  return make_empty("empty_pinned", shape, dtype, Device::CPU,
+                    [for_device](size_t n) { return Storage::pinned(n, for_device); });
+}
+
+bool Tensor::is_pinned() const { return impl().storage->pinned_for != Device::CPU; }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   return full(shape, 0.0, dtype, device);

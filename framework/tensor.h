@@ -24,10 +24,13 @@
 namespace minidl {
 
 // A block of bytes from a device's allocator (64-byte aligned), or a view of
-// a caller's host buffer.
+// a caller's host buffer, or a host block pinned for copies to a device.
 struct Storage {
   Storage(size_t nbytes, Device device);
   Storage(void* external, size_t nbytes);  // host memory, not owned
+  // Host memory from `for_device`'s pinned allocator (backend/kernels.h,
+  // allocate_pinned): copies from it to that device run asynchronously.
+  static std::shared_ptr<Storage> pinned(size_t nbytes, Device for_device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -35,6 +38,7 @@ struct Storage {
   size_t nbytes = 0;
   Device device = Device::CPU;
   bool owned = true;
+  Device pinned_for = Device::CPU;  // not the CPU: a pinned host block for that device
 };
 
 // Bytes held by live tensor storages (owned ones) on a device, and the peak
@@ -75,6 +79,10 @@ class Tensor {
   static Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = Device::CPU);
   static Tensor full(const Shape& shape, double value, DType dtype = kFloat32,
                      Device device = Device::CPU);
+  // A CPU tensor in host memory pinned for copies to `for_device` (page-locked
+  // for CUDA: .to(for_device) then queues the copy and returns at once); for
+  // the CPU, an ordinary empty tensor.
+  static Tensor empty_pinned(const Shape& shape, DType dtype, Device for_device);
   static Tensor arange(int64_t n, DType dtype = kFloat32);  // 0, 1, ..., n-1
   static Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32);
   // The rest make CPU tensors (move them with .to(device)).
@@ -101,6 +109,7 @@ class Tensor {
   int64_t numel() const;
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().device; }
+  bool is_pinned() const;  // in a host block from empty_pinned for a device other than the CPU
   size_t nbytes() const { return numel() * dtype_size(dtype()); }
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

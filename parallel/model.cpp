@@ -145,7 +145,10 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     EpochEnd summary{epoch, 0, 0, 0, 0, {}};
     auto epoch_start = clock::now();
     int64_t run = 0;  // steps of this epoch in this call
-    for (auto& batch : ds.epoch(pos.epoch, pos.step)) {
+    // Gathered into host memory pinned for the device, so these copies are
+    // queued without the host waiting (and release each pinned block in
+    // stream order once the copy has read it).
+    for (auto& batch : ds.pin_memory(device).epoch(pos.epoch, pos.step)) {
       if (options.max_steps >= 0 && taken >= options.max_steps) break;
       batch.data = batch.data.to(device);
       batch.labels = batch.labels.to(device);
@@ -287,7 +290,7 @@ std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {
   network_.eval();
   const Device device = device_of(network_);
   double figures[3] = {0, 0, 0};  // [loss sum, correct, samples]
-  for (auto& batch : ds.epoch(0)) {
+  for (auto& batch : ds.pin_memory(device).epoch(0)) {
     const int64_t keep = std::min<int64_t>(batch.data.size(0), real - int64_t(figures[2]));
     if (keep <= 0) break;
     Tensor x = batch.data.slice(0, keep).to(device), y = batch.labels.slice(0, keep).to(device);

@@ -19,9 +19,8 @@ namespace minidl {
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
-// out = f(x, s): Pow x^s; PowGrad s*x^(s-1); KeepMask (dropout, from uniform
-// draws x): 1/s where x < s, else 0.
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad, KeepMask };
+// out = f(x, s): Pow x^s; PowGrad s*x^(s-1).
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad };
 // out = f(a, b); the *Grad ops take (gradient, forward output):
 // ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b].
 enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad };
@@ -72,11 +71,19 @@ struct Kernels {
   void* (*allocate)(size_t bytes);  // 64-byte aligned at least; throws std::bad_alloc
   void (*deallocate)(void* p, size_t bytes);
   // n bytes; host memory on the side `kind` names. Queued on the device's
-  // stream: DeviceToHost waits for it, the others need not (HostToDevice may
-  // return before the copy is done only for host memory the caller keeps
-  // alive until then; minidl's host tensors are pageable, which CUDA stages
-  // before returning).
+  // stream: DeviceToHost waits for it, the others need not. HostToDevice from
+  // ordinary (pageable) host memory returns once the source has been read
+  // (CUDA stages it); from a pinned block (allocate_pinned) it returns at
+  // once and the copy runs in stream order, the block kept valid by
+  // deallocate_pinned.
   void (*copy)(void* dst, const void* src, size_t n, CopyKind kind);
+  // Host memory for staging copies to this device (64-byte aligned at least;
+  // throws std::bad_alloc): page-locked on CUDA (counted in no device's
+  // bytes), on the CPU the ordinary allocate (counted as usual).
+  void* (*allocate_pinned)(size_t bytes);
+  // Stream-ordered: the block is handed out again only after the device has
+  // finished the work queued before this call (a copy from it included).
+  void (*deallocate_pinned)(void* p, size_t bytes);
   void (*synchronize)();  // waits until the device has finished all queued work
   // Bytes this device's allocator holds for live storages, and the peak.
   int64_t (*current_bytes)();
@@ -94,6 +101,12 @@ struct Kernels {
   // ---- float32 elementwise and reductions ----
   void (*unary)(UnaryOp op, float s, int64_t n, const float* x, float* out);
   void (*binary)(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
+  // x [n] -> out [n] = x * (1/keep where kept, else 0), each element kept with
+  // probability keep by Philox4x32-10 keyed by seed (backend/philox.h):
+  // element i from word i % 4 of block offset + i / 4, so a (seed, offset)
+  // gives the same mask on every device. out may be x.
+  void (*dropout)(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x,
+                  float* out);
   // x [outer, R, inner] -> out [outer, inner]
   void (*reduce)(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
   // x [rows, cols] -> out [rows] int64, the first largest column

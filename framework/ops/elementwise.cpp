@@ -4,6 +4,7 @@
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
+#include "framework/random.h"
 
 namespace minidl {
 
@@ -208,13 +209,26 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
-// x -> mask * x / (1 - p), mask ~ Bernoulli(1 - p) from the default generator
+namespace {
+
+// x -> x * mask, the mask the device's dropout kernel draws from (seed,
+// offset 0); its gradient is the same masking of g (the op is linear in x).
+Tensor masked(const Tensor& x, float keep, uint64_t seed) {
+  Tensor out = empty_like(x, x.shape());
+  kernels(x.device()).dropout(seed, 0, keep, x.numel(), x.data_ptr<float>(), out.data_ptr<float>());
+  return record(out, "dropout", {x}, [keep, seed](const Tensor& g) {
+    return std::vector<Tensor>{masked(g, keep, seed)};
+  });
+}
+
+}  // namespace
+
+// x -> mask * x / (1 - p), mask ~ Bernoulli(1 - p) from a Philox stream whose
+// key is the default generator's next 64 bits
 Tensor dropout(const Tensor& x, double p) {
   MINIDL_CHECK(p >= 0 && p < 1, "dropout: expected 0 <= p < 1, got ", p);
   MINIDL_HALF_UNARY(dropout, x, p);
-  // uniform draws from the default (host) generator, then 1/keep or 0 on x's device
-  Tensor draws = Tensor::rand(x.shape()).to(x.device());
-  return mul(x, unary_map(draws, UnaryOp::KeepMask, static_cast<float>(1 - p)));
+  return masked(x, static_cast<float>(1 - p), default_generator().next_u64());
 }
 
 }  // namespace minidl

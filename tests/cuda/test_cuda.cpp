@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/backend/kernels.h"
+
 using namespace minidl;
 
 namespace {
@@ -166,7 +168,7 @@ TEST_CASE("cuda: unary ops and dropout, forward and backward") {
   check_op("tanh", [](const std::vector<Tensor>& in) { return tanh(in[0]); }, {any});
   check_op("pow 2.5", [](const std::vector<Tensor>& in) { return pow(in[0], 2.5); }, {positive});
   check_op("pow 3", [](const std::vector<Tensor>& in) { return pow(in[0], 3); }, {any});
-  // the same seed draws the same host uniforms, so the masks agree
+  // the same seed gives the same Philox mask, so the results agree
   check_op("dropout",
            [](const std::vector<Tensor>& in) {
              manual_seed(30);
@@ -430,6 +432,82 @@ TEST_CASE("cuda: a LeNet-shaped net takes the same SGD steps as on the CPU") {
     cuda_opt.step();
   }
   for (size_t i = 0; i < shapes.size(); ++i) check_match(on_cuda[i], on_cpu[i], "parameter", 1e-4);
+}
+
+TEST_CASE("cuda: dropout draws the CPU's Philox mask for the same seed, bit for bit") {
+  // the kernels themselves, over lengths around a Philox block and beyond one
+  // grid-stride pass (65536 blocks of 256 threads, one Philox block of four
+  // elements each), at an offset
+  const Kernels& cpu = kernels(Device::CPU);
+  const Kernels& gpu = kernels(kCuda);
+  for (int64_t n : std::vector<int64_t>{1, 3, 4, 5, 1001, 70001, (int64_t(1) << 26) + 4099}) {
+    CAPTURE(n);
+    Tensor x = Tensor::rand({n}, -2, 2), want = Tensor::empty({n});
+    cpu.dropout(0xfeedbeefcafe1234ull, 99, 0.6f, n, x.data<float>(), want.data<float>());
+    Tensor xd = x.cuda(), got = Tensor::empty({n}, kFloat32, kCuda);
+    gpu.dropout(0xfeedbeefcafe1234ull, 99, 0.6f, n, xd.data_ptr<float>(), got.data_ptr<float>());
+    CHECK(got.cpu().to_vector<float>() == want.to_vector<float>());
+  }
+  // through the op: the default generator's seed, forward and gradient
+  for (double p : {0.1, 0.5, 0.9}) {
+    CAPTURE(p);
+    Tensor x = Tensor::randn({37, 29});
+    Tensor xc = x.clone().requires_grad_(), xg = x.cuda().requires_grad_();
+    manual_seed(40);
+    Tensor want = dropout(xc, p);
+    manual_seed(40);
+    Tensor got = dropout(xg, p);
+    CHECK(got.cpu().to_vector<float>() == want.to_vector<float>());
+    Tensor r = Tensor::randn({37, 29});
+    (want * r).sum().backward();
+    (got * r.cuda()).sum().backward();
+    CHECK(xg.grad().cpu().to_vector<float>() == xc.grad().to_vector<float>());
+  }
+  manual_seed(41);
+  Tensor h = dropout(Tensor::ones({100}, kFloat16, kCuda), 0.5);
+  manual_seed(41);
+  CHECK(h.to_float_vector() == dropout(Tensor::ones({100}, kFloat16), 0.5).to_float_vector());
+}
+
+TEST_CASE("cuda: pinned host blocks copy to the device asynchronously and are not reused early") {
+  const MemoryStats before = memory_stats(kCuda);
+  Tensor p = Tensor::empty_pinned({1 << 20}, kFloat32, kCuda);
+  CHECK(p.is_pinned());
+  CHECK(p.device() == Device::CPU);
+  CHECK(memory_stats(kCuda).current_bytes == before.current_bytes);  // host memory
+  // Each round fills a pinned block, queues its copy behind a long GEMM, and
+  // gives the block back at once; the next round's block of the same size
+  // must not be the one a queued copy still reads.
+  Tensor a = Tensor::randn({2048, 2048}).cuda();
+  std::vector<Tensor> on_device;
+  for (int round = 0; round < 8; ++round) {
+    Tensor busy = matmul(a, a);  // keeps the stream busy while the copies queue
+    Tensor block = Tensor::empty_pinned({1 << 20}, kFloat32, kCuda);
+    std::fill_n(block.data<float>(), 1 << 20, static_cast<float>(round));
+    on_device.push_back(block.to(kCuda));
+  }
+  for (int round = 0; round < 8; ++round) {
+    CAPTURE(round);
+    Tensor back = on_device[round].cpu();
+    const std::vector<float> v = back.to_vector<float>();
+    CHECK(std::count(v.begin(), v.end(), static_cast<float>(round)) == 1 << 20);
+  }
+  // batches gathered into pinned blocks reach the device unchanged
+  data::Dataset set(Tensor::randn({50, 3, 4}), Tensor::randint(0, 10, {50}));
+  const data::BatchDataset plain = set.shuffle(3).batch(8);
+  std::vector<data::Batch> want;
+  for (auto& b : plain.epoch(0)) want.push_back(b);
+  size_t i = 0;
+  for (auto& b : plain.pin_memory(kCuda).epoch(0)) {
+    REQUIRE(i < want.size());
+    CHECK(b.data.is_pinned());
+    Tensor d = b.data.to(kCuda), l = b.labels.to(kCuda);
+    b = {};  // the pinned blocks go back while the copies may still be queued
+    CHECK(d.cpu().to_vector<float>() == want[i].data.to_vector<float>());
+    CHECK(l.cpu().to_vector<int64_t>() == want[i].labels.to_vector<int64_t>());
+    ++i;
+  }
+  CHECK(i == want.size());
 }
 
 // ---- main: skip everything, in one line, without a device ----

@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "framework/backend/kernels.h"
@@ -32,6 +35,16 @@ constexpr Device kDev = Device::CUDA;
 
 struct Emulated {
   static inline std::atomic<int64_t> live{0}, peak{0}, to_host{0};
+  // Pinned blocks handed out and not given back, every one handed out, and
+  // the host-to-device copies whose source lay in a live pinned block or not.
+  static inline std::mutex pinned_mu;
+  static inline std::map<const char*, size_t> pinned_live;  // start -> bytes
+  static inline int64_t pinned_allocs = 0, bad_frees = 0, from_pinned = 0, from_pageable = 0;
+  static bool in_pinned(const void* p) {
+    const char* c = static_cast<const char*>(p);
+    auto it = pinned_live.upper_bound(c);
+    return it != pinned_live.begin() && c < std::prev(it)->first + std::prev(it)->second;
+  }
   Kernels table;
   Emulated() : table(kernels(Device::CPU)) {
     table.name = "emulated";
@@ -46,7 +59,25 @@ struct Emulated {
     };
     table.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
       if (kind == CopyKind::DeviceToHost) ++to_host;
+      if (kind == CopyKind::HostToDevice) {
+        std::lock_guard lock(pinned_mu);
+        ++(in_pinned(src) ? from_pinned : from_pageable);
+      }
       std::memmove(dst, src, n);
+    };
+    table.allocate_pinned = [](size_t n) {
+      void* p = std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+      std::lock_guard lock(pinned_mu);
+      pinned_live[static_cast<const char*>(p)] = n;
+      ++pinned_allocs;
+      return p;
+    };
+    table.deallocate_pinned = [](void* p, size_t) {
+      {
+        std::lock_guard lock(pinned_mu);
+        bad_frees += pinned_live.erase(static_cast<const char*>(p)) != 1;
+      }
+      std::free(p);
     };
     table.current_bytes = [] { return live.load(); };
     table.peak_bytes = [] { return peak.load(); };
@@ -237,13 +268,22 @@ SEAM_CASE("convolution and pooling equal the CPU's bits") {
   check_op([](auto& v) { return std::vector{avg_pool2d(v[0], 3, 2, 1)}; }, {leaf({2, 3, 7, 7})});
 }
 
-SEAM_CASE("dropout draws its mask on the host generator, the same on both devices") {
+SEAM_CASE("dropout computes the CPU's Philox mask on the device, forward and backward") {
   REQUIRE_EMULATED();
-  manual_seed(11);
-  Tensor a = dropout(Tensor::ones({100}), 0.3);
-  manual_seed(11);
-  Tensor b = dropout(Tensor::ones({100}, kFloat32, kDev), 0.3);
-  check_bits(b, a);
+  auto drop = [](double p) {
+    return [p](auto& v) {
+      manual_seed(11);
+      Tensor a = dropout(v[0], p);
+      return std::vector{a * 1.0, dropout(v[0], p)};  // the second call draws a new mask
+    };
+  };
+  check_op(drop(0.3), {leaf({7, 13})});
+  check_op(drop(0.9), {leaf({4097}, 200)});
+  // float16 goes through float32 on the device too
+  check_op([](auto& v) {
+    manual_seed(12);
+    return std::vector{dropout(v[0].to(kFloat16), 0.5).to(kFloat32)};
+  }, {leaf({5, 6})});
 }
 
 SEAM_CASE("optimizers update device parameters with the CPU's bits, state on the device") {
@@ -342,19 +382,26 @@ SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the
   REQUIRE_EMULATED();
   data::Dataset set(testing::distinct({20, 6}, 1), Tensor::of_ints(
       {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1}));
+  int64_t from_pinned = 0, from_pageable = 0;  // host-to-device copies in train and eval
   auto fit = [&](Net& net, Device d) {
     net.to(d);
     nn::CrossEntropyLoss loss;
     optim::Adam opt(net.trainable_params(), 0.01);
     Model model(net, loss, opt);
-    model.train(2, set.shuffle(4).batch(6));  // the last batch of each epoch has 2
-    return model.eval(set.batch(7));
+    const int64_t pinned_before = Emulated::from_pinned, pageable_before = Emulated::from_pageable;
+    model.train(2, set.shuffle(4).batch(6));  // 4 batches an epoch, the last of 2
+    auto figures = model.eval(set.batch(7));  // 3 batches
+    from_pinned = Emulated::from_pinned - pinned_before;
+    from_pageable = Emulated::from_pageable - pageable_before;
+    return figures;
   };
   manual_seed(8);
   Net cpu_net(6);
   manual_seed(8);
   Net dev_net(6);
-  auto want = fit(cpu_net, Device::CPU), got = fit(dev_net, kDev);
+  auto want = fit(cpu_net, Device::CPU);
+  CHECK(from_pinned + from_pageable == 0);  // the CPU run copies nothing to the device
+  auto got = fit(dev_net, kDev);
   CHECK(got["loss"] == want["loss"]);
   CHECK(got["accuracy"] == want["accuracy"]);
   for (const auto& [name, p] : cpu_net.named_parameters()) {
@@ -362,4 +409,50 @@ SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the
     INFO(label);
     check_bits(dev_net.named_parameters().at(name), p);
   }
+  // Each batch was gathered into pinned blocks for the device: data and labels
+  // of 2 x 4 training and 3 evaluation batches came from one, and every block
+  // went back.
+  CHECK(from_pinned == 2 * (2 * 4 + 3));
+  CHECK(from_pageable == 0);
+  std::lock_guard lock(Emulated::pinned_mu);
+  CHECK(Emulated::pinned_live.empty());
+  CHECK(Emulated::bad_frees == 0);
+}
+
+SEAM_CASE("batches gathered into pinned blocks for the device hold the same values") {
+  REQUIRE_EMULATED();
+  data::Dataset set(testing::distinct({10, 2, 3}, 1), Tensor::of_ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  const data::BatchDataset plain = set.shuffle(5).batch(4);
+  CHECK(plain.pinned_for() == Device::CPU);
+  for (int64_t depth : {0, 2}) {
+    CAPTURE(depth);
+    const data::BatchDataset pinned = plain.prefetch(depth).pin_memory(kDev);
+    CHECK(pinned.pinned_for() == kDev);
+    std::vector<data::Batch> want;
+    for (auto& b : plain.epoch(1)) want.push_back(b);
+    const int64_t allocs = Emulated::pinned_allocs;
+    size_t i = 0;
+    for (auto& b : pinned.epoch(1)) {
+      REQUIRE(i < want.size());
+      CHECK(b.data.is_pinned());
+      CHECK(b.labels.is_pinned());
+      CHECK(b.data.device() == Device::CPU);  // host memory: data<T>() works
+      CHECK(!want[i].data.is_pinned());
+      CHECK(b.data.to_float_vector() == want[i].data.to_float_vector());
+      CHECK(b.labels.to_vector<int64_t>() == want[i].labels.to_vector<int64_t>());
+      Tensor on_dev = b.data.to(kDev);
+      check_bits(on_dev, want[i].data);
+      ++i;
+    }
+    CHECK(i == want.size());
+    CHECK(Emulated::pinned_allocs - allocs == 2 * static_cast<int64_t>(want.size()));
+  }
+  // pinning for the CPU is no pinning at all
+  CHECK(!Tensor::empty_pinned({3}, kFloat32, Device::CPU).is_pinned());
+  Tensor t = Tensor::empty_pinned({2, 3}, kInt64, kDev);
+  CHECK(t.is_pinned());
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.dtype() == kInt64);
+  std::lock_guard lock(Emulated::pinned_mu);
+  CHECK(Emulated::in_pinned(t.raw_data()));
 }

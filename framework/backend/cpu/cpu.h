@@ -64,6 +64,7 @@ void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_
              const void* src, void* dst);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
+void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/philox.h"
 
 namespace minidl::cpu {
 namespace {
@@ -98,11 +99,22 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Tanh: return map(n, x, out, [](float v) { return std::tanh(v); });
     case UnaryOp::Pow: return map(n, x, out, [s](float v) { return std::pow(v, s); });
     case UnaryOp::PowGrad: return map(n, x, out, [s](float v) { return s * std::pow(v, s - 1); });
-    case UnaryOp::KeepMask: {
-      const float scale = 1.f / s;
-      return map(n, x, out, [s, scale](float v) { return v < s ? scale : 0.f; });
-    }
   }
+}
+
+// x [n] -> out [n]: whole Philox blocks of four elements in one vectorized
+// loop, then the last partial block
+void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out) {
+  const float scale = 1.f / keep;
+  const int64_t whole = n / 4;
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t b = 0; b < whole; ++b) {
+    const philox::Words r = philox::block_words(seed, offset + static_cast<uint64_t>(b));
+    for (int j = 0; j < 4; ++j) out[4 * b + j] = x[4 * b + j] * philox::keep_scale(r.w[j], keep, scale);
+  }
+  if (n % 4 == 0) return;
+  const philox::Words r = philox::block_words(seed, offset + static_cast<uint64_t>(whole));
+  for (int64_t i = 4 * whole; i < n; ++i) out[i] = x[i] * philox::keep_scale(r.w[i % 4], keep, scale);
 }
 
 // a, b -> out under bc

@@ -22,6 +22,10 @@ const Kernels* table_if_present();
 void* allocate(size_t bytes);
 void deallocate(void* p, size_t bytes);
 void copy(void* dst, const void* src, size_t n, CopyKind kind);
+// page-locked host blocks (cudaHostAlloc), reused once the stream has passed
+// the event recorded when they were given back
+void* allocate_pinned(size_t bytes);
+void deallocate_pinned(void* p, size_t bytes);
 void synchronize();
 int64_t current_bytes();
 int64_t peak_bytes();
@@ -34,6 +38,7 @@ void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_
              const void* src, void* dst);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
+void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);
 
 // ---- reduce.cu ----
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);

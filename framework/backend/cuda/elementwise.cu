@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "framework/backend/cuda/device.cuh"
+#include "framework/backend/philox.h"
 #include "framework/error.h"
 
 namespace minidl::cuda {
@@ -86,6 +87,18 @@ __global__ void broadcast_kernel(Broadcast bc, const float* a, const float* b, f
       }
     }
     out[i] = f(a[oa], b[ob]);
+  }
+}
+
+// x [n] -> out [n] = x * keep_scale: one thread per Philox block of four
+// elements (backend/philox.h), the same words the CPU draws
+__global__ void dropout_kernel(uint64_t seed, uint64_t offset, float keep, float scale, int64_t n,
+                               const float* x, float* out) {
+  const int64_t blocks = (n + 3) / 4;
+  for (int64_t b = thread_index(); b < blocks; b += thread_count()) {
+    const philox::Words r = philox::block_words(seed, offset + static_cast<uint64_t>(b));
+    for (int j = 0; j < 4 && 4 * b + j < n; ++j)
+      out[4 * b + j] = x[4 * b + j] * philox::keep_scale(r.w[j], keep, scale);
   }
 }
 
@@ -182,11 +195,16 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
       return map(n, x, out, [s] __device__(float v) { return powf(v, s); });
     case UnaryOp::PowGrad:
       return map(n, x, out, [s] __device__(float v) { return s * powf(v, s - 1); });
-    case UnaryOp::KeepMask: {
-      const float scale = 1.f / s;
-      return map(n, x, out, [s, scale] __device__(float v) { return v < s ? scale : 0.f; });
-    }
   }
+}
+
+// x [n] -> out [n]
+void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out) {
+  if (n == 0) return;
+  const int64_t blocks = (n + 3) / 4;
+  dropout_kernel<<<blocks_for(blocks), kThreads, 0, stream()>>>(seed, offset, keep, 1.f / keep, n,
+                                                                x, out);
+  CUDA_CHECK_LAUNCH();
 }
 
 // a, b -> out under bc

@@ -1,9 +1,14 @@
 // Device memory from CUDA's stream-ordered allocator (cudaMallocFromPoolAsync
 // on a pool of device 0 whose release threshold keeps freed blocks for reuse
 // instead of returning them to the driver at each synchronisation), copies on
-// the compute stream, and the byte counts memory_stats() reports.
+// the compute stream, the byte counts memory_stats() reports, and the pinned
+// host blocks the input pipeline stages batches in.
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "framework/backend/byte_count.h"
 #include "framework/backend/cuda/runtime.h"
@@ -29,6 +34,80 @@ cudaMemPool_t pool() {
 }
 
 ByteCount counted;  // current and peak bytes of live storages
+
+// Page-locked host blocks for staging copies to the device. A block given
+// back is tagged with an event recorded on the compute stream and handed out
+// again only after that event has completed, so a copy queued from it before
+// still reads what it was given. Up to 256 MiB stay cached; a block beyond
+// that is freed once its event completes. Never destroyed (like the pool).
+class PinnedCache {
+ public:
+  static PinnedCache& get() {
+    static PinnedCache* cache = new PinnedCache;
+    return *cache;
+  }
+
+  void* allocate(size_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      std::vector<Block>& blocks = free_[bytes];
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        const cudaError_t e = cudaEventQuery(blocks[i].done);
+        if (e == cudaErrorNotReady) {
+          (void)cudaGetLastError();  // not an error: the stream has not got there yet
+          continue;
+        }
+        CUDA_CHECK(e);
+        const Block b = blocks[i];
+        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+        cached_ -= bytes;
+        live_[b.p] = b.done;
+        return b.p;
+      }
+    }
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw std::bad_alloc();
+    }
+    CUDA_CHECK(e);
+    cudaEvent_t done = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    std::lock_guard lock(mutex_);
+    live_[p] = done;
+    return p;
+  }
+
+  // Called from destructors: reports failures instead of throwing.
+  void release(void* p, size_t bytes) {
+    std::lock_guard lock(mutex_);
+    const auto it = live_.find(p);
+    if (it == live_.end()) return;  // not one of ours: nothing safe to do
+    const cudaEvent_t done = it->second;
+    live_.erase(it);
+    CUDA_WARN(cudaEventRecord(done, stream()));
+    if (cached_ + bytes <= kMaxCached) {
+      free_[bytes].push_back({p, done});
+      cached_ += bytes;
+      return;
+    }
+    CUDA_WARN(cudaEventSynchronize(done));
+    CUDA_WARN(cudaEventDestroy(done));
+    CUDA_WARN(cudaFreeHost(p));
+  }
+
+ private:
+  struct Block {
+    void* p;
+    cudaEvent_t done;  // recorded on the stream when the block was given back
+  };
+  static constexpr size_t kMaxCached = size_t(256) << 20;
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<Block>> free_;
+  std::unordered_map<void*, cudaEvent_t> live_;  // handed out, with the event each owns
+  size_t cached_ = 0;
+};
 
 }  // namespace
 
@@ -60,6 +139,9 @@ void copy(void* dst, const void* src, size_t n, CopyKind kind) {
   // The host reads the result right after: wait for it (and all queued work).
   if (kind == CopyKind::DeviceToHost) CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
+
+void* allocate_pinned(size_t bytes) { return PinnedCache::get().allocate(bytes); }
+void deallocate_pinned(void* p, size_t bytes) { PinnedCache::get().release(p, bytes); }
 
 void synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream())); }
 

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# One GPU session in two halves: Debian packages fetched here, then one call
+# on the GPU machine that builds minidl with CUDA against them, tests and times.
+#
+# Here (a machine with apt and the network; the repo's root):
+#   scripts/gpu/session.sh fetch          .deb files into .gpu/debs (git-ignored), ~21 MiB
+# There (the device tool, from the repo's root, carrying .gpu/debs alone: the
+# unpacked prefix and the build folders are far over the 64 MiB a call takes):
+#   run(command="scripts/gpu/session.sh remote", carry=[".gpu/debs"], timeout_s=600)
+#   remote = unpack configure build test bench sanitize; each also runs alone:
+#   scripts/gpu/session.sh unpack|configure|build|test|bench|sanitize
+#
+# The GPU machine has nvcc 13.0, CMake, ninja and CUDA's libraries but none of
+# minidl's Debian dependencies and no network. `unpack` extracts the .deb files
+# with dpkg -x into $PREFIX (default .gpu/prefix; never /), and `configure`
+# points CMake at that tree explicitly: CMAKE_PREFIX_PATH for doctest,
+# nlohmann_json and CLI11, the OpenBLAS OpenMP library and header by path,
+# MPI's header and libraries by path (no mpicc wrapper), zlib by path.
+# LD_LIBRARY_PATH and OPAL_PREFIX (Open MPI's relocated install) are set
+# for every stage. cuBLAS comes from the toolkit (/usr/local/cuda) when its
+# lib64 has libcublas, else from the pip package nvidia-cublas under
+# /opt/torch/.venv. NCCL is not used by this minidl yet; when
+# /opt/torch/.venv holds nvidia-nccl-cu13, `configure` passes its header
+# folder and libnccl.so.2 as NCCL_INCLUDE_DIR and NCCL_LIBRARY (found with a
+# glob over site-packages/nvidia/nccl) for the build that will.
+#
+# What it reports: one log per step in .gpu/logs, and in $OUT (default
+# .gpu/out; the device tool brings back at most 8 files) summary.txt (what
+# passed, the figures; printed last) and logs.tar.gz (the step logs). `remote`
+# keeps inside one call's 10 minutes: the benchmarks run before the
+# sanitizers, which get what time is left (REMOTE_BUDGET seconds in all,
+# default 560).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+GPU=$ROOT/.gpu
+PREFIX=${PREFIX:-$GPU/prefix}
+BUILD=${BUILD:-$ROOT/build-gpu}
+OUT=${OUT:-$GPU/out}
+LOGS=$GPU/logs
+BUDGET=${REMOTE_BUDGET:-560}
+ARCH=x86_64-linux-gnu
+JOBS=${JOBS:-$(nproc)}
+
+# What the GPU machine lacks (shared/NOTES.md, "The GPU machine"): BLAS, MPI
+# and their libraries, zlib's headers, and the header-only dependencies;
+# libquadmath0 because libgfortran5 needs it and an image without gfortran
+# may not have it.
+DEBS=(libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libopenblas0 libgfortran5
+      libquadmath0 libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libhwloc15 libevent-2.1-7
+      libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libpsm2-2
+      libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm-infinipath1
+      zlib1g-dev nlohmann-json3-dev libcli11-dev doctest-dev)
+
+mkdir -p "$OUT" "$LOGS"
+SUMMARY=$OUT/summary.txt
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# Runs "$@" with output to $OUT/<name>.log; notes PASS/FAIL and the seconds.
+step() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  if "$@" >"$LOGS/$name.log" 2>&1; then
+    note "PASS $name ($((SECONDS - t0)) s)"
+  else
+    note "FAIL $name ($((SECONDS - t0)) s, exit $?; tail of $name.log:)"
+    tail -n 15 "$LOGS/$name.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+    return 1
+  fi
+}
+
+env_for_prefix() {
+  local lib=$PREFIX/usr/lib/$ARCH
+  export LD_LIBRARY_PATH=$lib:$lib/openblas-openmp:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export OPAL_PREFIX=$PREFIX/usr
+  export PATH=$PREFIX/usr/bin:$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_plm_rsh_agent=false  # no ssh there; one node
+}
+
+fetch() {
+  mkdir -p "$GPU/debs"
+  (cd "$GPU/debs" && rm -f ./*.deb && apt-get download "${DEBS[@]}") || return 1
+  local got mib
+  got=$(ls "$GPU/debs"/*.deb | wc -l)
+  mib=$(du -sm "$GPU/debs" | cut -f1)
+  echo "fetched $got of ${#DEBS[@]} packages into .gpu/debs: $mib MiB (the carry limit is 64)"
+  [ "$got" -eq "${#DEBS[@]}" ] && [ "$mib" -lt 48 ]
+}
+
+unpack() {
+  rm -rf "$PREFIX"
+  mkdir -p "$PREFIX"
+  for f in "$GPU"/debs/*.deb; do dpkg -x "$f" "$PREFIX" || return 1; done
+  # The -dev packages link libfoo.so through Debian's alternatives, which
+  # dpkg -x does not set up: point the names CMake and the linker look for
+  # at the files in the tree.
+  local lib=$PREFIX/usr/lib/$ARCH
+  ln -sf "$lib/openblas-openmp/libopenblas.so.0" "$lib/openblas-openmp/libopenblas.so"
+  ls "$lib/openblas-openmp/libopenblas.so" "$lib/openmpi/lib/libmpi.so" \
+     "$PREFIX/usr/include/$ARCH/openmpi/mpi.h" "$PREFIX/usr/include/doctest/doctest.h" >/dev/null
+}
+
+# The pip package's folder under /opt/torch/.venv (e.g. nvidia/nccl), or nothing.
+pip_nvidia() { ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/"$1" 2>/dev/null | head -n 1; }
+
+configure() {
+  env_for_prefix
+  local lib=$PREFIX/usr/lib/$ARCH inc=$PREFIX/usr/include extra=() zlib
+  # zlib1g-dev's libz.so points at Debian's /lib path: link the machine's own
+  # libz.so.1 (every image has one) and take only the headers from the tree
+  zlib=$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')
+  # cuBLAS: the toolkit's, else the pip package's
+  if ! ls /usr/local/cuda/lib64/libcublas.so* >/dev/null 2>&1; then
+    local cublas
+    cublas=$(pip_nvidia cublas)
+    if [ -n "$cublas" ]; then
+      echo "cuBLAS from $cublas"
+      extra+=(-DCUDA_cublas_LIBRARY="$(ls "$cublas"/lib/libcublas.so.* | head -n 1)"
+              -DCUDA_cublasLt_LIBRARY="$(ls "$cublas"/lib/libcublasLt.so.* | head -n 1)"
+              "-DCMAKE_CXX_FLAGS=-I$cublas/include" "-DCMAKE_CUDA_FLAGS=-I$cublas/include")
+      export LD_LIBRARY_PATH=$cublas/lib:$LD_LIBRARY_PATH
+    fi
+  fi
+  local nccl
+  nccl=$(pip_nvidia nccl)
+  if [ -n "$nccl" ]; then
+    echo "NCCL from $nccl"
+    extra+=(-DNCCL_INCLUDE_DIR="$nccl/include" -DNCCL_LIBRARY="$(ls "$nccl"/lib/libnccl.so* | head -n 1)")
+  fi
+  local generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON \
+    -DCMAKE_PREFIX_PATH="$PREFIX/usr" \
+    -DOpenBLAS_INCLUDE_DIR="$inc/$ARCH/openblas-openmp" \
+    -DOpenBLAS_LIBRARY="$lib/openblas-openmp/libopenblas.so" \
+    -DMPI_C_HEADER_DIR="$inc/$ARCH/openmpi" -DMPI_C_LIB_NAMES="mpi" \
+    -DMPI_mpi_LIBRARY="$lib/openmpi/lib/libmpi.so" -DMPIEXEC_EXECUTABLE="$PREFIX/usr/bin/mpirun" \
+    -DZLIB_INCLUDE_DIR="$inc" -DZLIB_LIBRARY="${zlib:-$lib/libz.so}" \
+    -Wno-dev "${extra[@]}" || return 1
+  # Nothing may come from the system's copies of these (they are not there).
+  grep -E '^(OpenBLAS_LIBRARY|MPI_mpi_LIBRARY|ZLIB_LIBRARY|doctest_DIR|nlohmann_json_DIR)' \
+    "$BUILD/CMakeCache.txt"
+  ! grep -E '^(OpenBLAS_LIBRARY|MPI_mpi_LIBRARY|doctest_DIR|nlohmann_json_DIR):[A-Z]*=/usr/' \
+    "$BUILD/CMakeCache.txt"
+}
+
+build() {
+  env_for_prefix
+  cmake --build "$BUILD" -j "$JOBS" --target minidl test_cuda test_framework test_nn test_optim \
+    test_data bench_train bench_gemm_cuda lenet_mnist mlp_mnist || return 1
+  # every library the tests load resolves (the machine has none of Debian's)
+  ! ldd "$BUILD/bin/test_cuda" "$BUILD/bin/bench_train" | grep "not found"
+}
+
+run_tests() {
+  env_for_prefix
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$SUMMARY"
+  step ctest_cuda ctest --test-dir "$BUILD" -L cuda -V
+  grep -E "test cases|skipped" "$LOGS/ctest_cuda.log" | tail -n 2 | sed 's/^/    /' | tee -a "$SUMMARY"
+  # the CPU suites and the seam (it steps aside for the real device) on this machine too
+  step ctest_suites ctest --test-dir "$BUILD" -R '^(framework|nn|optim|data)$' --output-on-failure
+}
+
+# Seconds left of the budget, less a reserve for the summary.
+left() { echo $((BUDGET - SECONDS - 20)); }
+
+sanitize() {
+  env_for_prefix
+  if ! command -v compute-sanitizer >/dev/null; then
+    note "SKIP compute-sanitizer: not on PATH"
+    return
+  fi
+  # memcheck over the whole CUDA suite, then racecheck over the kernels that
+  # share memory between threads (reductions, softmax, pooling, the loss)
+  local t
+  t=$(( $(left) * 2 / 3 ))
+  [ "$t" -gt 30 ] && step memcheck timeout "$t" compute-sanitizer --tool memcheck \
+    --leak-check full --error-exitcode 9 "$BUILD/bin/test_cuda"
+  t=$(left)
+  [ "$t" -gt 30 ] && step racecheck timeout "$t" compute-sanitizer --tool racecheck \
+    --error-exitcode 9 "$BUILD/bin/test_cuda" \
+    --test-case='*softmax*,*sum*,*pool*,*cross_entropy*,*dropout*'
+  grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS"/memcheck.log "$LOGS"/racecheck.log 2>/dev/null |
+    sed 's/^/    /' | tee -a "$SUMMARY"
+}
+
+bench() {
+  env_for_prefix
+  step gemm "$BUILD/bin/bench_gemm_cuda" --n 4096 && grep -v '^#' "$LOGS/gemm.log" | tee -a "$SUMMARY"
+  for spec in "lenet 64" "mlp 256"; do
+    set -- $spec
+    step "train_$1_b$2" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
+      --steps 500 --warmup 50 --twin off &&
+      note "    $1 b$2 cuda: $(grep -E '^(samples/s|gflops|sgemm_ceiling_gflops)=' \
+        "$LOGS/train_$1_b$2.log" | tr '\n' ' ')"
+  done
+}
+
+remote() {
+  : >"$SUMMARY"
+  note "# minidl GPU session $(date -u +%FT%TZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+  note "nvcc: $(nvcc --version | tail -n 1); cmake: $(cmake --version | head -n 1)"
+  step unpack unpack && step configure configure && step build build || { cat "$SUMMARY"; return 1; }
+  run_tests
+  bench
+  sanitize
+  tar czf "$OUT/logs.tar.gz" -C "$GPU" logs
+  echo "----"
+  cat "$SUMMARY"
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  unpack) step unpack unpack ;;
+  configure) step configure configure ;;
+  build) step build build ;;
+  test) run_tests ;;
+  bench) bench ;;
+  sanitize) sanitize ;;
+  remote) remote ;;
+  *) sed -n '2,31p' "$0"; exit 2 ;;
+esac
