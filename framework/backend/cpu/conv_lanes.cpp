@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/max2x2.h"
 
 namespace minidl::cpu {
 
@@ -73,19 +74,30 @@ struct Lanes {
   int64_t floats() const { return (N + V - 1) / V * C * plane(); }
 };
 
+// Channel c of block b of the lanes tensor dst: zeroes the padding (rows and
+// columns) and returns the plane.
+float* zero_padding(const Lanes& l, int64_t b, int64_t c, float* dst) {
+  const int64_t PW = l.PW();
+  float* plane = dst + (b * l.C + c) * l.plane();
+  std::fill(plane, plane + l.ph * PW * V, 0.f);
+  std::fill(plane + (l.ph + l.H) * PW * V, plane + l.plane(), 0.f);
+  for (int64_t h = 0; h < l.H; ++h) {
+    float* row = plane + (l.ph + h) * PW * V;
+    std::fill(row, row + l.pw * V, 0.f);
+    std::fill(row + (l.pw + l.W) * V, row + PW * V, 0.f);
+  }
+  return plane;
+}
+
 // Channel c of block b: src [N, C, H, W] -> dst (lanes), zero in the padding
 // and in the samples past N. sums (unless null) [NB, C, V]: each sample's sum
 // of the channel, added in reading order.
 void to_lanes(const Lanes& l, const float* src, int64_t b, int64_t c, float* dst, float* sums) {
   const int64_t samples = std::min(V, l.N - b * V), PW = l.PW();
-  float* plane = dst + (b * l.C + c) * l.plane();
-  std::fill(plane, plane + l.ph * PW * V, 0.f);
-  std::fill(plane + (l.ph + l.H) * PW * V, plane + l.plane(), 0.f);
+  float* plane = zero_padding(l, b, c, dst);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t h = 0; h < l.H; ++h) {
     float* row = plane + (l.ph + h) * PW * V;
-    std::fill(row, row + l.pw * V, 0.f);
-    std::fill(row + (l.pw + l.W) * V, row + PW * V, 0.f);
     const float* first_row = src + ((b * V * l.C + c) * l.H + h) * l.W;
     for (int64_t w0 = 0; w0 < l.W; w0 += V) {
       const int64_t n = std::min(V, l.W - w0);
@@ -371,39 +383,28 @@ namespace {
 // window cell the gradient goes to (0, 1 top row, 2, 3 bottom row), -1 where
 // it goes nowhere (relu's zero). The operations and their order are those of
 // from_lanes' bias, relu (v < 0 ? 0 : v is max_ps(0, v)) and pool2x2_row
-// (backend/cpu/kernels.cpp), so the bits are the three ops'.
+// (max2x2.h), so the bits are the three ops'.
 void relu_pool_lanes(int64_t OC, int64_t OH, int64_t OW, const float* yl, const float* bias,
                      int64_t b, int64_t c, float* pl, int8_t* code) {
   const int64_t PH = OH / 2, PW = OW / 2, plane = (b * OC + c) * PH * PW;
   const float* y = yl + (b * OC + c) * OH * OW * V;
   const __m512 add = _mm512_set1_ps(bias ? bias[c] : 0.f), zero = _mm512_setzero_ps();
-  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
-  const __m512i one = _mm512_set1_epi32(1);
   auto cell = [&](int64_t oh, int64_t ow) {
     return _mm512_max_ps(zero, _mm512_add_ps(_mm512_load_ps(y + (oh * OW + ow) * V), add));
   };
   for (int64_t ph = 0; ph < PH; ++ph)
     for (int64_t pw = 0; pw < PW; ++pw) {
-      const __m512 p = cell(2 * ph, 2 * pw), q = cell(2 * ph, 2 * pw + 1);
-      const __m512 u = cell(2 * ph + 1, 2 * pw), v = cell(2 * ph + 1, 2 * pw + 1);
-      __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
-      const __mmask16 any_nan = _mm512_cmp_ps_mask(p, q, _CMP_UNORD_Q) |
-                                _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q);
-      m = _mm512_mask_mov_ps(m, any_nan, nan);
-      const __mmask16 f = _mm512_cmp_ps_mask(p, m, _CMP_NEQ_UQ);  // not-max flags
-      const __mmask16 fs = f & _mm512_cmp_ps_mask(q, m, _CMP_NEQ_UQ);
-      const __mmask16 fst = fs & _mm512_cmp_ps_mask(u, m, _CMP_NEQ_UQ);
-      __m512i idx = _mm512_maskz_mov_epi32(f, one);
-      idx = _mm512_mask_add_epi32(idx, fs, idx, one);
-      idx = _mm512_mask_add_epi32(idx, fst, idx, one);
+      const __m512 v = cell(2 * ph + 1, 2 * pw + 1);
+      const Max2x2 w =
+          max2x2(cell(2 * ph, 2 * pw), cell(2 * ph, 2 * pw + 1), cell(2 * ph + 1, 2 * pw), v);
       // relu passes the gradient where its output at the argmax is above 0:
-      // the maximum, or with a NaN in the window the last cell (all flags set)
-      const __mmask16 keep = _mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ) |
-                             (any_nan & _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ));
-      idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), keep, idx);
+      // the maximum, or with a NaN in the window the last cell
+      const __mmask16 keep = _mm512_cmp_ps_mask(w.max, zero, _CMP_GT_OQ) |
+                             (w.any_nan & _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ));
+      const __m512i code_v = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), keep, w.cell);
       const int64_t at = (plane + ph * PW + pw) * V;
-      _mm512_store_ps(pl + at, m);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(code + at), _mm512_cvtepi32_epi8(idx));
+      _mm512_store_ps(pl + at, w.max);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(code + at), _mm512_cvtepi32_epi8(code_v));
     }
 }
 
@@ -416,14 +417,10 @@ void unpool_lanes(const Lanes& l, const float* gp, const int8_t* code, int64_t b
                   float* gl, float* sums) {
   const int64_t PH = l.H / 2, PW = l.W / 2, GPW = l.PW();
   const int64_t pooled = (b * l.C + c) * PH * PW * V;
-  float* plane = gl + (b * l.C + c) * l.plane();
-  std::fill(plane, plane + l.ph * GPW * V, 0.f);
-  std::fill(plane + (l.ph + l.H) * GPW * V, plane + l.plane(), 0.f);
+  float* plane = zero_padding(l, b, c, gl);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t h = 0; h < l.H; ++h) {
     float* row = plane + (l.ph + h) * GPW * V;
-    std::fill(row, row + l.pw * V, 0.f);
-    std::fill(row + (l.pw + l.W) * V, row + GPW * V, 0.f);
     for (int64_t w = 0; w < l.W; ++w) {
       __m512 cell = _mm512_setzero_ps();
       if (h < 2 * PH && w < 2 * PW) {
