@@ -18,10 +18,11 @@ struct LeNet5 : nn::Cell {
     register_cells({{"conv1", conv1}, {"conv2", conv2}, {"fc1", fc1}, {"fc2", fc2}, {"fc3", fc3}});
   }
 
-  // x [N, 1, 28, 28] -> logits [N, 10]
+  // x [N, 1, 28, 28] -> logits [N, 10]. relu_max_pool(h, 2) is
+  // max_pool2d(relu(conv(h)), 2) in one fused op (the same numbers).
   Tensor forward(const Tensor& x) override {
-    Tensor h = max_pool2d(relu(conv1(x)), 2);
-    h = max_pool2d(relu(conv2(h)), 2).flatten(1);
+    Tensor h = conv1.relu_max_pool(x, 2);
+    h = conv2.relu_max_pool(h, 2).flatten(1);
     return fc3(relu(fc2(relu(fc1(h)))));
   }
 };

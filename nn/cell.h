@@ -113,10 +113,12 @@ class Cell {
   // The dynamic type's name ("minidl::nn::Dense"), for error messages.
   std::string type_name() const;
 
- private:
+ protected:
   // The scope of one call: the caller's path plus the name under which the
   // caller registered this cell; a cell called from no cell gets its short
   // type name ("LeNet5"), a child of such a root just its own name ("conv1").
+  // operator() opens one around forward; a cell's other entry points (such as
+  // Conv2d::relu_max_pool) open their own.
   class CallScope {
    public:
     explicit CallScope(const Cell& cell);
@@ -129,6 +131,7 @@ class Cell {
     ScopeGuard guard_;
   };
 
+ private:
   void check_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, Cell* child, std::shared_ptr<Cell> owned);
   void collect(const std::string& prefix, bool buffers, TensorDict& out) const;

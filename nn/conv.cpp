@@ -39,12 +39,27 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, Conv2dOptions opt)
                       bias);
 }
 
-// x [N, C, H, W] -> [N, OC, OH, OW]
-Tensor Conv2d::forward(const Tensor& x) {
+void Conv2d::check_input(const Tensor& x) const {
   MINIDL_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d(", in_channels, ", ", out_channels,
                ", kernel ", kernel_size, "): expected input [N, ", in_channels, ", H, W], got ",
                x.shape());
+}
+
+// x [N, C, H, W] -> [N, OC, OH, OW]
+Tensor Conv2d::forward(const Tensor& x) {
+  check_input(x);
   return conv2d(x, weight, bias, {.stride = stride, .padding = padding});
+}
+
+// x [N, C, H, W] -> [N, OC, OH/pool, OW/pool]
+Tensor Conv2d::relu_max_pool(const Tensor& x, int64_t pool) {
+  check_input(x);
+  auto run = [&] {
+    return conv2d_relu_max_pool2d(x, weight, bias, {.stride = stride, .padding = padding}, pool);
+  };
+  if (!scope_tracking()) return run();
+  CallScope scope(*this);
+  return run();
 }
 
 // The pools' arguments: kernel > 0, stride >= 0 (0: the kernel), 0 <= padding <= kernel/2.

@@ -29,9 +29,16 @@ class Conv2d : public Cell {
          Conv2dOptions options = {});
   using Cell::forward;
   Tensor forward(const Tensor& x) override;
+  // max_pool2d(relu(forward(x)), pool) -> [N, OC, OH/pool, OW/pool] through
+  // the op conv2d_relu_max_pool2d: the same numbers, and for pool 2 on the CPU
+  // one fused kernel (framework/ops.h). Recorded as this cell's, like forward.
+  Tensor relu_max_pool(const Tensor& x, int64_t pool);
 
   const int64_t in_channels, out_channels, kernel_size, stride, padding;
   Tensor weight, bias;
+
+ private:
+  void check_input(const Tensor& x) const;
 };
 
 // Max over each K x K window: x [N, C, H, W] -> [N, C, OH, OW].

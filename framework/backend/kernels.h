@@ -149,6 +149,19 @@ struct Kernels {
   // window means, padding counted (count_include_pad)
   void (*avg_pool_forward)(const PoolGeometry& g, const float* x, float* y);
   void (*avg_pool_backward)(const PoolGeometry& g, const float* gy, float* gx);
+  // Fused max_pool2d(relu(conv2d(x, w, b)), 2) (2x2 windows, stride 2): the
+  // bits of those three ops. PH = OH/2, PW = OW/2. A device without it leaves
+  // all three null; the op front end then runs the three ops, as it does when
+  // state_bytes(g) is 0 (a geometry the device does not fuse).
+  // Bytes of the state the forward leaves for the backward.
+  int64_t (*conv2d_relu_pool_state_bytes)(const ConvGeometry& g);
+  // x, w, b (or null) -> y [N, OC, PH, PW] and state (a layout of the device's)
+  void (*conv2d_relu_pool_forward)(const ConvGeometry& g, const float* x, const float* w,
+                                   const float* b, float* y, void* state);
+  // gy [N, OC, PH, PW] and the forward's state -> gx, gw, gb as conv2d_backward
+  void (*conv2d_relu_pool_backward)(const ConvGeometry& g, const float* x, const float* w,
+                                    const float* gy, const void* state, float* gx, float* gw,
+                                    float* gb);
 
   // ---- labels: int32 or int64 (label_dtype), in [0, C) ----
   // The front ends check host labels before the call; a device kernel given

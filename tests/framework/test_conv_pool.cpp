@@ -1,10 +1,14 @@
 // conv2d against a naive direct convolution (stride 1 and 2, padding 0 and 1,
-// with and without bias), max_pool2d and avg_pool2d by hand, and gradient
-// checks for all three.
+// with and without bias), max_pool2d and avg_pool2d by hand, gradient checks
+// for all three, and the fused conv2d_relu_max_pool2d against the three ops.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "helpers.h"
 
@@ -368,4 +372,120 @@ TEST_CASE("max_pool2d 2x2 stride 2 on wide rows: first maximum, ties, signed zer
             for (int64_t c : cells) CHECK(gv[c] == (c == best ? 1.f : 0.f));
         }
   }
+}
+
+namespace {
+
+// The names of the autograd nodes one backward from y runs (the node observer).
+std::vector<std::string> backward_nodes(const Tensor& y, const Tensor& gy) {
+  std::vector<std::string> names;
+  set_node_observer([&](const char* name, bool begin) {
+    if (begin) names.push_back(name);
+  });
+  y.backward(gy);
+  set_node_observer(nullptr);
+  return names;
+}
+
+// Whether a and b hold the same bits (NaNs included).
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const auto u = a.to_vector<float>(), v = b.to_vector<float>();
+  return a.shape() == b.shape() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+// The fused op against the three ops it replaces, bit for bit: forward, and
+// the input, weight and bias gradients. Integer inputs and weights make
+// integer convolution outputs, so pooling windows hold ties and relu meets
+// zeros and negatives everywhere; a NaN in x makes NaN windows (whose
+// gradient goes to the last cell, through relu only where that cell is > 0).
+// N 30 leaves a lane block partly empty; 7 x 9 outputs leave a row and a
+// column outside every window. The last two shapes are not fused (batch
+// below 16, pool 3) and run the three ops.
+TEST_CASE("conv2d_relu_max_pool2d gives the bits of max_pool2d(relu(conv2d)) and its gradients") {
+  manual_seed(69);
+  struct Case {
+    ConvShape s;
+    int64_t pool;
+    bool fused;
+  };
+  const std::vector<Case> cases = {
+      {{64, 1, 28, 28, 6, 5, 5, 1, 2}, 2, true},   // LeNet conv1
+      {{64, 6, 14, 14, 16, 5, 5, 1, 0}, 2, true},  // LeNet conv2
+      {{30, 3, 7, 9, 5, 3, 3, 1, 1}, 2, true},     // odd output, last block 14/16 full
+      {{16, 2, 6, 5, 7, 2, 3, 1, 0}, 2, true},     // 5 x 3 output, OC 7
+      {{8, 2, 8, 8, 3, 3, 3, 1, 1}, 2, false},     // batch 8: the lanes kernel does not fit
+      {{16, 2, 9, 9, 3, 3, 3, 1, 1}, 3, false},    // pool 3
+  };
+  for (const auto& [s, pool, fused] : cases)
+    for (bool bias : {true, false})
+      for (bool nan : {false, true}) {
+        CAPTURE(s.N);
+        CAPTURE(s.OC);
+        CAPTURE(pool);
+        CAPTURE(bias);
+        CAPTURE(nan);
+        auto ints = [](const Shape& shape, int lo, int hi) {
+          return Tensor::randint(lo, hi, shape).to(kFloat32);
+        };
+        Tensor xv = ints({s.N, s.C, s.H, s.W}, -2, 3);
+        if (nan) xv.data<float>()[s.W + 3] = std::numeric_limits<float>::quiet_NaN();
+        Tensor wv = ints({s.OC, s.C, s.KH, s.KW}, -1, 2), bv = ints({s.OC}, -2, 3);
+        const Conv2dArgs args{.stride = s.stride, .padding = s.pad};
+        const Shape out{s.N, s.OC, (s.H + 2 * s.pad - s.KH + 1) / pool,
+                        (s.W + 2 * s.pad - s.KW + 1) / pool};
+        // a gradient with negative values, zeros and -0
+        Tensor gy = ints(out, -2, 3) * 0.5f;
+        gy.data<float>()[1] = -0.f;
+        Tensor grads[2][3], outs[2];
+        std::vector<std::string> nodes;
+        for (int f = 0; f < 2; ++f) {
+          Tensor x = xv.clone().requires_grad_(), w = wv.clone().requires_grad_();
+          Tensor b = bias ? bv.clone().requires_grad_() : Tensor();
+          Tensor y = f ? conv2d_relu_max_pool2d(x, w, b, args, pool)
+                       : max_pool2d(relu(conv2d(x, w, b, args)), pool);
+          if (f) nodes = backward_nodes(y, gy);
+          else y.backward(gy);
+          outs[f] = y.detach();
+          grads[f][0] = x.grad();
+          grads[f][1] = w.grad();
+          if (bias) grads[f][2] = b.grad();
+        }
+        CHECK((std::find(nodes.begin(), nodes.end(), "conv2d_relu_max_pool2d") != nodes.end()) ==
+              fused);
+        REQUIRE(outs[1].shape() == out);
+        CHECK(same_bits(outs[1], outs[0]));
+        for (int i = 0; i < (bias ? 3 : 2); ++i) CHECK(same_bits(grads[1][i], grads[0][i]));
+      }
+}
+
+// Only the weight wanted (LeNet's conv1), and only the input: the same bits.
+TEST_CASE("conv2d_relu_max_pool2d with only the weight or only the input requiring grad") {
+  manual_seed(70);
+  Tensor x = Tensor::randn({32, 2, 8, 8}), w = Tensor::randn({4, 2, 3, 3}), b = Tensor::randn({4});
+  Tensor gy = Tensor::randn({32, 4, 3, 3});
+  for (int wanted = 0; wanted < 2; ++wanted) {
+    CAPTURE(wanted);
+    Tensor leaf[2];
+    for (int f = 0; f < 2; ++f) {
+      Tensor xi = wanted == 0 ? x.clone().requires_grad_() : x;
+      Tensor wi = wanted == 1 ? w.clone().requires_grad_() : w;
+      Tensor y = f ? conv2d_relu_max_pool2d(xi, wi, b, {}, 2) : max_pool2d(relu(conv2d(xi, wi, b)), 2);
+      y.backward(gy);
+      leaf[f] = wanted == 0 ? xi.grad() : wi.grad();
+    }
+    CHECK(same_bits(leaf[1], leaf[0]));
+  }
+}
+
+TEST_CASE("gradients of conv2d_relu_max_pool2d (finite differences)") {
+  manual_seed(71);
+  // A 1x1 kernel of weight 1 keeps the distinct inputs' order in every window
+  // (a positive scale keeps it at any step) and them 0.04 at least from relu's
+  // kink, past the step.
+  Tensor x = distinct({16, 1, 4, 6}, 1.55), w = Tensor::of({1.f}, {1, 1, 1, 1});
+  Tensor b = Tensor::of({0.01f});
+  CHECK_GRADCHECK([](const Inputs& in) { return conv2d_relu_max_pool2d(in[0], in[1], in[2], {}, 2); },
+                  {x, w, b});
 }

@@ -266,6 +266,9 @@ SEAM_CASE("convolution and pooling equal the CPU's bits") {
            {leaf({2, 3, 6, 6}), leaf({2, 3, 3, 3})});
   check_op([](auto& v) { return std::vector{max_pool2d(v[0], 2)}; }, {leaf({2, 3, 6, 6})});
   check_op([](auto& v) { return std::vector{avg_pool2d(v[0], 3, 2, 1)}; }, {leaf({2, 3, 7, 7})});
+  // batch 16: the CPU's fused kernel, which the emulated table inherits
+  check_op([](auto& v) { return std::vector{conv2d_relu_max_pool2d(v[0], v[1], v[2], {.padding = 1}, 2)}; },
+           {leaf({16, 2, 7, 7}), leaf({3, 2, 3, 3}), leaf({3})});
 }
 
 SEAM_CASE("dropout computes the CPU's Philox mask on the device, forward and backward") {

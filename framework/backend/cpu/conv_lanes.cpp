@@ -21,10 +21,12 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/max2x2.h"
 
 namespace minidl::cpu {
 
@@ -72,19 +74,30 @@ struct Lanes {
   int64_t floats() const { return (N + V - 1) / V * C * plane(); }
 };
 
+// Channel c of block b of the lanes tensor dst: zeroes the padding (rows and
+// columns) and returns the plane.
+float* zero_padding(const Lanes& l, int64_t b, int64_t c, float* dst) {
+  const int64_t PW = l.PW();
+  float* plane = dst + (b * l.C + c) * l.plane();
+  std::fill(plane, plane + l.ph * PW * V, 0.f);
+  std::fill(plane + (l.ph + l.H) * PW * V, plane + l.plane(), 0.f);
+  for (int64_t h = 0; h < l.H; ++h) {
+    float* row = plane + (l.ph + h) * PW * V;
+    std::fill(row, row + l.pw * V, 0.f);
+    std::fill(row + (l.pw + l.W) * V, row + PW * V, 0.f);
+  }
+  return plane;
+}
+
 // Channel c of block b: src [N, C, H, W] -> dst (lanes), zero in the padding
 // and in the samples past N. sums (unless null) [NB, C, V]: each sample's sum
 // of the channel, added in reading order.
 void to_lanes(const Lanes& l, const float* src, int64_t b, int64_t c, float* dst, float* sums) {
   const int64_t samples = std::min(V, l.N - b * V), PW = l.PW();
-  float* plane = dst + (b * l.C + c) * l.plane();
-  std::fill(plane, plane + l.ph * PW * V, 0.f);
-  std::fill(plane + (l.ph + l.H) * PW * V, plane + l.plane(), 0.f);
+  float* plane = zero_padding(l, b, c, dst);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t h = 0; h < l.H; ++h) {
     float* row = plane + (l.ph + h) * PW * V;
-    std::fill(row, row + l.pw * V, 0.f);
-    std::fill(row + (l.pw + l.W) * V, row + PW * V, 0.f);
     const float* first_row = src + ((b * V * l.C + c) * l.H + h) * l.W;
     for (int64_t w0 = 0; w0 < l.W; w0 += V) {
       const int64_t n = std::min(V, l.W - w0);
@@ -363,18 +376,81 @@ void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, c
                   {g.OC, [&](int64_t n, int64_t c) { from_lanes(g.N, g.OC, L, yl.data(), b, n, c, y); }}});
 }
 
-// gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC] (each optional)
-void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
-                         float* gx, float* gw, float* gb) {
+namespace {
+
+// Channel c of block b: yl [NB, OC, OH, OW, V] -> pl [NB, OC, PH, PW, V] =
+// max_pool2d(relu(yl + bias[c]), 2) and code [NB, OC, PH, PW, V] (int8): the
+// window cell the gradient goes to (0, 1 top row, 2, 3 bottom row), -1 where
+// it goes nowhere (relu's zero). The operations and their order are those of
+// from_lanes' bias, relu (v < 0 ? 0 : v is max_ps(0, v)) and pool2x2_row
+// (max2x2.h), so the bits are the three ops'.
+void relu_pool_lanes(int64_t OC, int64_t OH, int64_t OW, const float* yl, const float* bias,
+                     int64_t b, int64_t c, float* pl, int8_t* code) {
+  const int64_t PH = OH / 2, PW = OW / 2, plane = (b * OC + c) * PH * PW;
+  const float* y = yl + (b * OC + c) * OH * OW * V;
+  const __m512 add = _mm512_set1_ps(bias ? bias[c] : 0.f), zero = _mm512_setzero_ps();
+  auto cell = [&](int64_t oh, int64_t ow) {
+    return _mm512_max_ps(zero, _mm512_add_ps(_mm512_load_ps(y + (oh * OW + ow) * V), add));
+  };
+  for (int64_t ph = 0; ph < PH; ++ph)
+    for (int64_t pw = 0; pw < PW; ++pw) {
+      const __m512 v = cell(2 * ph + 1, 2 * pw + 1);
+      const Max2x2 w =
+          max2x2(cell(2 * ph, 2 * pw), cell(2 * ph, 2 * pw + 1), cell(2 * ph + 1, 2 * pw), v);
+      // relu passes the gradient where its output at the argmax is above 0:
+      // the maximum, or with a NaN in the window the last cell
+      const __mmask16 keep = _mm512_cmp_ps_mask(w.max, zero, _CMP_GT_OQ) |
+                             (w.any_nan & _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ));
+      const __m512i code_v = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), keep, w.cell);
+      const int64_t at = (plane + ph * PW + pw) * V;
+      _mm512_store_ps(pl + at, w.max);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(code + at), _mm512_cvtepi32_epi8(code_v));
+    }
+}
+
+// Channel c of block b: gp [NB, OC, PH, PW, V] (the pooled gradient) and the
+// forward's code -> the conv output's gradient in its lanes plane of gl (the
+// rows and columns past 2 PH, 2 PW and the padding zero), and sums [NB, OC, V]
+// as to_lanes adds them, so that gl and sums hold the bits to_lanes makes of
+// max_pool_backward's and relu's gradient.
+void unpool_lanes(const Lanes& l, const float* gp, const int8_t* code, int64_t b, int64_t c,
+                  float* gl, float* sums) {
+  const int64_t PH = l.H / 2, PW = l.W / 2, GPW = l.PW();
+  const int64_t pooled = (b * l.C + c) * PH * PW * V;
+  float* plane = zero_padding(l, b, c, gl);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t h = 0; h < l.H; ++h) {
+    float* row = plane + (l.ph + h) * GPW * V;
+    for (int64_t w = 0; w < l.W; ++w) {
+      __m512 cell = _mm512_setzero_ps();
+      if (h < 2 * PH && w < 2 * PW) {
+        const int64_t at = pooled + (h / 2 * PW + w / 2) * V;
+        const __m512i k = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(code + at)));
+        const __mmask16 mine = _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(h % 2 * 2 + w % 2));
+        // + 0 as max_pool_backward's does: a -0 gradient lands as +0
+        cell = _mm512_maskz_add_ps(mine, _mm512_load_ps(gp + at), _mm512_setzero_ps());
+      }
+      _mm512_store_ps(row + (l.pw + w) * V, cell);
+      sum = _mm512_add_ps(sum, cell);
+    }
+  }
+  _mm512_store_ps(sums + (b * l.C + c) * V, sum);
+}
+
+// The backward of a lanes convolution once fill(gyl, gl, sums, b, oc) has put
+// channel oc of block b of the output's gradient into gl (lanes, padded by
+// KH-1-pad, KW-1-pad for gx's full convolution, unpadded without gx) and its
+// per-sample sums into sums [NB, OC, V] -> gx, gw, gb (each optional).
+using FillGradient = std::function<void(const Lanes&, float*, float*, int64_t, int64_t)>;
+void lanes_backward(const ConvGeometry& g, const float* x, const float* w, const FillGradient& fill,
+                    float* gx, float* gw, float* gb) {
   const int64_t NB = (g.N + V - 1) / V;
-  // gl: gy in lanes, padded for gx's full convolution (not padded without gx);
-  // sums [NB, OC, V]: each sample's sum of each channel of gy, for gb
   const int64_t qh = gx ? g.KH - 1 - g.pad : 0, qw = gx ? g.KW - 1 - g.pad : 0;
   const Lanes gyl{g.N, g.OC, g.OH, g.OW, qh, qw}, xin{g.N, g.C, g.H, g.W, g.pad, g.pad};
   Scratch gl(gyl.floats()), sums(NB * g.OC * V);
-  std::vector<Stage> stages = {{g.OC, [&](int64_t n, int64_t c) {
-                                  to_lanes(gyl, gy, n, c, gl.data(), sums.data());
-                                }}};
+  std::vector<Stage> stages = {
+      {g.OC, [&](int64_t n, int64_t c) { fill(gyl, gl.data(), sums.data(), n, c); }}};
   // gw: x in lanes, then each block's accumulator tiles
   const WeightPlan wp(gyl.PH(), gyl.PW(), qh, qw, g.C, xin.PH(), xin.PW(), g.OC, g.KH, g.KW);
   Scratch xl(gw ? xin.floats() : 0), acc(gw ? NB * wp.items() * wp.tile_floats() : 0);
@@ -411,9 +487,66 @@ void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, 
     }
 }
 
-#else  // no AVX-512: the im2col path serves every geometry
+}  // namespace
+
+// gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC] (each optional)
+void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                         float* gx, float* gw, float* gb) {
+  lanes_backward(
+      g, x, w,
+      [gy](const Lanes& gyl, float* gl, float* sums, int64_t b, int64_t oc) {
+        to_lanes(gyl, gy, b, oc, gl, sums);
+      },
+      gx, gw, gb);
+}
+
+// The state: code [NB, OC, PH, PW, V] int8 (relu_pool_lanes)
+int64_t lanes_relu_pool_state_bytes(const ConvGeometry& g) {
+  if (!lanes_conv_fits(g) || g.OH < 2 || g.OW < 2) return 0;
+  return (g.N + V - 1) / V * V * g.OC * (g.OH / 2) * (g.OW / 2);
+}
+
+// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH/2, OW/2], state
+void lanes_relu_pool_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                             float* y, void* state) {
+  const int64_t NB = (g.N + V - 1) / V, L = g.OH * g.OW, PL = g.OH / 2 * (g.OW / 2);
+  const Lanes in{g.N, g.C, g.H, g.W, g.pad, g.pad};
+  const ForwardPlan fp(g.C, in.PH(), in.PW(), g.pad, g.pad + g.H, g.pad, g.pad + g.W, g.OC, g.KH,
+                       g.KW);
+  Scratch xl(in.floats()), yl(NB * g.OC * L * V), pl(NB * g.OC * PL * V);
+  int8_t* code = static_cast<int8_t*>(state);
+  run_blocks(NB, {{g.C, [&](int64_t n, int64_t c) { to_lanes(in, x, n, c, xl.data(), nullptr); }},
+                  {fp.items(), [&](int64_t n, int64_t i) { fp.item(xl.data(), w, yl.data(), n, i); }},
+                  {g.OC, [&](int64_t n, int64_t c) {
+                     relu_pool_lanes(g.OC, g.OH, g.OW, yl.data(), b, n, c, pl.data(), code);
+                     from_lanes(g.N, g.OC, PL, pl.data(), nullptr, n, c, y);
+                   }}});
+}
+
+// gy [N, OC, OH/2, OW/2], state -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC] (each optional)
+void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float* w,
+                              const float* gy, const void* state, float* gx, float* gw,
+                              float* gb) {
+  const Lanes pooled{g.N, g.OC, g.OH / 2, g.OW / 2, 0, 0};
+  Scratch gp(pooled.floats());
+  const int8_t* code = static_cast<const int8_t*>(state);
+  lanes_backward(
+      g, x, w,
+      [&](const Lanes& gyl, float* gl, float* sums, int64_t b, int64_t oc) {
+        to_lanes(pooled, gy, b, oc, gp.data(), nullptr);
+        unpool_lanes(gyl, gp.data(), code, b, oc, gl, sums);
+      },
+      gx, gw, gb);
+}
+
+#else  // no AVX-512: the im2col path serves every geometry, and nothing is fused
 
 bool lanes_conv_fits(const ConvGeometry&) { return false; }
+int64_t lanes_relu_pool_state_bytes(const ConvGeometry&) { return 0; }
+void lanes_relu_pool_forward(const ConvGeometry&, const float*, const float*, const float*, float*,
+                             void*) {}
+void lanes_relu_pool_backward(const ConvGeometry&, const float*, const float*, const float*,
+                              const void*, float*, float*, float*) {}
 void lanes_conv_forward(const ConvGeometry&, const float*, const float*, const float*, float*) {}
 void lanes_conv_backward(const ConvGeometry&, const float*, const float*, const float*, float*,
                          float*, float*) {}

@@ -56,6 +56,13 @@ void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, c
                         float* y);
 void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                          float* gx, float* gw, float* gb);
+// The fused conv2d + relu + 2x2 max pool entries (kernels.h) on the same
+// lanes: state_bytes is 0 where lanes_conv_fits(g) is false or OH, OW < 2.
+int64_t lanes_relu_pool_state_bytes(const ConvGeometry& g);
+void lanes_relu_pool_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                             float* y, void* state);
+void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float* w,
+                              const float* gy, const void* state, float* gx, float* gw, float* gb);
 
 // ---- table entries (see kernels.h for each contract) ----
 void fill(DType t, int64_t n, double value, void* dst);

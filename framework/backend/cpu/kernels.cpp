@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/max2x2.h"
 
 namespace minidl::cpu {
 
@@ -130,7 +131,6 @@ void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y,
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
                                                            3, 2, 1, 0), 1);
-  const __m512 nan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
   for (int64_t ow = 0; ow < OW; ow += 16) {
     const int64_t n = std::min<int64_t>(16, OW - ow);  // windows: 2n floats per row
     const __mmask16 m0 = static_cast<__mmask16>((1u << std::min<int64_t>(16, 2 * n)) - 1);
@@ -141,19 +141,14 @@ void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y,
     const __m512 b0 = _mm512_maskz_loadu_ps(m0, t + W), b1 = _mm512_maskz_loadu_ps(m1, t + W + 16);
     const __m512 p = _mm512_permutex2var_ps(t0, even, t1), q = _mm512_permutex2var_ps(t0, odd, t1);
     const __m512 u = _mm512_permutex2var_ps(b0, even, b1), v = _mm512_permutex2var_ps(b0, odd, b1);
-    // std::max(a, b) is max_ps(b, a), down to which zero (+0 or -0) it keeps
-    __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
-    const __mmask16 any_nan = _mm512_cmp_ps_mask(p, q, _CMP_UNORD_Q) |
-                              _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q);
-    m = _mm512_mask_mov_ps(m, any_nan, nan);
-    const __mmask16 f = _mm512_cmp_ps_mask(p, m, _CMP_NEQ_UQ);  // not-max flags
-    const __mmask16 fs = f & _mm512_cmp_ps_mask(q, m, _CMP_NEQ_UQ);
-    const __mmask16 fst = fs & _mm512_cmp_ps_mask(u, m, _CMP_NEQ_UQ);
-    __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2);
-    idx = _mm512_mask_add_epi32(idx, f, idx, _mm512_set1_epi32(1));
-    idx = _mm512_mask_add_epi32(idx, fs, idx, _mm512_set1_epi32(static_cast<int32_t>(W - 1)));
-    idx = _mm512_mask_add_epi32(idx, fst, idx, _mm512_set1_epi32(1));
-    _mm512_mask_storeu_ps(y + ow, out, m);
+    const Max2x2 w = max2x2(p, q, u, v);
+    // the cell's offset in the plane: 0, 1, W, W + 1
+    const __m512i offset = _mm512_add_epi32(
+        _mm512_and_si512(w.cell, _mm512_set1_epi32(1)),
+        _mm512_mullo_epi32(_mm512_srli_epi32(w.cell, 1), _mm512_set1_epi32(static_cast<int32_t>(W))));
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * ow)), lane2), offset);
+    _mm512_mask_storeu_ps(y + ow, out, w.max);
     _mm512_mask_storeu_epi32(a + ow, out, idx);
   }
 }

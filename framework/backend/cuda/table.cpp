@@ -40,6 +40,10 @@ const Kernels* table_if_present() {
       .max_pool_backward = max_pool_backward,
       .avg_pool_forward = avg_pool_forward,
       .avg_pool_backward = avg_pool_backward,
+      // no fused conv + relu + pool here: conv2d_relu_max_pool2d runs the three ops
+      .conv2d_relu_pool_state_bytes = nullptr,
+      .conv2d_relu_pool_forward = nullptr,
+      .conv2d_relu_pool_backward = nullptr,
       .gather = gather,
       .gather_backward = gather_backward,
       .cross_entropy_forward = cross_entropy_forward,
