@@ -56,8 +56,9 @@ inline void add_flags(CLI::App& app, Flags& f) {
                                  "an integer from 0 to 2^64 - 1"));
   app.add_option("--threads", f.threads, "compute threads (default: OMP_NUM_THREADS or all cores)")
       ->check(in_range<int64_t>(1, kMaxThreads));
-  app.add_option("--steps", f.steps, "stop after this many steps")
-      ->check(in_range<int64_t>(1, kMaxSteps));
+  app.add_option("--steps", f.steps, "stop after this many steps (0: no training, e.g. to --save "
+                                     "the initial weights)")
+      ->check(in_range<int64_t>(0, kMaxSteps));
   app.add_option("--log-every", f.log_every, "LossMonitor interval in steps")
       ->check(in_range<int64_t>(1, kMaxSteps));
   app.add_flag("--no-shuffle", f.no_shuffle, "batches in file order");

@@ -89,7 +89,7 @@ expect 1 "error: --lr: expected a finite number >= 0, got '-0.1'" $lenet --lr -0
 expect 1 "error: --threads: expected an integer from 1 to 1024, got '2147483648'" $lenet --threads 2147483648
 expect 1 "error: --threads: expected an integer from 1 to 1024, got '4294967297'" $lenet --threads 4294967297
 expect 1 "error: --threads: expected an integer from 1 to 1024, got '-1'" $lenet --threads -1
-expect 1 "error: --steps: expected an integer from 1 to 1000000000, got '-5'" $lenet --steps -5
+expect 1 "error: --steps: expected an integer from 0 to 1000000000, got '-5'" $lenet --steps -5
 expect 1 "error: --epochs: expected an integer from 1 to 1000000, got '0'" $lenet --epochs 0
 expect 1 "error: --bucket-kb: expected an integer from 1 to 1048576, got '99999999999999999'" \
   $lenet --bucket-kb 99999999999999999
@@ -109,6 +109,13 @@ expect 0 "" $lenet --help
 # What works still works: a short run that saves.
 expect 0 "" $lenet $good --steps 2 --threads 1 --save "$tmp/w.safetensors"
 [ -s "$tmp/w.safetensors" ] || fail "the good run saved nothing"
+# --steps 0 saves the initial weights (tools/lenet_torch_reference.py starts
+# from them): reloaded and saved again they are the same bytes, and two steps
+# of training changed them.
+expect 0 "" $lenet $good --steps 0 --threads 1 --save "$tmp/w0.safetensors"
+expect 0 "" $lenet $good --steps 0 --threads 1 --init "$tmp/w0.safetensors" --save "$tmp/w0b.safetensors"
+cmp -s "$tmp/w0.safetensors" "$tmp/w0b.safetensors" || fail "--steps 0 --init did not save the weights it loaded"
+cmp -s "$tmp/w0.safetensors" "$tmp/w.safetensors" && fail "--steps 0 saved trained weights"
 
 # Under mpirun: one rank's error (--save is checked on rank 0 only) ends the
 # job with status 1; so does an error on every rank, and a diverging run.
