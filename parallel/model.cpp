@@ -109,13 +109,9 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
          {"start", cat("epoch ", pos.epoch, " step ", pos.step, " global step ", pos.global_step)},
          {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
          {"optimizer", cat(optimizer_->name(), " lr ", std::setprecision(17), optimizer_->lr())}});
-  TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
-  for (auto& cb : callbacks) {
-    cb->rank_ = begin.rank;
-    cb->network_ = &network_;
-    cb->model_ = this;
-    cb->on_train_begin(begin);
-  }
+  CallbackList run_callbacks(std::move(callbacks));
+  run_callbacks.train_begin(
+      {pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_, this});
   scheduler_ = scheduler;
   int64_t taken = 0;  // steps in this call
   const Device device = device_of(network_);
@@ -181,7 +177,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                    "(TrainOptions::stop_on_nonfinite_loss = false trains on)");
       summary.samples += s.samples;
       summary.mean_loss += (s.loss - summary.mean_loss) / run;
-      for (auto& cb : callbacks) cb->on_step_end(s);
+      run_callbacks.step_end(s);
     }
     summary.steps = pos.step;
     summary.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
@@ -195,12 +191,12 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     }
     if ((run > 0 || complete) && options.valid_dataset) summary.valid = eval(*options.valid_dataset);
     if (run > 0 || complete)
-      for (auto& cb : callbacks) cb->on_epoch_end(summary);
+      run_callbacks.epoch_end(summary);
     if (!complete) break;
     if (options.max_steps >= 0 && taken >= options.max_steps) break;
   }
   parallel::Timeline::set_step(0);
-  for (auto& cb : callbacks) cb->on_train_end();
+  run_callbacks.train_end();
   return taken;
 }
 
