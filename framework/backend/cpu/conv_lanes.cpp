@@ -25,10 +25,12 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 
 namespace minidl::cpu {
 
-#if defined(__AVX512F__)
+#if MINIDL_HAVE_AVX512
+MINIDL_AVX512_BEGIN
 
 namespace {
 
@@ -343,12 +345,14 @@ void run_blocks(int64_t NB, const std::vector<Stage>& stages) {
 }
 
 }  // namespace
+MINIDL_AVX512_END
 
 bool lanes_conv_fits(const ConvGeometry& g) {
   const int64_t NB = (g.N + V - 1) / V;
-  return g.stride == 1 && g.pad < g.KH && g.pad < g.KW && g.N >= V &&
+  return cpu_has_avx512() && g.stride == 1 && g.pad < g.KH && g.pad < g.KW && g.N >= V &&
          4 * NB * V <= 5 * g.N;  // at most a quarter of the lanes left empty
 }
+MINIDL_AVX512_BEGIN
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH, OW]
 void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
@@ -411,6 +415,7 @@ void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, 
     }
 }
 
+MINIDL_AVX512_END
 #else  // no AVX-512: the im2col path serves every geometry
 
 bool lanes_conv_fits(const ConvGeometry&) { return false; }
