@@ -109,9 +109,10 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
          {"start", cat("epoch ", pos.epoch, " step ", pos.step, " global step ", pos.global_step)},
          {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
          {"optimizer", cat(optimizer_->name(), " lr ", std::setprecision(17), optimizer_->lr())}});
+  TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
+  begin.model = this;
   CallbackList run_callbacks(std::move(callbacks));
-  run_callbacks.train_begin(
-      {pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_, this});
+  run_callbacks.train_begin(begin);
   scheduler_ = scheduler;
   int64_t taken = 0;  // steps in this call
   const Device device = device_of(network_);

@@ -1,9 +1,10 @@
 #!/bin/bash
 # The default (portable) build on older CPUs: mnist_train_loop trains under
-# qemu-user emulating a CPU without AVX (Nehalem: the baseline code and
-# im2col convolutions) and one with AVX2 but no AVX-512 (Haswell: the
-# x86-64-v3 clones), with no illegal instruction, and its test losses equal
-# this machine's to 1e-5. Skipped (77) without qemu-x86_64 (Debian's
+# qemu-user emulating a Core 2 (Conroe: SSSE3, below x86-64-v2, no AVX; the
+# baseline code and im2col convolutions) and a CPU with AVX2 but no AVX-512
+# (Haswell: the x86-64-v3 clones), with no illegal instruction, and its test
+# losses equal this machine's to 1e-5. (qemu's default qemu64 model makes
+# OpenBLAS pick 3DNow! kernels that qemu cannot run: not minidl's code.) Skipped (77) without qemu-x86_64 (Debian's
 # qemu-user) or on a MINIDL_NATIVE build, which such CPUs cannot run.
 # usage: check_portable.sh BIN_DIR NATIVE(ON|OFF)
 set -eu
@@ -17,7 +18,7 @@ args="--data $tmp --epochs 2 --batch 16 --dropout 0 --lr 0.05"
 # OpenBLAS picks its kernels from the (emulated) CPU only when no core type is forced
 run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$@" "$bin/mnist_train_loop" $args; }
 run > "$tmp/host"
-for cpu in Nehalem Haswell; do
+for cpu in Conroe Haswell; do
   # (qemu warns on stderr about host features TCG lacks; shown on failure only)
   run qemu-x86_64 -cpu $cpu > "$tmp/$cpu" 2> "$tmp/$cpu.err" ||
     { cat "$tmp/$cpu" "$tmp/$cpu.err"; echo "failed under qemu -cpu $cpu"; exit 1; }
@@ -28,7 +29,7 @@ def losses(name):
     return [float(x) for x in re.findall(r"test loss ([0-9.]+)", open(f"{sys.argv[1]}/{name}").read())]
 host = losses("host")
 assert len(host) == 2, host
-for cpu in ("Nehalem", "Haswell"):
+for cpu in ("Conroe", "Haswell"):
     got = losses(cpu)
     diff = max(abs(a - b) for a, b in zip(host, got)) if len(got) == 2 else float("inf")
     print(f"qemu -cpu {cpu}: test losses {got}, max difference from this CPU's {diff:.1e}")

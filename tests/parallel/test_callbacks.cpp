@@ -2,6 +2,7 @@
 // checkpoints (byte for byte), history CSV and SVG, LossMonitor lines and
 // replica checks as under Model::train, alone and under mpirun -np 2.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -39,15 +40,20 @@ std::string read_file(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-// Runs f with stdout redirected to a file and returns what it printed.
+// Runs f with stdout redirected to a file and returns what it printed; then
+// stdout is what it was (doctest's report still reaches it).
 template <class F>
 std::string capture_stdout(F f) {
-  std::fflush(stdout);
   const std::string path = cat("/tmp/minidl_callbacks_stdout_", getpid());
-  REQUIRE(std::freopen(path.c_str(), "w", stdout) != nullptr);
+  std::fflush(stdout);
+  const int saved = dup(STDOUT_FILENO), file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE((saved >= 0 && file >= 0));
+  dup2(file, STDOUT_FILENO);
+  close(file);
   f();
   std::fflush(stdout);
-  std::freopen("/dev/tty", "w", stdout) || std::freopen("/dev/null", "w", stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
   std::string out = read_file(path);
   fs::remove(path);
   return out;
