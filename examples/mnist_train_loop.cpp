@@ -2,13 +2,16 @@
 // example: constants, the Net, train(), test(), main(). lenet_mnist.cpp lets
 // Model run this loop; here every step is in view: forward, loss, backward
 // (where DataParallel averages the gradients over ranks), the optimizer step,
-// and an evaluation whose sums are added over ranks.
+// and an evaluation whose sums are added over ranks. Model's callbacks run
+// here too, driven by the loop through a CallbackList: LossMonitor prints the
+// loss, and with --checkpoint ModelCheckpoint saves the weights each epoch.
 //
 //   build/bin/mnist_train_loop                     # one process
 //   build/bin/mnist_train_loop --nprocs 2          # two ranks, started through mpirun
 //   mpirun -np 2 build/bin/mnist_train_loop        # the same, launched by hand
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 
@@ -41,9 +44,11 @@ struct Net : nn::Cell {
 
 // One epoch over this rank's shard. DataParallel starts allreducing gradients
 // during backward, so after loss.backward() every rank holds the mean over
-// ranks: the gradient of the whole batch's mean loss.
+// ranks: the gradient of the whole batch's mean loss. The callbacks hear of
+// every step (with the loss averaged over ranks) and of the epoch's end.
 void train(int64_t epoch, int64_t max_steps, parallel::DataParallel& model,
-           optim::Optimizer& optimizer, const data::BatchDataset& batches) {
+           optim::Optimizer& optimizer, const data::BatchDataset& batches,
+           CallbackList& callbacks, int64_t& global_step) {
   model.train();  // dropout on
   int64_t step = 0;
   for (data::Batch& batch : batches.epoch(epoch)) {
@@ -51,11 +56,15 @@ void train(int64_t epoch, int64_t max_steps, parallel::DataParallel& model,
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
-    if (++step % kLogInterval == 0 && parallel::rank() == 0)
-      std::printf("epoch %lld step %lld/%lld: loss %.4f (rank 0's rows)\n", (long long)epoch + 1,
-                  (long long)step, (long long)batches.num_batches(), loss.item());
+    double figures[2] = {loss.item(), static_cast<double>(batch.labels.size(0))};
+    parallel::world().allreduce(figures, 2);  // summed over ranks
+    callbacks.step_end({.epoch = epoch + 1, .step = ++step, .global_step = ++global_step,
+                        .steps_per_epoch = batches.num_batches(),
+                        .samples = static_cast<int64_t>(figures[1]),
+                        .loss = figures[0] / parallel::world_size()});
     if (step == max_steps) break;
   }
+  callbacks.epoch_end({.epoch = epoch + 1, .steps = step});
 }
 
 // Mean loss and accuracy over the test set: each rank evaluates its shard,
@@ -82,7 +91,7 @@ void test(nn::Cell& net, const data::BatchDataset& batches) {
 void program(int argc, char** argv) {
   parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
   parallel::init();                           // a world of one when started alone
-  std::string dir = data::default_mnist_dir(), save;
+  std::string dir = data::default_mnist_dir(), save, checkpoint;
   int64_t epochs = kEpochs, batch = kTrainBatch, max_steps = -1;
   double lr = kLearningRate, p = kDropout;
   uint64_t seed = 0;
@@ -98,6 +107,8 @@ void program(int argc, char** argv) {
   app.add_option("--dropout", p, "dropout probability after fc1")->check(example::in_range(0.0, 0.99));
   app.add_option("--seed", seed, "initial weights and shuffling");
   app.add_option("--save", save, "save the trained weights as safetensors");
+  app.add_option("--checkpoint", checkpoint,
+                 "save the weights at each epoch's end as PREFIX-<epoch>_<step>.safetensors");
   int64_t nprocs = 1;  // taken (and checked) by launch_if_requested; listed for --help
   app.add_option("--nprocs", nprocs, "start N ranks through mpirun");
   example::parse(app, argc, argv);
@@ -121,10 +132,19 @@ void program(int argc, char** argv) {
   parallel::DataParallel model(net);
   optim::Momentum optimizer(model.trainable_params(), lr, kMomentum);
 
+  // The callbacks Model::train would run, told by hand what it tells them.
+  std::vector<CallbackRef> list = {LossMonitor(kLogInterval)};
+  if (!checkpoint.empty()) list.push_back(ModelCheckpoint(checkpoint));
+  CallbackList callbacks(list);
+  callbacks.train_begin({.epochs = epochs, .steps_per_epoch = train_set.num_batches(),
+                         .batch_size = batch / ranks, .rank = rank, .world_size = ranks,
+                         .network = &net});
+  int64_t global_step = 0;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-    train(epoch, max_steps, model, optimizer, train_set);
+    train(epoch, max_steps, model, optimizer, train_set, callbacks, global_step);
     test(net, test_set);
   }
+  callbacks.train_end();
   if (!save.empty() && rank == 0) net.save(save);
 }
 

@@ -129,12 +129,9 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     parallel::world().check_same(
         "Model::train", agreement(network_, *optimizer_, ds, steps_per_epoch, epochs, pos, options));
   TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
-  for (auto& cb : callbacks) {
-    cb->rank_ = begin.rank;
-    cb->network_ = &network_;
-    cb->model_ = this;
-    cb->on_train_begin(begin);
-  }
+  begin.model = this;
+  CallbackList run_callbacks(std::move(callbacks));
+  run_callbacks.train_begin(begin);
   scheduler_ = scheduler;
   int64_t taken = 0;  // steps in this call
   const Device device = device_of(network_);
@@ -203,7 +200,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                    "(TrainOptions::stop_on_nonfinite_loss = false trains on)");
       summary.samples += s.samples;
       summary.mean_loss += (s.loss - summary.mean_loss) / run;
-      for (auto& cb : callbacks) cb->on_step_end(s);
+      run_callbacks.step_end(s);
     }
     summary.steps = pos.step;
     summary.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
@@ -217,12 +214,12 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     }
     if ((run > 0 || complete) && options.valid_dataset) summary.valid = eval(*options.valid_dataset);
     if (run > 0 || complete)
-      for (auto& cb : callbacks) cb->on_epoch_end(summary);
+      run_callbacks.epoch_end(summary);
     if (!complete) break;
     if (options.max_steps >= 0 && taken >= options.max_steps) break;
   }
   parallel::Timeline::set_step(0);
-  for (auto& cb : callbacks) cb->on_train_end();
+  run_callbacks.train_end();
   return taken;
 }
 

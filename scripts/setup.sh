@@ -3,10 +3,11 @@
 # missing), so the README's two commands work on a fresh Debian 12 machine.
 set -euo pipefail
 # clang-14, its sanitizer and libFuzzer runtimes and OpenMP: scripts/check_sanitizers.sh;
-# iproute2: the two-namespace test (tests/parallel/run_netns.sh).
+# iproute2: the two-namespace test (tests/parallel/run_netns.sh); qemu-user:
+# the portable build on older CPUs (tests/examples/check_portable.sh).
 packages=(build-essential cmake libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           doctest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist npm python3
-          clang-14 libclang-rt-14-dev libomp-14-dev iproute2)
+          clang-14 libclang-rt-14-dev libomp-14-dev iproute2 qemu-user)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -26,11 +26,13 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/cpu/max2x2.h"
 
 namespace minidl::cpu {
 
-#if defined(__AVX512F__)
+#if MINIDL_HAVE_AVX512
+MINIDL_AVX512_BEGIN
 
 namespace {
 
@@ -356,12 +358,14 @@ void run_blocks(int64_t NB, const std::vector<Stage>& stages) {
 }
 
 }  // namespace
+MINIDL_AVX512_END
 
 bool lanes_conv_fits(const ConvGeometry& g) {
   const int64_t NB = (g.N + V - 1) / V;
-  return g.stride == 1 && g.pad < g.KH && g.pad < g.KW && g.N >= V &&
+  return cpu_has_avx512() && g.stride == 1 && g.pad < g.KH && g.pad < g.KW && g.N >= V &&
          4 * NB * V <= 5 * g.N;  // at most a quarter of the lanes left empty
 }
+MINIDL_AVX512_BEGIN
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH, OW]
 void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
@@ -500,11 +504,13 @@ void lanes_conv_backward(const ConvGeometry& g, const float* x, const float* w, 
       gx, gw, gb);
 }
 
+MINIDL_AVX512_END
 // The state: code [NB, OC, PH, PW, V] int8 (relu_pool_lanes)
 int64_t lanes_relu_pool_state_bytes(const ConvGeometry& g) {
   if (!lanes_conv_fits(g) || g.OH < 2 || g.OW < 2) return 0;
   return (g.N + V - 1) / V * V * g.OC * (g.OH / 2) * (g.OW / 2);
 }
+MINIDL_AVX512_BEGIN
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH/2, OW/2], state
 void lanes_relu_pool_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
@@ -539,6 +545,7 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
       gx, gw, gb);
 }
 
+MINIDL_AVX512_END
 #else  // no AVX-512: the im2col path serves every geometry, and nothing is fused
 
 bool lanes_conv_fits(const ConvGeometry&) { return false; }

@@ -49,7 +49,7 @@ void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld);
 
 // ---- direct convolution with 16 samples in the vector lanes (conv_lanes.cpp) ----
 // Whether it takes g: stride 1, padding below the kernel, N >= 16 with at most
-// a quarter of the last lane block empty, and AVX-512 compiled in.
+// a quarter of the last lane block empty, and AVX-512 compiled in and on this CPU.
 bool lanes_conv_fits(const ConvGeometry& g);
 // The contracts of conv2d_forward and conv2d_backward (kernels.h).
 void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,

@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/philox.h"
 
 namespace minidl::cpu {
 namespace {
 
 template <class F>
-void map(int64_t n, const float* x, float* out, F f) {
+MINIDL_CLONES void map(int64_t n, const float* x, float* out, F f) {
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
 }
@@ -24,7 +25,7 @@ void map(int64_t n, const float* x, float* out, F f) {
 // out [bc.size] = f(a, b) under the coalesced index map; the inner dim has
 // stride 0 or 1 on each side.
 template <class F>
-void broadcast_map(const Broadcast& bc, const float* pa, const float* pb, float* po, F f) {
+MINIDL_CLONES void broadcast_map(const Broadcast& bc, const float* pa, const float* pb, float* po, F f) {
   const int64_t n = bc.n;
   if (n == 0) return;
   if (bc.nd == 0) {
@@ -104,7 +105,8 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
 
 // x [n] -> out [n]: whole Philox blocks of four elements in one vectorized
 // loop, then the last partial block
-void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out) {
+MINIDL_CLONES void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x,
+                            float* out) {
   const float scale = 1.f / keep;
   const int64_t whole = n / 4;
 #pragma omp parallel for simd if (n > 65536)

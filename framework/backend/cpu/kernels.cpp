@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/cpu/max2x2.h"
 
 namespace minidl::cpu {
 
 // src [R, C] -> dst [C, R], in 16x16 tiles so reads and writes both stay in cache lines
-void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
+MINIDL_CLONES void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
   constexpr int64_t kTile = 16;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile)
@@ -25,7 +26,7 @@ void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
 }
 
 // im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
-void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
+MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
   if (g.stride == 1) {  // rows are plain copies from a zero-padded plane
     const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
     thread_local std::vector<float> padded;
@@ -72,7 +73,7 @@ void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
 }
 
 // col [C*KH*KW, OH*OW], row stride ld -> im [C, H, W] (accumulates)
-void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
+MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
   if (g.stride == 1) {  // rows add into a zero-padded plane, cropped into im
     const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
     thread_local std::vector<float> padded;
@@ -125,8 +126,10 @@ namespace {
 // flags all read true). Branch-free: data-dependent branches on random
 // activations mispredict and cost 30x. With AVX-512, 16 windows per step, the
 // last step masked (LeNet's rows hold 14 and 5 windows).
-#if defined(__AVX512F__)
-void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
+#if MINIDL_HAVE_AVX512
+MINIDL_AVX512_BEGIN
+void pool2x2_row_avx512(const float* r0, int64_t W, int64_t OW, int64_t base, float* y,
+                        int32_t* a) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lane2 = _mm512_slli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4,
@@ -152,8 +155,13 @@ void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y,
     _mm512_mask_storeu_epi32(a + ow, out, idx);
   }
 }
-#else
+MINIDL_AVX512_END
+#endif
+
 void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y, int32_t* a) {
+#if MINIDL_HAVE_AVX512
+  if (cpu_has_avx512()) return pool2x2_row_avx512(r0, W, OW, base, y, a);
+#endif
   const float* r1 = r0 + W;
   for (int64_t ow = 0; ow < OW; ++ow) {
     const float p = r0[2 * ow], q = r0[2 * ow + 1], u = r1[2 * ow], v = r1[2 * ow + 1];
@@ -164,7 +172,6 @@ void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y,
     a[ow] = static_cast<int32_t>(base + 2 * ow + f * (1 + s * (W - 1 + t)));
   }
 }
-#endif
 
 }  // namespace
 
@@ -212,8 +219,9 @@ void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* 
   }
 }
 
-#if defined(__AVX512F__)
+#if MINIDL_HAVE_AVX512
 namespace {
+MINIDL_AVX512_BEGIN
 
 // One row of 2x2 stride-2 windows backward: gy, a [OW] (a: flat argmax into
 // the plane, base = the flat index of the windows' top-left cell r0[0]) ->
@@ -249,26 +257,31 @@ void unpool2x2_row(const float* gy, const int32_t* a, int64_t W, int64_t OW, int
   }
 }
 
+// LeNet's pools (2x2, stride 2, windows tiling the plane): gy [NC, OH, OW] -> gx [NC, H, W]
+void max_pool2x2_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax,
+                          float* gx) {
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+  for (int64_t p = 0; p < g.NC; ++p) {
+    float* plane = gx + p * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t o = (p * g.OH + oh) * g.OW;
+      unpool2x2_row(gy + o, argmax + o, g.W, g.OW, 2 * oh * g.W, plane + 2 * oh * g.W);
+      for (int64_t w = 2 * g.OW; w < g.W; ++w)  // an odd width's last column
+        plane[2 * oh * g.W + w] = plane[(2 * oh + 1) * g.W + w] = 0.f;
+    }
+    std::fill(plane + 2 * g.OH * g.W, plane + g.H * g.W, 0.f);  // an odd height's last row
+  }
+}
+
+MINIDL_AVX512_END
 }  // namespace
 #endif
 
 // gy [NC, OH, OW] -> gx [NC, H, W]
 void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx) {
-#if defined(__AVX512F__)
-  if (g.K == 2 && g.stride == 2 && g.pad == 0) {  // LeNet's pools: windows tile the plane
-#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
-    for (int64_t p = 0; p < g.NC; ++p) {
-      float* plane = gx + p * g.H * g.W;
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        const int64_t o = (p * g.OH + oh) * g.OW;
-        unpool2x2_row(gy + o, argmax + o, g.W, g.OW, 2 * oh * g.W, plane + 2 * oh * g.W);
-        for (int64_t w = 2 * g.OW; w < g.W; ++w)  // an odd width's last column
-          plane[2 * oh * g.W + w] = plane[(2 * oh + 1) * g.W + w] = 0.f;
-      }
-      std::fill(plane + 2 * g.OH * g.W, plane + g.H * g.W, 0.f);  // an odd height's last row
-    }
-    return;
-  }
+#if MINIDL_HAVE_AVX512
+  if (g.K == 2 && g.stride == 2 && g.pad == 0 && cpu_has_avx512())
+    return max_pool2x2_backward(g, gy, argmax, gx);
 #endif
   std::memset(gx, 0, g.NC * g.H * g.W * sizeof(float));
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)

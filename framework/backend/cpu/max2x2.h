@@ -2,7 +2,8 @@
 // max_pool2d's kernel (kernels.cpp) and the fused conv + relu + pool
 // (conv_lanes.cpp), so both give the same bits and the same argmax.
 #pragma once
-#if defined(__AVX512F__)
+#include "framework/backend/cpu/dispatch.h"
+#if MINIDL_HAVE_AVX512
 // GCC 12 warns that its own _mm512_undefined_*, inside some intrinsics, "may
 // be used uninitialized" (a known false positive).
 #pragma GCC diagnostic push
@@ -21,6 +22,7 @@ struct Max2x2 {
   __mmask16 any_nan;  // lanes with a NaN cell
 };
 
+MINIDL_AVX512_BEGIN
 inline Max2x2 max2x2(__m512 p, __m512 q, __m512 u, __m512 v) {
   // std::max(a, b) is max_ps(b, a), down to which zero (+0 or -0) it keeps
   __m512 m = _mm512_max_ps(_mm512_max_ps(v, u), _mm512_max_ps(q, p));
@@ -37,6 +39,7 @@ inline Max2x2 max2x2(__m512 p, __m512 q, __m512 u, __m512 v) {
   cell = _mm512_mask_add_epi32(cell, fst, cell, one);
   return {m, cell, any_nan};
 }
+MINIDL_AVX512_END
 
 }  // namespace minidl::cpu
 #endif

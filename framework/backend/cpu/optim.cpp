@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 
 namespace minidl::cpu {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 // had compiled to scalar code that reloaded every constant per element).
 
 // p [n] -= lr * (g [n] + wd * p [n])
-void sgd(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
+MINIDL_CLONES void sgd(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
   const float lr = static_cast<float>(a.lr), wd = static_cast<float>(a.weight_decay);
   float* __restrict p = s.p;
   const float* __restrict g = s.g;
@@ -23,7 +24,7 @@ void sgd(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) 
 }
 
 // p, g, buf = m [n]; see optim/sgd.h for the rule
-void momentum(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
+MINIDL_CLONES void momentum(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
   if (a.momentum == 0) return sgd(s, a, begin, end);
   const float lr = static_cast<float>(a.lr), wd = static_cast<float>(a.weight_decay);
   const float mu = static_cast<float>(a.momentum), keep = static_cast<float>(1 - a.dampening);
@@ -40,7 +41,7 @@ void momentum(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t 
 }
 
 // p, g, m, v [n]; see optim/adam.h for the rule
-void adam(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
+MINIDL_CLONES void adam(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
   const double t = static_cast<double>(s.step);
   const double bc1 = 1 - std::pow(a.beta1, t), bc2 = 1 - std::pow(a.beta2, t);
   const float step_size = static_cast<float>(a.lr / bc1),

@@ -1,0 +1,39 @@
+// ModelCheckpoint: the network's weights (or a whole training checkpoint)
+// saved during training.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/callbacks/callback.h"
+
+namespace minidl {
+
+// Saves the network's parameters as `<prefix>-<epoch>_<step>.safetensors`
+// (step: within the epoch, from 1) every `every_steps` global steps (counted
+// over all epochs, like MindSpore's save_checkpoint_steps; 0: off) and at
+// every epoch's end unless that step was just saved. With 10 steps per epoch
+// and every_steps 4: -1_4, -1_8, -1_10, -2_2, -2_6, -2_10. The file is written
+// to a temporary name and renamed, so a crash never leaves it torn. Rank 0
+// writes. With `training_state`, each file is a whole Model::save_checkpoint
+// (optimizer, schedule, position, generator beside the weights), which
+// Model::load_checkpoint resumes exactly; that needs Model::train (TrainBegin::
+// model), and train_begin throws minidl::Error in a loop without a Model.
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0, bool training_state = false);
+  void on_train_begin(const TrainBegin& b) override;
+  void on_step_end(const StepEnd& s) override;
+  void on_epoch_end(const EpochEnd& e) override;
+  const std::vector<std::string>& saved() const { return saved_; }
+
+ private:
+  void save(int64_t epoch, int64_t step);
+  std::string prefix_;
+  int64_t every_steps_;
+  bool training_state_;
+  int64_t last_global_step_ = 0, saved_global_step_ = 0;
+  std::vector<std::string> saved_;
+};
+
+}  // namespace minidl
