@@ -39,12 +39,12 @@ The twin's choices:
   --dtype        float64 trains in double precision (a numerics reference).
 The data go through minidl's arithmetic (float32(p * (1/255)), then
 float32((x - mean) * (1/std)) computed in double), so both see the same floats.
-Python's standard library, numpy and torch (Debian's python3-torch) only.
+Python's standard library, numpy and torch (Debian's python3-torch) only; the
+twin's LeNet5 and the file readers are tools/lenet_torch_reference.py's.
 """
 import argparse
 import csv
 import gzip
-import io
 import json
 import math
 import os
@@ -150,13 +150,15 @@ def minidl_init(seed):
 
 # ---- files: IDX and safetensors ----
 
+def tools():
+    """tools/lenet_torch_reference.py (the twin's LeNet5 and file readers); imports torch."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+    import lenet_torch_reference
+    return lenet_torch_reference
+
+
 def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    return tools().read_idx(path).numpy()
 
 
 def write_idx(path, array):
@@ -177,21 +179,6 @@ def write_safetensors(path, tensors):
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def read_safetensors(path):
-    import numpy as np
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = info["data_offsets"]
-        assert info["dtype"] == "F32", info
-        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], dtype=np.float32).reshape(info["shape"])
-    return out
 
 
 # ---- the split ----
@@ -243,22 +230,7 @@ def load_split(data_dir, prefix):
 
 
 def lenet():
-    import torch.nn as nn
-
-    class LeNet5(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-            self.conv2 = nn.Conv2d(6, 16, 5)
-            self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
-
-        def forward(self, x):
-            f = nn.functional
-            h = f.max_pool2d(f.relu(self.conv1(x)), 2)
-            h = f.max_pool2d(f.relu(self.conv2(h)), 2).flatten(1)
-            return self.fc3(f.relu(self.fc2(f.relu(self.fc1(h)))))
-
-    return LeNet5()
+    return tools().LeNet5()
 
 
 def train_twin(seed, init, order, dtype, train_xy, test_xy, log_every=0):
@@ -453,8 +425,8 @@ def cmd_selfcheck(args):
         path = os.path.join(tmp, "w.safetensors")
         # lr 0 and 1 step: the saved weights are the initial ones.
         out = run_minidl(args.bin, args.data, 3, ["--lr", "0", "--steps", "1", "--save", path])
-        saved, mine = read_safetensors(path), minidl_init(3)
-        worst = max(float(np.abs(saved[k] - mine[k]).max()) for k, _ in LENET_PARAMS)
+        saved, mine = tools().load_safetensors(path), minidl_init(3)
+        worst = max(float(np.abs(saved[k].numpy() - mine[k]).max()) for k, _ in LENET_PARAMS)
         assert worst == 0, f"minidl's initial weights differ by {worst}"
         print("ok: minidl's initial weights for seed 3 reproduced bit for bit")
         # The twin from minidl's weights in minidl's order: losses of the first steps.

@@ -32,15 +32,12 @@ for chunk in $(seeds_in "$seeds"); do
   minidl --seeds "$chunk"
   twin --seeds "$chunk" --init torch --order torch
 done
-# Probes: the twin from minidl's initial weights and/or in minidl's order,
-# minidl from PyTorch's initial weights, and the twin in float64.
-for chunk in $(seeds_in "$probe"); do
-  twin --seeds "$chunk" --init minidl --order minidl
-  minidl --seeds "$chunk" --init torch
-  twin --seeds "$chunk" --init minidl --order torch
-  twin --seeds "$chunk" --init torch --order minidl
-done
-for chunk in $(seeds_in "$probe"); do
-  twin --seeds "$chunk" --init torch --order torch --dtype float64
+# Probes, one arm after the other (the first two tell the most): the twin
+# from minidl's initial weights in minidl's order, minidl from PyTorch's
+# initial weights, the twin with one of the two from minidl, the twin in float64.
+for arm in "twin --init minidl --order minidl" "minidl --init torch" \
+           "twin --init minidl --order torch" "twin --init torch --order minidl" \
+           "twin --init torch --order torch --dtype float64"; do
+  for chunk in $(seeds_in "$probe"); do $arm --seeds "$chunk"; done
 done
 "${study[@]}" stats "$out" --baseline minidl
