@@ -43,7 +43,6 @@ Python's standard library, numpy and torch (Debian's python3-torch) only; the
 twin's LeNet5 and the file readers are tools/lenet_torch_reference.py's.
 """
 import argparse
-import csv
 import gzip
 import json
 import math
@@ -270,12 +269,18 @@ def parse_seeds(text):
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def read_rows(path):
+    """(arm, seed, accuracy) per row of the CSV; an arm's name may hold commas."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = f.read().splitlines()[1:]
+    return [(arm, int(seed), float(acc)) for arm, seed, acc in (l.rsplit(",", 2) for l in lines if l)]
+
+
 def done_seeds(path, arm):
     """The seeds `arm` already has in the CSV (a rerun skips them)."""
-    if not os.path.exists(path):
-        return set()
-    with open(path) as f:
-        return {int(r["seed"]) for r in csv.DictReader(f) if r["arm"] == arm}
+    return {seed for a, seed, _ in read_rows(path) if a == arm}
 
 
 def append_row(path, arm, seed, accuracy):
@@ -389,9 +394,8 @@ def mann_whitney(a, b):
 
 def cmd_stats(args):
     arms = {}
-    with open(args.csv) as f:
-        for row in csv.DictReader(f):
-            arms.setdefault(row["arm"], {})[int(row["seed"])] = float(row["accuracy"]) * 100
+    for arm, seed, accuracy in read_rows(args.csv):
+        arms.setdefault(arm, {})[seed] = accuracy * 100
     base = arms.get(args.baseline)
     print(f"{'arm':44} {'n':>3} {'mean %':>7} {'std':>5} {'min':>6} {'max':>6}"
           + (f" | vs {args.baseline}: {'diff':>6} {'Welch p':>8} {'MWU p':>7}" if base else ""))

@@ -8,13 +8,13 @@
 # BIN_DIR holds lenet_mnist (default build/bin); WORK_DIR gets the split and
 # results.csv (default /tmp/minidl-accuracy); SEEDS (default 0-29) for the
 # two main arms, PROBE_SEEDS (default 0-19) for the probes. Every run is one
-# thread, niced; on this 2-core machine a run takes 15-30 s, the whole study
+# thread, niced (NICE, default 10); on this 2-core machine a run takes 15-30 s, the whole study
 # about 1.5 hours. Rows already in results.csv are kept (delete it to redo).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bin="${1:-build/bin}" work="${2:-/tmp/minidl-accuracy}" seeds="${3:-0-29}" probe="${4:-0-19}"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-study=(nice -n 10 /usr/bin/python3 "$here/accuracy_study.py")
+study=(nice -n "${NICE:-10}" /usr/bin/python3 "$here/accuracy_study.py")
 mkdir -p "$work"
 [ -s "$work/split/train-images-idx3-ubyte.gz" ] || "${study[@]}" split "$work/split"
 "${study[@]}" selfcheck --bin "$bin/lenet_mnist" --data "$work/split"
