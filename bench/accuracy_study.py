@@ -8,9 +8,11 @@
                           --order {torch,minidl} [--dtype float32|float64] --out CSV
       Trains the PyTorch twin of lenet_mnist's defaults once per seed and
       appends "arm,seed,accuracy" rows to CSV.
-  accuracy_study.py minidl --bin BIN --data DIR --seeds 0-19 [--init torch] --out CSV
+  accuracy_study.py minidl --bin BIN --data DIR --seeds 0-19 [--init torch]
+                           [--flags F --arm NAME] --out CSV
       Runs lenet_mnist with its defaults per seed (with --init torch: from
-      the twin's initial weights for that seed, written as safetensors).
+      the twin's initial weights for that seed, written as safetensors; with
+      --flags, more of lenet_mnist's flags, e.g. "--augment shift:2").
   accuracy_study.py stats CSV [--baseline ARM]
       Per arm: n, mean, std, min, max; each arm against the baseline: the
       difference, Welch's t-test and the Mann-Whitney U test (two-sided).
@@ -325,7 +327,7 @@ def cmd_minidl(args):
                 path = os.path.join(tmp, "init.safetensors")
                 write_safetensors(path, torch_init(seed))
                 extra = ["--init", path]
-            out = run_minidl(args.bin, args.data, seed, extra)
+            out = run_minidl(args.bin, args.data, seed, extra + args.flags.split())
             line = [l for l in out.splitlines() if l.startswith("test accuracy:")][-1]
             append_row(args.out, arm, seed, float(line.split()[2]))
 
@@ -464,6 +466,7 @@ def main():
     m.add_argument("--seeds", default="0-19")
     m.add_argument("--init", choices=["minidl", "torch"], default="minidl")
     m.add_argument("--arm")
+    m.add_argument("--flags", default="", help="more lenet_mnist flags, e.g. '--augment shift:2' (name the --arm)")
     m.add_argument("--out", required=True)
     st = sub.add_parser("stats")
     st.add_argument("csv")
