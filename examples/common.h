@@ -69,9 +69,9 @@ inline void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             int64_t k = -1;
-            const char *begin = text.data() + 6, *end = text.data() + text.size();
+            const char* end = text.data() + text.size();
             const bool ok = text.starts_with("shift:") &&
-                            std::from_chars(begin, end, k).ptr == end && 0 <= k && k <= 27;
+                            std::from_chars(text.data() + 6, end, k).ptr == end && 0 <= k && k <= 27;
             return ok ? "" : cat("expected shift:K with K from 0 to 27, got '", text, "'");
           },
           "shift:K"));
