@@ -13,13 +13,6 @@
 namespace minidl::data {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // rows [B, ...] of src [N, ...] at `index` (row copies; any dtype), into host
 // memory pinned for `pin_for`.
 Tensor gather_rows(const Tensor& src, const int64_t* index, int64_t count, Device pin_for) {
@@ -65,6 +58,13 @@ Dataset Dataset::shuffle(uint64_t seed) const {
   return d;
 }
 
+Dataset Dataset::augment(BatchTransform transform) const {
+  MINIDL_CHECK(transform, "Dataset::augment: empty transform");
+  Dataset d = *this;
+  d.augments_.push_back(std::move(transform));
+  return d;
+}
+
 Dataset Dataset::shard(int64_t shard_id, int64_t num_shards) const {
   MINIDL_CHECK(num_shards >= 1, "Dataset::shard: num_shards must be at least 1, got ", num_shards);
   MINIDL_CHECK(shard_id >= 0 && shard_id < num_shards, "Dataset::shard: shard_id ", shard_id,
@@ -102,6 +102,8 @@ std::vector<int64_t> Dataset::indices(int64_t epoch) const {
 struct Epoch::State {
   Tensor data, labels;
   std::vector<int64_t> order;
+  std::vector<BatchTransform> augments;  // Dataset::augment's, given `epoch`
+  int64_t epoch = 0;
   int64_t batch_size = 1, num_batches = 0, depth = 0;
   Device pin_for = Device::CPU;
   bool started = false;
@@ -134,8 +136,18 @@ struct Epoch::State {
   Batch make(int64_t step) const {
     const int64_t start = step * batch_size;
     const int64_t count = std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - start);
-    return {gather_rows(data, order.data() + start, count, pin_for),
+    Batch b{gather_rows(data, order.data() + start, count, pin_for),
             gather_rows(labels, order.data() + start, count, pin_for)};
+    const std::span<const int64_t> index(order.data() + start, static_cast<size_t>(count));
+    for (const BatchTransform& augment : augments) {
+      const Shape before = b.data.shape();
+      b.data = augment(std::move(b.data), epoch, index);
+      MINIDL_CHECK(b.data.defined() && b.data.dim() >= 1 && b.data.size(0) == count,
+                   "Dataset::augment: the transform turned batch ", before, " into ",
+                   b.data.defined() ? to_string(b.data.shape()) : "an undefined tensor",
+                   "; it must keep dim 0 (the ", count, " samples)");
+    }
+    return b;
   }
 
   void produce() {
@@ -250,6 +262,8 @@ Epoch BatchDataset::epoch(int64_t e, int64_t first) const {
   s->data = dataset_.data();
   s->labels = dataset_.labels();
   s->order = dataset_.indices(e);
+  s->augments = dataset_.augments();
+  s->epoch = e;
   s->batch_size = batch_size_;
   s->num_batches = num_batches();
   s->depth = prefetch_;

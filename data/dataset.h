@@ -7,6 +7,10 @@
 //   for (int64_t e = 0; e < epochs; ++e)
 //     for (auto& batch : train.epoch(e)) step(batch.data, batch.labels);
 //
+// Random augmentation runs per batch instead, on the prefetch thread:
+// .augment(data::RandomShift(/*max_shift=*/2, seed)) before .batch() draws a
+// new shift for every sample every epoch.
+//
 // All N samples live in one tensor data [N, ...] (MNIST: float32 [N, 1, 28, 28],
 // 188 MB for 60,000 images) beside labels [N]; map() transforms them all at
 // once, and a batch is a gather of rows. Dataset and BatchDataset are cheap
@@ -50,6 +54,11 @@ class Dataset {
   Dataset map(const Transform& transform) &&;
   // A new permutation each epoch, drawn from `seed` and the epoch number.
   Dataset shuffle(uint64_t seed) const;
+  // Applies `transform` to every batch as it is gathered (on the prefetch
+  // thread when there is one), anew each epoch: random augmentation such as
+  // RandomShift, whose draws depend on (epoch, sample index) alone. Several
+  // run in the order given, after the maps.
+  Dataset augment(BatchTransform transform) const;
   // Keeps shard `shard_id` of `num_shards` (0 <= shard_id < num_shards), e.g.
   // shard(rank, world_size). Throws for arguments out of range.
   Dataset shard(int64_t shard_id, int64_t num_shards) const;
@@ -64,6 +73,8 @@ class Dataset {
   // All N samples after the maps, in file order (not shuffled or sharded).
   const Tensor& data() const { return data_; }
   const Tensor& labels() const { return labels_; }
+  // The per-batch transforms augment() added, in order.
+  const std::vector<BatchTransform>& augments() const { return augments_; }
   // This shard's sample indices (rows of data()) for epoch `epoch`, in order.
   std::vector<int64_t> indices(int64_t epoch) const;
 
@@ -71,6 +82,7 @@ class Dataset {
   Tensor data_, labels_;
   std::optional<uint64_t> seed_;
   int64_t shard_id_ = 0, num_shards_ = 1;
+  std::vector<BatchTransform> augments_;
 };
 
 // One pass over a BatchDataset, from BatchDataset::epoch(e): a range of

@@ -1,6 +1,9 @@
 #include "data/transforms.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "framework/random.h"
 
 namespace minidl::data {
 namespace {
@@ -91,6 +94,53 @@ Tensor HWC2CHW::operator()(Tensor x) const {
 Tensor TypeCast::operator()(Tensor x) const {
   MINIDL_CHECK(x.defined(), "TypeCast: undefined data tensor");
   return x.to(dtype).detach();
+}
+
+RandomShift::RandomShift(int64_t max_shift, uint64_t seed, double fill)
+    : max_shift(max_shift), seed(seed), fill(fill) {
+  MINIDL_CHECK(max_shift >= 0 && max_shift <= 1024,
+               "RandomShift: max_shift must be from 0 to 1024 pixels, got ", max_shift);
+}
+
+std::array<int64_t, 2> RandomShift::shift(int64_t epoch, int64_t index) const {
+  const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(epoch)) ^
+                                static_cast<uint64_t>(index));
+  const uint64_t span = static_cast<uint64_t>(2 * max_shift + 1);  // the 32-bit halves' bias is < 1e-6
+  return {static_cast<int64_t>((h >> 32) % span) - max_shift,
+          static_cast<int64_t>((h & 0xFFFFFFFFu) % span) - max_shift};
+}
+
+// batch [B, ..., H, W] -> [B, ..., H, W]; each sample's planes shifted by its (dy, dx).
+Tensor RandomShift::operator()(Tensor batch, int64_t epoch, std::span<const int64_t> index) const {
+  MINIDL_CHECK(batch.defined() && batch.dim() >= 3 && batch.dtype() == kFloat32,
+               "RandomShift: expected float32 images [B, ..., H, W] (map Rescale first), got ",
+               batch.defined() ? cat(dtype_name(batch.dtype()), " ", batch.shape())
+                               : std::string("an undefined tensor"));
+  MINIDL_CHECK(static_cast<int64_t>(index.size()) == batch.size(0), "RandomShift: ",
+               index.size(), " sample indices for a batch of ", batch.size(0));
+  const int64_t b = batch.size(0), h = batch.size(-2), w = batch.size(-1);
+  const int64_t planes = b ? batch.numel() / (b * h * w) : 0;  // per sample
+  Tensor out = Tensor::empty(batch.shape());
+  const float* in = batch.data<float>();
+  float* o = out.data<float>();
+  const float f = static_cast<float>(fill);
+  for (int64_t s = 0; s < b; ++s) {
+    const auto [dy, dx] = shift(epoch, index[s]);
+    // Output columns x0..x1 read input columns x0 + dx..x1 + dx; the rest is fill.
+    const int64_t x0 = std::clamp<int64_t>(-dx, 0, w), x1 = std::clamp<int64_t>(w - dx, x0, w);
+    for (int64_t p = 0; p < planes; ++p, in += h * w, o += h * w)
+      for (int64_t y = 0; y < h; ++y) {
+        float* row = o + y * w;
+        if (y + dy < 0 || y + dy >= h) {
+          std::fill(row, row + w, f);
+          continue;
+        }
+        std::fill(row, row + x0, f);
+        if (x1 > x0) std::copy(in + (y + dy) * w + x0 + dx, in + (y + dy) * w + x1 + dx, row + x0);
+        std::fill(row + x1, row + w, f);
+      }
+  }
+  return out;
 }
 
 }  // namespace minidl::data

@@ -5,6 +5,7 @@
 //   build/bin/lenet_mnist                      # 10 epochs, Momentum 0.9, lr 0.01, batch 64
 //   build/bin/lenet_mnist --model lenet-bn     # with batch normalization after each conv
 //   build/bin/lenet_mnist --dataset fashion    # Fashion-MNIST from dataset-fashion-mnist
+//   build/bin/lenet_mnist --augment shift:2    # random shifts of up to 2 pixels each epoch
 //   build/bin/lenet_mnist --parallel data --nprocs 2   # data parallel on 2 ranks (or under mpirun)
 #include <memory>
 
@@ -39,16 +40,21 @@ void program(int argc, char** argv) {
   if (!flags.init.empty()) net->load(flags.init);
   net->to(device);  // before the optimizer, which keeps its state beside the parameters
 
-  // 2. The data: pixels to [0, 1], normalized with MNIST's mean and std,
-  //    shuffled each epoch, in batches (Model gives each rank its shard).
+  // 2. The data: pixels to [0, 1], normalized with the data set's own mean
+  //    and std (MNIST 0.1307/0.3081, Fashion-MNIST 0.2860/0.3530), shuffled
+  //    each epoch, with --augment shift:K moved by up to K pixels (a new draw
+  //    per image and epoch, made on the prefetch thread), in batches (Model
+  //    gives each rank its shard).
+  const example::Normalization norm = example::normalization(flags);
   data::Dataset train_set = data::MnistDataset(example::data_dir(flags), data::Usage::Train)
                                 .map(data::Rescale(1.0 / 255, 0))
-                                .map(data::Normalize(0.1307, 0.3081));
+                                .map(data::Normalize(norm.mean, norm.std));
   if (!flags.no_shuffle) train_set = train_set.shuffle(flags.seed);
+  train_set = example::augment(flags, train_set);  // --augment: data::RandomShift
   data::BatchDataset train = train_set.batch(flags.batch);
   data::BatchDataset test = data::MnistDataset(example::data_dir(flags), data::Usage::Test)
                                 .map(data::Rescale(1.0 / 255, 0))
-                                .map(data::Normalize(0.1307, 0.3081))
+                                .map(data::Normalize(norm.mean, norm.std))
                                 .batch(1000);
   example::print_setup(flags, train_set.size(), test.size(), device);
 

@@ -31,6 +31,16 @@ class Generator {
 };
 
 Generator& default_generator();
+
+// Vigna's splitmix64 finalizer: a well-mixed 64-bit hash of x. Chained, it
+// seeds per-epoch streams (Dataset::shuffle) and draws per-sample values
+// (data::RandomShift) from a few integers, with no state to carry.
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
 void manual_seed(uint64_t seed);  // reseeds the default generator
 
 }  // namespace minidl

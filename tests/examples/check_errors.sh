@@ -86,6 +86,8 @@ expect 1 "error: --batch: expected an integer from 1 to 1000000, got '9223372036
 expect 1 "error: --lr: expected a finite number >= 0, got 'nan'" $lenet --lr nan
 expect 1 "error: --lr: expected a finite number >= 0, got 'abc'" $lenet --lr abc
 expect 1 "error: --lr: expected a finite number >= 0, got '-0.1'" $lenet --lr -0.1
+expect 1 "error: --augment: expected shift:K with K from 0 to 27, got 'shift:28'" $lenet --augment shift:28
+expect 1 "error: --augment: expected shift:K with K from 0 to 27, got 'crop:2'" $lenet --augment crop:2
 expect 1 "error: --threads: expected an integer from 1 to 1024, got '2147483648'" $lenet --threads 2147483648
 expect 1 "error: --threads: expected an integer from 1 to 1024, got '4294967297'" $lenet --threads 4294967297
 expect 1 "error: --threads: expected an integer from 1 to 1024, got '-1'" $lenet --threads -1

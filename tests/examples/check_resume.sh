@@ -2,7 +2,9 @@
 # Exact resume through the example program: a run with --save-every, and the
 # same run resumed from one of its mid-epoch checkpoints, print the same losses
 # from there on and save the same final weights, byte for byte: SGD, Momentum
-# and Adam on one rank, Adam on 2 ranks under mpirun. A tiny IDX set is made here.
+# and Adam on one rank, Adam on 2 ranks under mpirun, and with random shifts
+# (--augment, drawn per image and epoch) on 1 and 2 ranks. A tiny IDX set is
+# made here.
 # usage: check_resume.sh BIN_DIR MPIEXEC
 set -u
 bin=$1 mpiexec=$2
@@ -22,13 +24,13 @@ python3 "$(dirname "$0")/../tiny_mnist.py" "$tmp/data" 96 16 1
 # on RANKS ranks under mpirun, and compares their losses, final weights and
 # last checkpoints (LAST).
 check() {
-  local name=$1 opt=$2 from=a-$3.safetensors last=$4 ranks=$5
+  local name=$1 opt=$2 from=a-$3.safetensors last=$4 ranks=$5 extra=("${@:6}")
   local dir="$tmp/$name"
   mkdir "$dir"
   local run=("$bin/lenet_mnist")
   [ "$ranks" -gt 1 ] && run=("$mpiexec" --oversubscribe -np "$ranks" "$bin/lenet_mnist" --parallel data)
   run+=(--data "$tmp/data" --epochs 2 --batch 8 --log-every 1 --threads 1 --optimizer "$opt"
-        --save-every 5)
+        --save-every 5 "${extra[@]}")
   timeout 120 "${run[@]}" --save "$dir/a.safetensors" >"$dir/straight.txt" 2>&1 ||
     { fail "$name: the straight run: $(tail -3 "$dir/straight.txt")"; return; }
   [ -f "$dir/$from" ] || { fail "$name: no checkpoint $from (have: $(ls "$dir"))"; return; }
@@ -51,9 +53,11 @@ for opt in sgd momentum adam; do
   check "$opt" "$opt" 1_10 2_12 1
 done
 check adam_at_epoch_end adam 1_12 2_12 1
+check momentum_augment momentum 2_3 2_12 1 --augment shift:2
 # 2 ranks: 6 steps per epoch, checkpoints 1_5, 1_6, 2_4, 2_6.
 check momentum_np2 momentum 1_5 2_6 2
 check adam_np2 adam 2_4 2_6 2
+check adam_augment_np2 adam 1_5 2_6 2 --augment shift:2
 
 # Errors: a weights-only file, and --save-every without --save.
 timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 1 --resume "$tmp/sgd/a.safetensors" \

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <span>
 #include <filesystem>
 #include <minidl/minidl.h>
 
@@ -38,6 +39,16 @@ data::Dataset toy() {
   return data::Dataset(x, y).shuffle(/*seed=*/11);
 }
 
+// Per-batch augmentation for toy(): each row [4] seen as a 2x2 image, moved
+// by up to one pixel, a new draw per sample and epoch (data::RandomShift).
+data::Dataset augmented(data::Dataset ds) {
+  return ds.augment([](Tensor x, int64_t epoch, std::span<const int64_t> index) {
+    const int64_t b = x.size(0);
+    return data::RandomShift(/*max_shift=*/1, /*seed=*/3)(x.reshape({b, 2, 2}), epoch, index)
+        .reshape({b, 4});
+  });
+}
+
 // Every parameter's bytes, in named_parameters() order.
 std::vector<char> bytes_of(const nn::Cell& net) {
   std::vector<char> out;
@@ -64,9 +75,10 @@ struct Run {
   std::unique_ptr<optim::LRScheduler> sched;
   nn::CrossEntropyLoss loss;
   std::unique_ptr<Model> model;
-  data::BatchDataset train = toy().batch(4);
+  data::BatchDataset train;
 
-  Run(const std::string& kind, uint64_t rng_skip) {
+  Run(const std::string& kind, uint64_t rng_skip, bool augment = false)
+      : train((augment ? augmented(toy()) : toy()).batch(4)) {
     opt = make(kind, net);
     if (kind == "adam")
       sched = std::make_unique<optim::CosineAnnealingLR>(
@@ -99,14 +111,14 @@ void remove_shared(const std::string& path) {
 
 // Straight: `epochs` epochs. Resumed: `first` steps (max_steps), save, then a
 // fresh Run loads the file and trains the rest. Returns both runs' bytes.
-void check_resume(const std::string& kind, int64_t first_steps) {
+void check_resume(const std::string& kind, int64_t first_steps, bool augment = false) {
   const int64_t steps_per_epoch = 48 / N() / 4, epochs = 2;
   manual_seed(5);
-  Run straight(kind, 0);
+  Run straight(kind, 0, augment);
   CHECK(straight.fit(epochs) == epochs * steps_per_epoch);
 
   manual_seed(5);
-  Run before(kind, 0);
+  Run before(kind, 0, augment);
   CHECK(before.fit(epochs, first_steps) == first_steps);
   CHECK(before.model->position().global_step == first_steps);
   CHECK(before.model->position().epoch == first_steps / steps_per_epoch);
@@ -116,7 +128,7 @@ void check_resume(const std::string& kind, int64_t first_steps) {
   parallel::world().barrier();
 
   manual_seed(99);  // other initial weights and generator: the checkpoint must restore them
-  Run after(kind, 3);
+  Run after(kind, 3, augment);
   const TrainPosition& pos = after.model->load_checkpoint(path, after.sched.get());
   CHECK(pos.global_step == first_steps);
   CHECK(after.opt->lr() == before.opt->lr());
@@ -146,6 +158,22 @@ TEST_CASE("a checkpoint saved mid-epoch resumes the same epoch's order at the ne
     CAPTURE(kind);
     check_resume(kind, /*first_steps=*/48 / N() / 4 + 1);
   }
+}
+
+TEST_CASE("with random shifts drawn per sample and epoch, a mid-epoch checkpoint resumes bit for bit") {
+  for (const char* kind : {"sgd", "adam"}) {
+    CAPTURE(kind);
+    check_resume(kind, /*first_steps=*/48 / N() / 4 + 1, /*augment=*/true);
+  }
+  // The shifts do change the training.
+  manual_seed(5);
+  Run plain("momentum", 0);
+  manual_seed(5);
+  Run shifted("momentum", 0, /*augment=*/true);
+  CHECK(bytes_of(plain.net) == bytes_of(shifted.net));
+  plain.fit(1);
+  shifted.fit(1);
+  CHECK(bytes_of(plain.net) != bytes_of(shifted.net));
 }
 
 TEST_CASE("a checkpoint saved at an epoch's last step resumes with the epoch's end to come") {
