@@ -57,7 +57,8 @@ function(minidl_add_cuda_backend target)
                               TARGET_DIRECTORY ${target} PROPERTIES COMPILE_DEFINITIONS MINIDL_CUDA)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra>)
-  target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas)
+  # cuBLAS is opened at first use (backend/cuda/context.cpp), not linked.
+  target_link_libraries(${target} PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
   # The shared runtime, as CUDA::cudart is; not also the static one CMake
   # would add for a target with CUDA sources.
   set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Shared)

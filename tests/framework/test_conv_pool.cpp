@@ -418,9 +418,12 @@ TEST_CASE("conv2d_relu_max_pool2d gives the bits of max_pool2d(relu(conv2d)) and
       {{8, 2, 8, 8, 3, 3, 3, 1, 1}, 2, false},     // batch 8: the lanes kernel does not fit
       {{16, 2, 9, 9, 3, 3, 3, 1, 1}, 3, false},    // pool 3
   };
-  for (const auto& [s, pool, fused] : cases)
+  for (const auto& c : cases)  // no structured binding: clang 14's CAPTURE cannot take one
     for (bool bias : {true, false})
       for (bool nan : {false, true}) {
+        const auto& s = c.s;
+        const int64_t pool = c.pool;
+        const bool fused = c.fused;
         CAPTURE(s.N);
         CAPTURE(s.OC);
         CAPTURE(pool);

@@ -62,11 +62,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   }
   cublasHandle_t h = blas_handle();
   CUBLAS_CHECK(
-      cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      cublas().set_math_mode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasSgemmStridedBatched_64(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a,
-                                            lda, stride_a, &beta, c, ldc, stride_c, batch));
+  CUBLAS_CHECK(cublas().sgemm_strided_batched(h, op_b, op_a, n, m, k, &alpha, b, ldb, stride_b, a,
+                                               lda, stride_a, &beta, c, ldc, stride_c, batch));
 }
 
 // x [N, IN], w [OUT, IN], b [OUT] or null -> y [N, OUT] = b + x w^T

@@ -1,7 +1,11 @@
-// The CUDA backend's process-wide state: the compute stream, the cuBLAS
-// handle bound to it, and the error reports of the check macros.
+// The CUDA backend's process-wide state: the compute stream, cuBLAS (opened
+// at first use) and its handle bound to the stream, and the error reports of
+// the check macros.
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "framework/backend/cuda/runtime.h"
 #include "framework/error.h"
@@ -27,6 +31,29 @@ void warn(cudaError_t e, const char* call, const char* file, int line) {
                cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+const Cublas& cublas() {
+  static const Cublas table = [] {
+    const std::string library = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+      throw Error(cat("CUDA backend: cannot open ", library, " (cuBLAS ", CUBLAS_VER_MAJOR,
+                      ", which this build was compiled against): ", dlerror()));
+    auto entry = [&](auto& slot, const char* name) {
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, name));
+      if (!slot) throw Error(cat("CUDA backend: ", library, " has no ", name));
+    };
+    Cublas t{};
+    entry(t.create, "cublasCreate_v2");
+    entry(t.set_stream, "cublasSetStream_v2");
+    entry(t.set_math_mode, "cublasSetMathMode");
+    entry(t.sgemm_strided_batched, "cublasSgemmStridedBatched_64");
+    entry(t.status_name, "cublasGetStatusName");
+    entry(t.status_string, "cublasGetStatusString");
+    return t;
+  }();
+  return table;
+}
+
 cudaStream_t stream() {
   static cudaStream_t s = [] {
     cudaStream_t created = nullptr;
@@ -39,8 +66,8 @@ cudaStream_t stream() {
 cublasHandle_t blas_handle() {
   static cublasHandle_t h = [] {
     cublasHandle_t created = nullptr;
-    CUBLAS_CHECK(cublasCreate(&created));
-    CUBLAS_CHECK(cublasSetStream(created, stream()));
+    CUBLAS_CHECK(cublas().create(&created));
+    CUBLAS_CHECK(cublas().set_stream(created, stream()));
     return created;
   }();
   return h;
