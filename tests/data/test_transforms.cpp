@@ -164,7 +164,9 @@ TEST_CASE("RandomShift draws every shift in -k..k about equally often, anew each
     moved += shift.shift(0, i) != shift.shift(1, i);
   }
   CHECK(count.size() == 25);  // (2k + 1)^2 shifts, each expected 100 times
-  for (const auto& [s, c] : count) {
+  for (const auto& entry : count) {  // (CAPTURE cannot take a structured binding in clang 14)
+    const auto& s = entry.first;
+    const auto c = entry.second;
     CAPTURE(s[0]);
     CAPTURE(s[1]);
     CHECK(c >= 65);

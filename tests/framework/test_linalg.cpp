@@ -129,7 +129,8 @@ TEST_CASE("matmul and its gradients at mid sizes, on 1 and 2 threads, against a 
   for (int threads : {1, 2}) {
     CAPTURE(threads);
     set_num_threads(threads);
-    for (auto [m, k, n] : {std::array<int64_t, 3>{37, 203, 91}, std::array<int64_t, 3>{120, 64, 400}}) {
+    for (auto mkn : {std::array<int64_t, 3>{37, 203, 91}, std::array<int64_t, 3>{120, 64, 400}}) {
+      const int64_t m = mkn[0], k = mkn[1], n = mkn[2];  // (CAPTURE cannot take a structured binding in clang 14)
       CAPTURE(m);
       Tensor a = Tensor::randn({m, k}).requires_grad_(), b = Tensor::randn({k, n}).requires_grad_();
       Tensor y = matmul(a, b);
