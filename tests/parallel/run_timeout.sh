@@ -44,10 +44,11 @@ grep -qF "$expected" <<<"$(head -1 <<<"$reports")" || fail "the first report doe
 while read -r line; do
   grep -Eq "^minidl: rank [0-9]+: $call \([0-9]+ bytes\) has waited [0-9.]+ s " <<<"$line" ||
     fail "a report does not name the $call: $line"
-  # A later report may come after mpirun's teardown resumed a stopped rank
-  # (which may then read as running, or have arrived): it still names the
-  # ranks missing at that moment.
-  grep -Eq "It is collective #3 on the world; ranks? [0-9, and]+ had not arrived: " <<<"$line" ||
+  # A later report may come after mpirun's teardown resumed a stopped rank,
+  # which may then read as running, or have arrived: it names the ranks
+  # missing at that moment, or says that none was (the first report's rank
+  # has left, so the collective can still not complete).
+  grep -Eq "It is collective #3 on the world; (ranks? [0-9, and]+ had not arrived: |every other rank had arrived: )" <<<"$line" ||
     fail "a report does not name the ranks that had not arrived: $line"
 done <<<"$reports"
 grep -q "returned, which they must not" <<<"$output" && fail "a collective returned"
