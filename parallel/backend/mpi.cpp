@@ -315,7 +315,7 @@ MpiWorld mpi_init() {
   MINIDL_CHECK(!finalized, "parallel::init: MPI was already finalised in this process and "
                "cannot start again");
   MINIDL_MPI_CHECK(MPI_Initialized(&initialized));
-  // The timeout's watchdog thread reads the other ranks' records while this
+  // The timeout's watchdog thread asks and answers the other ranks while this
   // thread waits inside MPI: that needs MPI_THREAD_MULTIPLE (timeout.h).
   const bool timeout_on = collective_timeout() > 0;
   if (!initialized) {
@@ -352,9 +352,8 @@ MpiWorld mpi_init() {
 }
 
 void mpi_finalize() {
-  stop_watchdog();
-  if (!mpi_active()) return;
-  close_records();
+  if (!mpi_active()) return stop_watchdog();
+  close_records();  // waits for the other ranks, then stops the watchdog
   if (!g_we_started) return;
   for (MPI_Op& op : g_mean_of_two)
     if (op != MPI_OP_NULL) MINIDL_MPI_CHECK(MPI_Op_free(&op));

@@ -1,7 +1,6 @@
 #include "parallel/backend/timeout.h"
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -9,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,13 +20,14 @@ namespace minidl::parallel::backend {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-constexpr double kReadWait = 1.0;  // seconds the watchdog waits for the records it reads
 
-// One rank's record in the window, written by that rank only. `begin` and
-// `end` hold the same count once a write is complete; a reader that sees
-// them differ read the record mid-write.
+constexpr double kAskWait = 1.0;   // seconds a timed-out rank waits for the others' answers
+constexpr double kAnswerPoll = 0.01;  // seconds between the watchdog's looks for asks
+constexpr int kAskTag = 1, kAnswerTag = 2;
+
+// What a rank is doing, written by its main thread at each call, and sent by
+// its watchdog thread to a rank that asks.
 struct Record {
-  uint64_t begin;
   uint64_t started;  // collectives started on the world
   uint64_t number;   // the blocking call's collective number (0: point-to-point)
   uint64_t comm;     // its communicator (0: the world)
@@ -35,14 +36,22 @@ struct Record {
   uint8_t op;        // the blocking call now (Op::None: not in one)
   uint8_t async;     // it waits for a non-blocking collective
   uint8_t unused;
-  uint64_t end;
+};
+
+// An answer on its way to the rank that asked (its buffer lives until sent).
+struct Answer {
+  Record record;
+  MPI_Request request = MPI_REQUEST_NULL;
 };
 
 struct Records {
-  MPI_Win win = MPI_WIN_NULL;
-  Record* mine = nullptr;  // this rank's record, inside the window
-  uint64_t writes = 0;
-  const char* unavailable = "the records were not opened";  // why win is null
+  std::mutex mutex;  // guards mine
+  Record mine{};
+  MPI_Comm comm = MPI_COMM_NULL;       // a duplicate of the world, for asks and answers only
+  MPI_Request ask = MPI_REQUEST_NULL;  // the receive posted for the next ask
+  char asked = 0;
+  std::list<Answer> answers;
+  const char* unavailable = "the records were not opened";  // why comm is null
 };
 
 Records& records() {
@@ -50,16 +59,36 @@ Records& records() {
   return r;
 }
 
-// Rewrites this rank's record through `change`: a few stores, no communication.
+// Rewrites this rank's record through `change`: a few stores under an
+// uncontended lock, no communication.
 template <class F>
 void publish(F change) {
   Records& r = records();
-  if (!r.mine) return;
-  const uint64_t n = ++r.writes;
-  std::atomic_ref(r.mine->begin).store(n, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_release);
-  change(*r.mine);
-  std::atomic_ref(r.mine->end).store(n, std::memory_order_release);
+  if (r.comm == MPI_COMM_NULL) return;
+  std::lock_guard lock(r.mutex);
+  change(r.mine);
+}
+
+// Sends a copy of this rank's record to every rank that has asked for it
+// (the watchdog thread only, which owns `ask` and `answers`).
+void answer_asks() {
+  Records& r = records();
+  r.answers.remove_if([](Answer& a) {
+    int sent = 0;
+    return MPI_Test(&a.request, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS || sent;
+  });
+  for (int asked = 0; r.ask != MPI_REQUEST_NULL;) {
+    MPI_Status status;
+    if (MPI_Test(&r.ask, &asked, &status) != MPI_SUCCESS || !asked) return;
+    Answer& a = r.answers.emplace_back();
+    {
+      std::lock_guard lock(r.mutex);
+      a.record = r.mine;
+    }
+    MPI_Isend(&a.record, sizeof(Record), MPI_BYTE, status.MPI_SOURCE, kAnswerTag, r.comm,
+              &a.request);
+    MPI_Irecv(&r.asked, 1, MPI_BYTE, MPI_ANY_SOURCE, kAskTag, r.comm, &r.ask);
+  }
 }
 
 struct Watchdog {
@@ -78,41 +107,42 @@ Watchdog& watchdog() {
   return w;
 }
 
-// ---- reading the other ranks' records when a call has timed out ----
+// ---- asking the other ranks what they do when a call has timed out ----
 
-enum class Seen { Record, NoAnswer, MidWrite, Failed };
+enum class Seen { Record, NoAnswer, Failed };
 struct Reading {
   Seen seen = Seen::Failed;
   Record record{};
 };
 
-// Reads `ranks`' records, giving up on a rank after `wait` seconds. Never
-// waits longer: it does not unlock the window (which would wait for reads
-// that never end), since the process ends right after.
-std::vector<Reading> read_records(const std::vector<int>& ranks, double wait) {
+// Asks `ranks` for their records, giving up on a rank after `wait` seconds,
+// and answers the ranks that ask this one meanwhile (they may have timed out
+// too). Leaves unanswered requests behind: the process ends right after.
+std::vector<Reading> ask_records(const std::vector<int>& ranks, double wait) {
   Records& r = records();
   std::vector<Reading> out(ranks.size());
-  std::vector<MPI_Request> requests(ranks.size(), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> answers(ranks.size(), MPI_REQUEST_NULL), asks = answers;
+  static const char ask = 1;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    out[i].seen = Seen::NoAnswer;
-    if (MPI_Rget(&out[i].record, sizeof(Record), MPI_BYTE, ranks[i], 0, sizeof(Record), MPI_BYTE,
-                 r.win, &requests[i]) != MPI_SUCCESS)
-      out[i].seen = Seen::Failed;
+    const bool posted =
+        MPI_Irecv(&out[i].record, sizeof(Record), MPI_BYTE, ranks[i], kAnswerTag, r.comm,
+                  &answers[i]) == MPI_SUCCESS &&
+        MPI_Isend(&ask, 1, MPI_BYTE, ranks[i], kAskTag, r.comm, &asks[i]) == MPI_SUCCESS;
+    out[i].seen = posted ? Seen::NoAnswer : Seen::Failed;
   }
   const auto deadline = Clock::now() + std::chrono::duration<double>(wait);
   for (size_t pending = ranks.size(); pending > 0 && Clock::now() < deadline;) {
+    answer_asks();
     pending = 0;
     for (size_t i = 0; i < ranks.size(); ++i) {
       if (out[i].seen != Seen::NoAnswer) continue;
       int done = 0;
-      if (MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      if (MPI_Test(&answers[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         out[i].seen = Seen::Failed;
-      } else if (done) {
-        const Record& got = out[i].record;
-        out[i].seen = got.begin == got.end ? Seen::Record : Seen::MidWrite;
-      } else {
+      else if (done)
+        out[i].seen = Seen::Record;
+      else
         ++pending;
-      }
     }
     if (pending) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -131,8 +161,8 @@ std::string list_ranks(const std::vector<int>& ranks) {
 std::string doing(const Record& q) {
   const Op op = static_cast<Op>(q.op);
   if (op == Op::None)
-    return q.started == 0 ? "is outside MPI (computing, or stopped) before its first collective"
-                          : cat("is outside MPI (computing, or stopped) after collective #",
+    return q.started == 0 ? "is outside MPI (computing) before its first collective"
+                          : cat("is outside MPI (computing) after collective #",
                                 q.started, " (", op_name(static_cast<Op>(q.last_op)), ")");
   if (op == Op::Finalize) return "is in MPI_Finalize (its program has ended)";
   if (op == Op::Send) return cat("is in send to rank ", q.peer);
@@ -162,7 +192,7 @@ std::string diagnose(const Call& call, int me) {
     where = cat("It is collective #", call.number,
                 call.scope && call.scope->id != 0 ? " on a group of ranks" : " on the world", "; ");
   Records& r = records();
-  if (!r.mine || !call.scope)
+  if (r.comm == MPI_COMM_NULL || !call.scope)
     return where + "which ranks had not arrived is unknown (" + r.unavailable + ").";
   std::vector<int> others;
   if (call.peer >= 0)
@@ -170,19 +200,7 @@ std::string diagnose(const Call& call, int me) {
   else
     for (int q : call.scope->members)
       if (q != me) others.push_back(q);
-  if (MPI_Win_lock_all(MPI_MODE_NOCHECK, r.win) != MPI_SUCCESS)
-    return where + "which ranks had not arrived is unknown (MPI_Win_lock_all failed).";
-  std::vector<Reading> read = read_records(others, kReadWait);
-  bool retry = false;
-  for (const Reading& x : read) retry |= x.seen == Seen::MidWrite;
-  if (retry) {  // once more for the records read mid-write
-    std::vector<int> again;
-    for (size_t i = 0; i < others.size(); ++i)
-      if (read[i].seen == Seen::MidWrite) again.push_back(others[i]);
-    std::vector<Reading> second = read_records(again, kReadWait / 4);
-    for (size_t i = 0, j = 0; i < others.size(); ++i)
-      if (read[i].seen == Seen::MidWrite) read[i] = second[j++];
-  }
+  const std::vector<Reading> read = ask_records(others, kAskWait);
   std::vector<int> missing;
   std::string details;
   for (size_t i = 0; i < others.size(); ++i) {
@@ -196,15 +214,10 @@ std::string diagnose(const Call& call, int me) {
         details += doing(x.record);
         break;
       case Seen::NoAnswer:
-        details += cat("did not respond within ", kReadWait,
-                       " s (stopped, or outside MPI on a "
-                       "network where reading its record needs it inside MPI)");
-        break;
-      case Seen::MidWrite:
-        details += "is running (its record changed while being read)";
+        details += cat("did not answer within ", kAskWait, " s (stopped, or unreachable)");
         break;
       case Seen::Failed:
-        details += "could not be read (MPI_Rget failed)";
+        details += "could not be asked (MPI_Isend or MPI_Irecv failed)";
         break;
     }
   }
@@ -267,38 +280,38 @@ double collective_timeout() {
 
 void open_records(bool thread_multiple) {
   Records& r = records();
-  if (r.win != MPI_WIN_NULL) return;
+  if (r.comm != MPI_COMM_NULL) return;
   if (collective_timeout() == 0) {
     r.unavailable = "MINIDL_TIMEOUT is 0";
     return;
   }
   if (!thread_multiple) {
-    r.unavailable = "MPI gave less than MPI_THREAD_MULTIPLE, which reading them needs";
+    r.unavailable = "MPI gave less than MPI_THREAD_MULTIPLE, which answering asks needs";
     return;
   }
-  Record* mine = nullptr;
-  MPI_Win win = MPI_WIN_NULL;
-  int ok = MPI_Win_allocate(sizeof(Record), sizeof(Record), MPI_INFO_NULL, MPI_COMM_WORLD, &mine,
-                            &win) == MPI_SUCCESS;
-  // Every rank uses the window or none does (a rank that failed has none to free).
-  MINIDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (!ok) {
-    r.unavailable = "MPI could not make a one-sided window (no osc component for this network)";
-    return;  // a window made on this rank stays unused (freeing it is collective)
-  }
-  MINIDL_MPI_CHECK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-  std::memset(mine, 0, sizeof(Record));
-  r.win = win;
-  r.mine = mine;
+  MINIDL_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &r.comm));
+  MINIDL_MPI_CHECK(MPI_Comm_set_errhandler(r.comm, MPI_ERRORS_RETURN));
+  r.mine = Record{};
+  MINIDL_MPI_CHECK(MPI_Irecv(&r.asked, 1, MPI_BYTE, MPI_ANY_SOURCE, kAskTag, r.comm, &r.ask));
   r.unavailable = "";
 }
 
 void close_records() {
   Records& r = records();
-  if (r.win == MPI_WIN_NULL) return;
+  if (r.comm == MPI_COMM_NULL) return stop_watchdog();
   publish([](Record& mine) { mine.op = static_cast<uint8_t>(Op::Finalize); });
-  r.mine = nullptr;
-  MINIDL_MPI_CHECK(MPI_Win_free(&r.win));
+  // Wait for every rank here, with the watchdog still answering "in
+  // MPI_Finalize" to a rank that is stuck in a collective this one has left.
+  MPI_Request all;
+  MINIDL_MPI_CHECK(MPI_Ibarrier(r.comm, &all));
+  for (int done = 0; !done; std::this_thread::sleep_for(std::chrono::milliseconds(1)))
+    MINIDL_MPI_CHECK(MPI_Test(&all, &done, MPI_STATUS_IGNORE));
+  stop_watchdog();
+  MINIDL_MPI_CHECK(MPI_Cancel(&r.ask));
+  MINIDL_MPI_CHECK(MPI_Wait(&r.ask, MPI_STATUS_IGNORE));
+  for (Answer& a : r.answers) MINIDL_MPI_CHECK(MPI_Wait(&a.request, MPI_STATUS_IGNORE));
+  r.answers.clear();
+  MINIDL_MPI_CHECK(MPI_Comm_free(&r.comm));
   r.unavailable = "the records were closed";
 }
 
@@ -318,9 +331,10 @@ void start_watchdog(int world_rank) {
   if (limit == 0 || w.thread.joinable()) return;
   w.stop = false;
   w.thread = std::thread([&w, world_rank, limit] {
-    const auto poll = std::chrono::duration<double>(std::min(1.0, limit / 4));
+    const auto poll = std::chrono::duration<double>(std::min(kAnswerPoll, limit / 4));
     std::unique_lock lock(w.mutex);
     while (!w.wake.wait_for(lock, poll, [&] { return w.stop; })) {
+      answer_asks();
       std::unique_lock slot(w.slot);
       if (!w.active) continue;
       const double waited = std::chrono::duration<double>(Clock::now() - w.since).count();

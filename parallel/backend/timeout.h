@@ -11,21 +11,20 @@
 // MINIDL_TIMEOUT is in seconds (fractions allowed), default 300; 0 turns the
 // timeout off.
 //
-// How the ranks are found: every rank publishes what it does in a small
-// record in an MPI RMA window (MPI_Win_allocate over the world, one record a
-// rank): the number and kind of the last collective it started on the world
-// and the blocking call it is in now. Announcing a call is a few stores into
-// this process's own record, no communication. Only when a call times out
-// does the watchdog thread read every member's record (passive target:
-// MPI_Win_lock_all with MPI_MODE_NOCHECK, MPI_Rget, MPI_Test) and give up on a
-// rank whose record has not come within 1 s: on shared memory (osc sm, rdma)
-// a read needs nothing from its target, so even a stopped rank answers; over
-// a network (osc ucx on TCP) a read needs the target to be inside MPI, so a
-// stopped or computing rank "did not respond". Reading from the watchdog
-// thread while the main thread sits in MPI needs MPI_THREAD_MULTIPLE, which
-// mpi_init asks for while the timeout is on. Where there is no window (the
-// timeout is off, MPI gave a lower thread level, or no one-sided component
-// could make one) the message says the ranks are unknown.
+// How the ranks are found: every rank keeps a small record of what it does:
+// the number and kind of the last collective it started on the world and the
+// blocking call it is in now (a few stores under an uncontended lock per
+// call, no communication). Its watchdog thread looks every 10 ms for asks on
+// a duplicate of the world and answers each with a copy of the record. When
+// a call times out, the watchdog asks every member of the call's
+// communicator and gives up on a rank that has not answered within 1 s: a
+// stopped (SIGSTOP) or unreachable rank "did not answer"; a rank computing
+// outside MPI answers that it is. This is point-to-point messaging only, so
+// it works on every network Open MPI runs on, across hosts over TCP too.
+// Answering from the watchdog thread while the main thread sits in MPI needs
+// MPI_THREAD_MULTIPLE, which mpi_init asks for while the timeout is on.
+// Where MPI gave less (or the timeout is off) the message says the ranks are
+// unknown.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -41,12 +40,12 @@ double collective_timeout();
 void start_watchdog(int world_rank);
 void stop_watchdog();
 
-// The record window, over MPI_COMM_WORLD: open_records is collective (after
-// MPI_Init); it makes no window when the timeout is off or MPI gave less than
-// MPI_THREAD_MULTIPLE, or when MPI cannot make one (every rank then does
-// without). close_records is collective too (before MPI_Finalize); it marks
-// this rank as finalising first, which is what the others read while it
-// waits there for them.
+// The records: open_records is collective (after MPI_Init, before
+// start_watchdog); it opens nothing when the timeout is off or MPI gave less
+// than MPI_THREAD_MULTIPLE. close_records is collective too (before
+// MPI_Finalize): it marks this rank as finalising, waits for every rank with
+// the watchdog still answering (so a rank stuck in a collective this one has
+// left learns that it ended), then stops the watchdog.
 void open_records(bool thread_multiple);
 void close_records();
 

@@ -94,5 +94,7 @@ grep -E "^minidl: rank|lost communication" "$tmp/cut.txt"
 [ "$rc" -ne 0 ] || fail "the job exited 0"
 grep -Eq "minidl: rank 0: allreduce \([0-9]+ bytes\) has waited [0-9.]+ s for the other ranks, longer than MINIDL_TIMEOUT=3 s" \
   "$tmp/cut.txt" || fail "rank 0 did not name the allreduce that timed out: $(tail -20 "$tmp/cut.txt")"
+grep -Fq "rank 1 had not arrived: rank 1 did not answer within 1 s (stopped, or unreachable)" "$tmp/cut.txt" ||
+  fail "rank 0 did not name rank 1 as unreachable: $(tail -20 "$tmp/cut.txt")"
 awk -v e="$elapsed" -v m="$max" 'BEGIN { exit !(e < m) }' || fail "took ${elapsed} s"
 echo "run_netns: ok"

@@ -3,27 +3,21 @@
 # that the job ends non-zero within MAX_SECONDS, after the timeout, and that
 # every rank that reports names the call, its number and exactly the ranks that
 # had not arrived, with what each was doing (see fault_timeout.cpp).
-# TRANSPORT: shm (Open MPI's defaults: osc sm reads a stopped rank's record),
-# tcp (--mca btl tcp,self), or ucx (--mca osc ucx: a read needs its target
-# inside MPI, so a stopped or sleeping rank does not respond).
+# TRANSPORT: shm (Open MPI's defaults) or tcp (--mca btl tcp,self, as
+# across hosts): the ranks are asked over point-to-point messages either way.
 # usage: run_timeout.sh MPIEXEC NP TIMEOUT MAX_SECONDS PROGRAM MODE TRANSPORT
 mpiexec=$1 np=$2 timeout_s=$3 max=$4 program=$5 mode=$6 transport=${7:-shm}
 case $transport in
   shm) options=() ;;
   tcp) options=(--mca btl tcp,self) ;;
-  ucx) options=(--mca pml ob1 --mca osc ucx) ;;
   *) echo "run_timeout: unknown transport $transport"; exit 2 ;;
 esac
-# A stopped or sleeping rank, as read (osc sm) or not (osc ucx). Under ucx a
-# report written once mpirun's teardown has sent the stopped rank SIGCONT may
-# read it after all; the first report must not have.
-quiet="is outside MPI (computing, or stopped) after collective #2 (allreduce)"
-[ "$transport" = ucx ] &&
-  quiet="did not respond within 1 s (stopped, or outside MPI on a network where reading its record needs it inside MPI)"
+stopped="did not answer within 1 s (stopped, or unreachable)"
 case $mode in
-  stopped | sleeping) call=barrier missing="rank 1 had not arrived: rank 1 $quiet" ;;
+  stopped) call=barrier missing="rank 1 had not arrived: rank 1 $stopped" ;;
+  sleeping) call=barrier missing="rank 1 had not arrived: rank 1 is outside MPI (computing) after collective #2 (allreduce)" ;;
   other) call=allreduce missing="rank 1 had not arrived: rank 1 is in broadcast #3" ;;
-  mixed) call=allreduce missing="ranks 1 and 3 had not arrived: rank 1 is in broadcast #3; rank 3 $quiet" ;;
+  mixed) call=allreduce missing="ranks 1 and 3 had not arrived: rank 1 is in broadcast #3; rank 3 $stopped" ;;
   steps) call=allreduce missing="rank 1 had not arrived: rank 1 is in MPI_Finalize (its program has ended)" ;;
   *) echo "run_timeout: unknown mode $mode"; exit 2 ;;
 esac
