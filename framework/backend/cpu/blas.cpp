@@ -38,14 +38,24 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
     return;
   }
   const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-  // Mid-sized products (LeNet's dense layers, 64 x 400 x 120 and its
-  // gradients) ran slower on 2 threads than on 1 under OpenBLAS's own
-  // threading; split C's rows between threads instead (blocks of 16 rows),
-  // each calling OpenBLAS single-threaded (it does not fork inside a parallel
-  // region), which also keeps each thread on its own samples.
+  // On 2 threads, products up to 2^24 multiply-adds ran slower under
+  // OpenBLAS's own threading than on 1 thread; the small ones (LeNet's dense
+  // layers, 64 x 400 x 120 and its gradients: 3.1M) are fastest on the
+  // calling thread alone, since splitting them moves their operands between
+  // cores. Mid-sized ones (the MLP's at batch 32: 8.4M, 12.8M) split C's rows
+  // between threads instead (blocks of 16 rows), each calling OpenBLAS
+  // single-threaded (it does not fork inside a parallel region), which also
+  // keeps each thread on its own samples.
   const int64_t macs = m * n * k, threads = omp_get_max_threads();
-  if (threads > 1 && !omp_in_parallel() && m >= 32 && macs >= (int64_t{1} << 18) &&
-      macs <= (int64_t{1} << 24)) {
+  // (Below 2^18 OpenBLAS itself stays on one thread.)
+  const bool ours = threads > 1 && !omp_in_parallel() && macs >= (int64_t{1} << 18);
+  if (ours && macs < (int64_t{1} << 22)) {
+    openblas_set_num_threads(1);  // OpenBLAS has no per-call thread count
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    openblas_set_num_threads(static_cast<int>(threads));
+    return;
+  }
+  if (ours && m >= 32 && macs <= (int64_t{1} << 24)) {
 #pragma omp parallel
     {
       const int64_t t = omp_get_thread_num(), parts = omp_get_num_threads(), blocks = (m + 15) / 16;
