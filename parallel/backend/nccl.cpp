@@ -195,7 +195,9 @@ class NcclCommunicator final : public Communicator {
     comm_ = nullptr;
     host_.abort(exit_code);
   }
-  Communicator* on_device(Device d, bool) override { return d == Device::CUDA ? this : nullptr; }
+  Communicator* on_device(Device d, bool open) override {
+    return d == Device::CUDA ? this : host_.on_device(d, open);  // host memory: MPI
+  }
 
   // Blocks until `done` has passed, polling NCCL's asynchronous errors; an
   // error or MINIDL_TIMEOUT ends the job (nothing else could wake this rank).
