@@ -95,20 +95,28 @@ namespace {
 
 ncclDataType_t nccl_type(ElemType t) {
   switch (t) {
-    case ElemType::Float32: return ncclFloat32;
-    case ElemType::Float64: return ncclFloat64;
-    case ElemType::Int32: return ncclInt32;
-    case ElemType::Int64: return ncclInt64;
+    case ElemType::Float32:
+      return ncclFloat32;
+    case ElemType::Float64:
+      return ncclFloat64;
+    case ElemType::Int32:
+      return ncclInt32;
+    case ElemType::Int64:
+      return ncclInt64;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
-    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
+    case ReduceOp::Avg:
+      return ncclAvg;
   }
   return ncclSum;
 }
@@ -155,18 +163,20 @@ class NcclCommunicator final : public Communicator {
   void allreduce(void* data, size_t count, ElemType type, ReduceOp op) override {
     detail::check_reduce(type, op, "allreduce");
     blocking("allreduce", [&] {
-      NCCL_CHECK(nccl()->all_reduce(data, data, count, nccl_type(type), nccl_op(op), comm_,
-                                    stream_));
+      NCCL_CHECK(
+          nccl()->all_reduce(data, data, count, nccl_type(type), nccl_op(op), comm_, stream_));
     });
   }
   std::unique_ptr<Work> allreduce_async(void* data, size_t count, ElemType type,
                                         ReduceOp op) override {
     detail::check_reduce(type, op, "allreduce_async");
     auto work = std::make_unique<NcclWork>(*this, "allreduce_async");
-    queue([&] {
-      NCCL_CHECK(nccl()->all_reduce(data, data, count, nccl_type(type), nccl_op(op), comm_,
-                                    stream_));
-    }, work->done);
+    queue(
+        [&] {
+          NCCL_CHECK(
+              nccl()->all_reduce(data, data, count, nccl_type(type), nccl_op(op), comm_, stream_));
+        },
+        work->done);
     return work;
   }
   void broadcast(void* data, size_t nbytes, int root) override {
@@ -181,10 +191,12 @@ class NcclCommunicator final : public Communicator {
   }
   // No tags in NCCL: a pair's messages match in the order they were sent.
   void send(const void* data, size_t nbytes, int dst, int /*tag*/) override {
-    blocking("send", [&] { NCCL_CHECK(nccl()->send(data, nbytes, ncclUint8, dst, comm_, stream_)); });
+    blocking("send",
+             [&] { NCCL_CHECK(nccl()->send(data, nbytes, ncclUint8, dst, comm_, stream_)); });
   }
   void recv(void* data, size_t nbytes, int src, int /*tag*/) override {
-    blocking("recv", [&] { NCCL_CHECK(nccl()->recv(data, nbytes, ncclUint8, src, comm_, stream_)); });
+    blocking("recv",
+             [&] { NCCL_CHECK(nccl()->recv(data, nbytes, ncclUint8, src, comm_, stream_)); });
   }
   void barrier() override { host_.barrier(); }
   std::shared_ptr<Communicator> split(const std::vector<int>& ranks) override {
@@ -217,8 +229,8 @@ class NcclCommunicator final : public Communicator {
         fail(cat(what, " failed: NCCL error ", static_cast<int>(async), " (",
                  nccl()->get_error_string(async), ")"));
       if (limit > 0 && waited > limit)
-        fail(cat(what, " has waited ", waited, " s for the other ranks, longer than MINIDL_TIMEOUT=",
-                 limit, " s"));
+        fail(cat(what, " has waited ", waited,
+                 " s for the other ranks, longer than MINIDL_TIMEOUT=", limit, " s"));
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }

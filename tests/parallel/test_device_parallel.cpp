@@ -86,10 +86,10 @@ std::unique_ptr<Net> make_net(uint64_t seed, Device device, Args... args) {
   return net;
 }
 
-#define REQUIRE_CUDA()                                                              \
-  if (!emulated() && !device_available(kCuda)) {                                    \
-    MESSAGE("no CUDA device and no emulation: skipped");                            \
-    return;                                                                         \
+#define REQUIRE_CUDA()                                   \
+  if (!emulated() && !device_available(kCuda)) {         \
+    MESSAGE("no CUDA device and no emulation: skipped"); \
+    return;                                              \
   }
 
 }  // namespace
@@ -142,7 +142,8 @@ TEST_CASE("device: DataParallel on CUDA, both styles and no_sync, equals the CPU
       optim::Momentum opt(net->trainable_params(), /*lr=*/0.05, /*momentum=*/0.9);
       nn::MSELoss loss;
       auto pass = [&](int step) {
-        Tensor l = loss(dp(rank_values({4, 6}, 100 + step).to(d)), rank_values({4, 3}, 200 + step).to(d));
+        Tensor l =
+            loss(dp(rank_values({4, 6}, 100 + step).to(d)), rank_values({4, 3}, 200 + step).to(d));
         if (explicit_style) l = dp.scale_loss(l);
         l.backward();
       };
@@ -212,7 +213,8 @@ TEST_CASE("device: AdaSum on CUDA gradients equals the CPU's") {
     }
     // And the list form, with a float16 tensor.
     parallel::AdaSum op;
-    std::vector<Tensor> out = op({rank_values({9}, 600).to(d), rank_values({2, 2}, 601).to(kFloat16).to(d)});
+    std::vector<Tensor> out =
+        op({rank_values({9}, 600).to(d), rank_values({2, 2}, 601).to(kFloat16).to(d)});
     for (const Tensor& p : net->parameters()) out.push_back(p);
     return out;
   };
@@ -234,9 +236,9 @@ TEST_CASE("device: Model's data-parallel training on CUDA equals the CPU's") {
     model.train(2, set.batch(16 / N()));  // Model shards by rank
     std::vector<Tensor> out = net->parameters();
     const auto figures = model.eval(set.batch(8));
-    out.push_back(
-        Tensor::from_vector(std::vector<float>{float(figures.at("loss")), float(figures.at("accuracy"))})
-            .to(d));
+    out.push_back(Tensor::from_vector(
+                      std::vector<float>{float(figures.at("loss")), float(figures.at("accuracy"))})
+                      .to(d));
     return out;
   };
   std::vector<Tensor> want = train(Device::CPU), got = train(kCuda);
