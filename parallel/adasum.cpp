@@ -1,7 +1,6 @@
 #include "parallel/adasum.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "parallel/init.h"
 #include "parallel/timeline.h"
@@ -76,7 +75,6 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
     MINIDL_CHECK(g.defined(), "AdaSum: gradient ", i, " is undefined");
     MINIDL_CHECK(g.dtype() == kFloat32 || g.dtype() == kFloat16, "AdaSum: gradient ", i, " ",
                  g.shape(), " has dtype ", dtype_name(g.dtype()), "; expected float32 or float16");
-    MINIDL_CHECK(g.device() == Device::CPU, "AdaSum: gradient ", i, " is not on the CPU");
     offset_.push_back(offset_.back() + static_cast<size_t>(g.numel()));
   }
   const size_t n = offset_.back();
@@ -86,16 +84,11 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
                        {"bytes", static_cast<int64_t>(n * sizeof(float))}});
   recv_.resize((n + 1) / 2);
   dots_.resize(3 * t_count);
-  for (size_t i = 0; i < t_count; ++i) {
-    float* dst = flat_.data() + offset_[i];
-    const size_t len = offset_[i + 1] - offset_[i];
-    if (grads[i].dtype() == kFloat32) {
-      std::memcpy(dst, grads[i].data<float>(), len * sizeof(float));
-    } else {
-      const Half* src = grads[i].data<Half>();
-      for (size_t k = 0; k < len; ++k) dst[k] = half_to_float(src[k]);
-    }
-  }
+  // Gradient i as float32 in flat_ (a device's gradients are copied to the host here).
+  auto in_flat = [&](size_t i) {
+    return Tensor::from_blob(flat_.data() + offset_[i], grads[i].shape(), kFloat32, /*copy=*/false);
+  };
+  for (size_t i = 0; i < t_count; ++i) in_flat(i).copy_(grads[i]);
 
   // 1. Reduce-scatter: slice[l] is what this rank holds before level l.
   const int rank = group_->rank(), k = levels();
@@ -146,15 +139,8 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
 
   std::vector<Tensor> out(t_count);
   for (size_t i = 0; i < t_count; ++i) {
-    out[i] = Tensor::empty(grads[i].shape(), grads[i].dtype());
-    const float* src = flat_.data() + offset_[i];
-    const size_t len = offset_[i + 1] - offset_[i];
-    if (out[i].dtype() == kFloat32) {
-      std::memcpy(out[i].data<float>(), src, len * sizeof(float));
-    } else {
-      Half* dst = out[i].data<Half>();
-      for (size_t j = 0; j < len; ++j) dst[j] = float_to_half(src[j]);
-    }
+    out[i] = Tensor::empty(grads[i].shape(), grads[i].dtype(), grads[i].device());
+    out[i].copy_(in_flat(i));  // cast back to the gradient's dtype and device
   }
   return out;
 }
@@ -182,7 +168,7 @@ void AdaSumByGradWrapCell::operator()(const std::vector<Tensor>& grads) {
   std::vector<Tensor> filled(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) {
-      filled[i] = Tensor::zeros(params[i].shape());
+      filled[i] = Tensor::zeros(params[i].shape(), kFloat32, params[i].device());
       continue;
     }
     MINIDL_CHECK(grads[i].shape() == params[i].shape(), "AdaSumByGradWrapCell: gradient ", i,

@@ -36,6 +36,9 @@
 //    on every rank).
 // Each rank sends about N elements in each phase, as a halving-doubling
 // allreduce does, plus one allreduce of 3 doubles per tensor per level.
+// Devices: the packed vector and the arithmetic are on the host, whatever the
+// backend (NCCL included). Gradients on a device are copied into it and the
+// results copied back to each gradient's device: the same bits as on the CPU.
 //
 // Errors (minidl::Error, thrown at construction, as the reference raises):
 // a group of one rank (no distributed job), a rank count that is not a power

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace minidl::parallel {
 
@@ -35,14 +36,12 @@ size_t elem_type_size(ElemType t) {
 
 // ---- Tensor conveniences ----
 
-static void check_cpu(const Tensor& t, const char* op) {
-  MINIDL_CHECK(t.defined(), op, ": undefined tensor");
-  MINIDL_CHECK(t.device() == Device::CPU, op, ": tensor ", t.shape(),
-               " is not on the CPU (this backend moves CPU memory only)");
-}
+Communicator* Communicator::on_device(Device d, bool) { return d == Device::CPU ? this : nullptr; }
 
-static ElemType reducible_type(const Tensor& t, const char* op) {
-  check_cpu(t, op);
+namespace {
+
+ElemType reducible_type(const Tensor& t, const char* op) {
+  MINIDL_CHECK(t.defined(), op, ": undefined tensor");
   switch (t.dtype()) {
     case kFloat32: return ElemType::Float32;
     case kInt32: return ElemType::Int32;
@@ -53,52 +52,99 @@ static ElemType reducible_type(const Tensor& t, const char* op) {
                   "loses precision, so cast it to float32 first (DistributedGradReducer does)"));
 }
 
-void Communicator::allreduce(const Tensor& t, ReduceOp op) {
-  allreduce(t.raw_data(), t.numel(), reducible_type(t, "allreduce"), op);
+// What carries t's bytes: the communicator that moves its device's memory
+// and t itself, or (none) `c` and a host buffer pinned for t's device,
+// holding t's values when `fill`.
+struct Carrier {
+  Communicator* comm;
+  Tensor buffer;
+  bool staged() const { return buffer.device() == Device::CPU; }
+};
+Carrier carrier(Communicator& c, const Tensor& t, const char* op, bool open, bool fill) {
+  MINIDL_CHECK(t.defined(), op, ": undefined tensor");
+  if (Communicator* direct = c.on_device(t.device(), open)) return {direct, t};
+  Tensor host = Tensor::empty_pinned(t.shape(), t.dtype(), t.device());
+  if (fill) host.copy_(t);
+  return {&c, host};
 }
 
-namespace {
-// Keeps the tensor whose storage the communication writes alive until it ends.
+// Keeps the tensor whose storage the communication writes alive until it
+// ends, and copies a staged result back into it then.
 class TensorWork final : public Work {
  public:
-  TensorWork(std::unique_ptr<Work> inner, Tensor t) : inner_(std::move(inner)), t_(std::move(t)) {}
-  ~TensorWork() override { inner_.reset(); }  // waits before t_ is released
-  void wait() override { inner_->wait(); }
-  bool test() override { return inner_->test(); }
+  TensorWork(std::unique_ptr<Work> inner, Tensor t, Tensor staged)
+      : inner_(std::move(inner)), t_(std::move(t)), staged_(std::move(staged)) {}
+  ~TensorWork() override {
+    inner_.reset();  // waits before t_ is released
+    try {
+      finish();
+    } catch (const std::exception&) {  // a failed copy has nowhere to go from a destructor
+    }
+  }
+  void wait() override {
+    inner_->wait();
+    finish();
+  }
+  bool test() override {
+    if (!inner_->test()) return false;
+    finish();
+    return true;
+  }
 
  private:
+  void finish() {
+    if (!staged_.defined()) return;
+    const Tensor from = std::exchange(staged_, Tensor());
+    t_.copy_(from);
+  }
   std::unique_ptr<Work> inner_;
-  Tensor t_;
+  Tensor t_, staged_;
 };
+
 }  // namespace
 
+void Communicator::allreduce(const Tensor& t, ReduceOp op) {
+  const ElemType type = reducible_type(t, "allreduce");
+  if (t.device() != Device::CPU && size() == 1) return detail::check_reduce(type, op, "allreduce");
+  Carrier c = carrier(*this, t, "allreduce", /*open=*/true, /*fill=*/true);
+  c.comm->allreduce(c.buffer.raw_data_ptr(), t.numel(), type, op);
+  if (c.staged() && !c.buffer.same(t)) Tensor(t).copy_(c.buffer);
+}
+
 std::unique_ptr<Work> Communicator::allreduce_async(const Tensor& t, ReduceOp op) {
-  auto inner = allreduce_async(t.raw_data(), t.numel(), reducible_type(t, "allreduce_async"), op);
-  return std::make_unique<TensorWork>(std::move(inner), t);
+  const ElemType type = reducible_type(t, "allreduce_async");
+  Carrier c = carrier(*this, t, "allreduce_async", /*open=*/true, /*fill=*/true);
+  auto inner = c.comm->allreduce_async(c.buffer.raw_data_ptr(), t.numel(), type, op);
+  return std::make_unique<TensorWork>(std::move(inner), t,
+                                      c.buffer.same(t) ? Tensor() : c.buffer);
 }
 
 void Communicator::broadcast(const Tensor& t, int root) {
-  check_cpu(t, "broadcast");
-  broadcast(t.raw_data(), t.nbytes(), root);
+  if (t.defined() && t.device() != Device::CPU && size() == 1) return broadcast(nullptr, 0, root);
+  Carrier c = carrier(*this, t, "broadcast", /*open=*/true, /*fill=*/rank() == root);
+  c.comm->broadcast(c.buffer.raw_data_ptr(), t.nbytes(), root);
+  if (!c.buffer.same(t)) Tensor(t).copy_(c.buffer);
 }
 
 Tensor Communicator::allgather(const Tensor& t) {
-  check_cpu(t, "allgather");
+  Carrier c = carrier(*this, t, "allgather", /*open=*/true, /*fill=*/true);
   Shape shape = t.shape();
   shape.insert(shape.begin(), size());
-  Tensor out = Tensor::empty(shape, t.dtype());
-  allgather(t.raw_data(), out.raw_data(), t.nbytes());
-  return out;
+  Tensor out = c.buffer.same(t) ? Tensor::empty(shape, t.dtype(), t.device())
+                                : Tensor::empty_pinned(shape, t.dtype(), t.device());
+  c.comm->allgather(c.buffer.raw_data_ptr(), out.raw_data_ptr(), t.nbytes());
+  return out.device() == t.device() ? out : out.to(t.device());
 }
 
 void Communicator::send(const Tensor& t, int dst, int tag) {
-  check_cpu(t, "send");
-  send(t.raw_data(), t.nbytes(), dst, tag);
+  Carrier c = carrier(*this, t, "send", /*open=*/false, /*fill=*/true);
+  c.comm->send(c.buffer.raw_data_ptr(), t.nbytes(), dst, tag);
 }
 
 void Communicator::recv(const Tensor& t, int src, int tag) {
-  check_cpu(t, "recv");
-  recv(t.raw_data(), t.nbytes(), src, tag);
+  Carrier c = carrier(*this, t, "recv", /*open=*/false, /*fill=*/false);
+  c.comm->recv(c.buffer.raw_data_ptr(), t.nbytes(), src, tag);
+  if (!c.buffer.same(t)) Tensor(t).copy_(c.buffer);
 }
 
 // ---- groups ----

@@ -1,17 +1,22 @@
 // Communicator: the collective and point-to-point operations every parallel
 // wrapper is written against. Backends live beneath it in parallel/backend/:
-// `local` (a world of one, no MPI at all) and `mpi` (Open MPI); an NCCL backend
-// would be one more subclass. Nothing outside parallel/backend/ includes <mpi.h>.
+// `local` (a world of one, no MPI at all), `mpi` (Open MPI) and, in a CUDA
+// build, `nccl` (the device side of an MPI communicator, see on_device()).
+// Nothing outside parallel/backend/ includes <mpi.h>.
 //
 // Conventions for every operation:
 // - Collectives (allreduce, broadcast, allgather, barrier, split) are called by
 //   every member of the communicator, in the same order, with the same counts
 //   (and root). A mismatch is undefined behaviour in MPI (usually a hang or a
 //   truncation error), not something the library can detect.
-// - Buffers are contiguous CPU memory. Raw-buffer overloads take an element
-//   count and an ElemType (float32, float64, int32, int64); data-movement
-//   operations take a byte count. Tensor overloads work in place on the
-//   tensor's storage (a Tensor is a handle, so they take const Tensor&).
+// - Raw buffers are contiguous CPU memory (a communicator from on_device(d):
+//   d's memory). Raw-buffer overloads take an element count and an ElemType
+//   (float32, float64, int32, int64); data-movement operations take a byte
+//   count. Tensor overloads work in place on the tensor's storage (a Tensor
+//   is a handle, so they take const Tensor&), on any device: a tensor on a
+//   device goes through on_device()'s communicator where the backend has one
+//   (NCCL for CUDA), else through host staging: copied into a pinned host
+//   buffer, communicated, copied back (announced once, see on_device()).
 // - Errors throw minidl::Error naming the operation, the failing call,
 //   file:line and the rank (see MINIDL_MPI_CHECK in backend/mpi.cpp).
 // - Calls come from one thread at a time (MPI_THREAD_SERIALIZED).
@@ -87,6 +92,19 @@ class Communicator {
   virtual std::shared_ptr<Communicator> split(const std::vector<int>& ranks) = 0;
   // Ends the whole job at once (MPI_Abort); used by the std::terminate handler.
   virtual void abort(int exit_code) noexcept = 0;
+
+  // ---- device memory ----
+  // The communicator over the same ranks whose raw operations take pointers
+  // into `d`'s memory: this one for the CPU; for another device the
+  // backend's (the MPI backend's is NCCL in a CUDA build, where NCCL can run),
+  // or null: Tensor operations on `d` then stage through host memory, and the
+  // backend says so once on world rank 0's stderr, e.g.
+  //   minidl: MPI backend: CUDA tensors are staged through host memory (no NCCL in this build)
+  // `open`: the caller is a collective (every rank of this communicator
+  // calls it now), so the backend may set its device side up (itself a
+  // collective); a point-to-point caller passes false and gets only what is
+  // already set up.
+  virtual Communicator* on_device(Device d, bool open);
 
   // ---- typed and Tensor conveniences (built on the raw operations) ----
   template <class T>

@@ -1,7 +1,6 @@
 #include "parallel/data_parallel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "framework/autograd.h"
@@ -38,7 +37,7 @@ struct DataParallel::State {
   // the mean or (MeanSplit{}) the sum; `now`: runs it to the end instead
   // (nothing left to overlap with, and a blocking allreduce is the faster call).
   void start(size_t b, const MeanSplit& how, bool now = false) {
-    float* f = grad_buckets[b].pack(how.scale);
+    const Tensor& flat = grad_buckets[b].pack(how.scale);
     const size_t n = grad_buckets[b].numel();
     timeline_ids[b] =
         Timeline::enabled()
@@ -49,10 +48,10 @@ struct DataParallel::State {
                               Timeline::kCommunication)
             : -1;
     if (now) {
-      group->allreduce(f, n, ElemType::Float32, how.op);
+      group->allreduce(flat, how.op);
       Timeline::end(timeline_ids[b]);
     } else {
-      works[b] = group->allreduce_async(f, n, ElemType::Float32, how.op);
+      works[b] = group->allreduce_async(flat, how.op);
     }
   }
 
@@ -181,22 +180,27 @@ void check_same_parameters(Communicator& c, const nn::Cell& module) {
                   ". Every rank must build the same model."));
 }
 
-// Construction step 3: rank 0's values, one broadcast per bucket (any dtype).
+// Construction step 3: rank 0's values, one broadcast per bucket (any dtype,
+// any device: the values go through host memory, once per run).
 void broadcast_parameters(Communicator& c, const std::vector<Tensor>& params, size_t bucket_bytes) {
   std::vector<char> buf;
+  // params[i]'s bytes in buf, at `at`
+  auto in_buf = [&](size_t i, size_t at) {
+    return Tensor::from_blob(buf.data() + at, params[i].shape(), params[i].dtype(), /*copy=*/false);
+  };
   for (const auto& bucket : plan_buckets(params, bucket_bytes)) {
     size_t n = 0;
     for (size_t i : bucket) n += params[i].nbytes();
     buf.resize(n);
     size_t at = 0;
     for (size_t i : bucket) {
-      std::memcpy(buf.data() + at, params[i].raw_data(), params[i].nbytes());
+      if (c.rank() == 0) in_buf(i, at).copy_(params[i]);
       at += params[i].nbytes();
     }
     c.broadcast(buf.data(), n, 0);
     at = 0;
     for (size_t i : bucket) {
-      std::memcpy(params[i].raw_data(), buf.data() + at, params[i].nbytes());
+      Tensor(params[i]).copy_(in_buf(i, at));
       at += params[i].nbytes();
     }
   }

@@ -9,7 +9,7 @@ namespace minidl::parallel {
 
 namespace {
 
-// dst [n] = g as float32 times s (zeros for an undefined g)
+// dst [n] = g as float32 times s (zeros for an undefined g): host loops
 void to_float32(const Tensor& g, float* dst, size_t n, float s) {
   if (!g.defined()) {
     std::memset(dst, 0, n * sizeof(float));
@@ -78,6 +78,34 @@ void divide(float* x, size_t n, float divisor) {
   for (size_t k = 0; k < n; ++k) x[k] /= divisor;
 }
 
+// The same four on a device, as tensor ops (the same float32 operations as
+// the host loops above, so the same bits): dst, a view into a float32 buffer.
+void to_float32(const Tensor& g, Tensor dst, float s) {
+  NoGradGuard no_grad;
+  if (dst.device() == Device::CPU)
+    return to_float32(g, dst.data<float>(), static_cast<size_t>(dst.numel()), s);
+  if (!g.defined()) return dst.fill_(0);
+  MINIDL_CHECK(g.device() == dst.device(), "gradient bucket: a gradient ", g.shape(), " is on ",
+               device_name(g.device()), " but its parameter is on ", device_name(dst.device()));
+  const Tensor f = g.detach().to(kFloat32);
+  dst.copy_(s == 1.0f ? f : f * s);
+}
+void from_float32(const Tensor& src, Tensor out) {
+  if (out.device() == Device::CPU) return from_float32(src.data<float>(), out);
+  out.copy_(src);  // casts to out's dtype
+}
+void scale(Tensor x, float s) {
+  NoGradGuard no_grad;
+  if (x.device() == Device::CPU) return scale(x.data<float>(), static_cast<size_t>(x.numel()), s);
+  if (s != 1.0f) x.copy_(x * s);
+}
+void divide(Tensor x, float divisor) {
+  NoGradGuard no_grad;
+  if (x.device() == Device::CPU)
+    return divide(x.data<float>(), static_cast<size_t>(x.numel()), divisor);
+  if (divisor != 1.0f) x.copy_(x / divisor);
+}
+
 // Parameter k's part of `flat` as a tensor of its shape (a view).
 Tensor part(const Tensor& flat, size_t offset, const Tensor& param) {
   NoGradGuard no_grad;
@@ -96,10 +124,15 @@ MeanSplit mean_split(int degree, int size) {
 
 GradBucket::GradBucket(std::vector<Tensor> params) : params_(std::move(params)) {
   for (const Tensor& p : params_) {
+    MINIDL_CHECK(p.device() == params_[0].device(), "gradient bucket: parameter ", p.shape(),
+                 " is on ", device_name(p.device()), " and parameter ", params_[0].shape(),
+                 " on ", device_name(params_[0].device()), "; move the network to one device");
     offsets_.push_back(numel_);
     numel_ += static_cast<size_t>(p.numel());
   }
 }
+
+Device GradBucket::device() const { return params_.empty() ? Device::CPU : params_[0].device(); }
 
 bool GradBucket::holds_view(size_t k) const {
   const std::shared_ptr<TensorImpl>& g = params_[k].impl().grad;
@@ -109,7 +142,7 @@ bool GradBucket::holds_view(size_t k) const {
 
 Tensor GradBucket::view(size_t k) const { return part(flat_, offsets_[k], params_[k]); }
 
-float* GradBucket::pack(float s) {
+const Tensor& GradBucket::pack(float s) {
   std::vector<char> in_place(params_.size(), 0);
   long views = 0;
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -117,23 +150,21 @@ float* GradBucket::pack(float s) {
     views += in_place[k];
   }
   if (!flat_.defined() || flat_.impl().storage.use_count() != 1 + views) {
-    flat_ = Tensor::empty({static_cast<int64_t>(numel_)});  // someone else sees the old one
+    // someone else sees the old one
+    flat_ = Tensor::empty({static_cast<int64_t>(numel_)}, kFloat32, device());
     std::fill(in_place.begin(), in_place.end(), 0);
   }
-  float* f = flat_.data<float>();
   for (size_t k = 0; k < params_.size(); ++k) {
-    const size_t n = static_cast<size_t>(params_[k].numel());
     if (in_place[k])
-      scale(f + offsets_[k], n, s);
+      scale(view(k), s);
     else
-      to_float32(params_[k].grad(), f + offsets_[k], n, s);
+      to_float32(params_[k].grad(), view(k), s);
   }
-  return f;
+  return flat_;
 }
 
 void GradBucket::unpack(float divisor) {
-  float* f = flat_.data<float>();
-  divide(f, numel_, divisor);
+  divide(flat_, divisor);
   for (size_t k = 0; k < params_.size(); ++k) {
     if (holds_view(k)) continue;
     Tensor& p = params_[k];
@@ -145,34 +176,31 @@ void GradBucket::unpack(float divisor) {
     }
     // Cast back over the gradient itself when nothing else can see it.
     const bool own = g && g.use_count() == 1 && g->storage && g->storage.use_count() == 1 &&
-                     g->storage->owned && g->device == Device::CPU;
-    Tensor out = own ? p.grad() : Tensor::empty(p.shape(), dtype);
-    from_float32(f + offsets_[k], out);
+                     g->storage->owned && g->device == p.device();
+    Tensor out = own ? p.grad() : Tensor::empty(p.shape(), dtype, p.device());
+    from_float32(view(k), out);
     if (!own) p.set_grad(out);
   }
 }
 
 Tensor GradBucket::pack_new(const std::vector<Tensor>& grads, float s) const {
-  Tensor buffer = Tensor::empty({static_cast<int64_t>(numel_)});
-  float* f = buffer.data<float>();
+  Tensor buffer = Tensor::empty({static_cast<int64_t>(numel_)}, kFloat32, device());
   for (size_t k = 0; k < params_.size(); ++k)
-    to_float32(grads[k], f + offsets_[k], static_cast<size_t>(params_[k].numel()), s);
+    to_float32(grads[k], part(buffer, offsets_[k], params_[k]), s);
   return buffer;
 }
 
 std::vector<Tensor> GradBucket::unpack_new(const Tensor& buffer, const std::vector<Tensor>& grads,
                                            float divisor) const {
-  float* f = buffer.data<float>();
-  divide(f, numel_, divisor);
+  divide(buffer, divisor);
   std::vector<Tensor> out;
   for (size_t k = 0; k < params_.size(); ++k) {
     const DType dtype = grads[k].defined() ? grads[k].dtype() : params_[k].dtype();
-    if (dtype == kFloat32) {
-      out.push_back(part(buffer, offsets_[k], params_[k]));
-    } else {
-      out.push_back(Tensor::empty(params_[k].shape(), dtype));
-      from_float32(f + offsets_[k], out.back());
-    }
+    out.push_back(part(buffer, offsets_[k], params_[k]));
+    if (dtype == kFloat32) continue;
+    Tensor cast = Tensor::empty(params_[k].shape(), dtype, device());
+    from_float32(out.back(), cast);
+    out.back() = cast;
   }
   return out;
 }

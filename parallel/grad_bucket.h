@@ -3,9 +3,14 @@
 // DataParallel).
 //
 //   GradBucket bucket({fc2.weight, fc2.bias});
-//   float* data = bucket.pack(0.5f);          // the gradients as float32, times 0.5
-//   comm.allreduce(data, bucket.numel(), ...);
+//   const Tensor& flat = bucket.pack(0.5f);   // the gradients as float32, times 0.5
+//   comm.allreduce(flat);
 //   bucket.unpack(1.0f);                      // each .grad() now holds its part
+//
+// The buffer lives on the parameters' device (all on one; the constructor
+// throws otherwise): on the CPU, packing and unpacking are host loops; on
+// another device, tensor ops doing the same float32 arithmetic, so a bucket
+// on the device gives the CPU's bits wherever its kernels do.
 //
 // Gradient as bucket view (PyTorch DDP's gradient_as_bucket_view): unpack()
 // leaves each float32 gradient as a view into the buffer. The optimizer reads
@@ -49,16 +54,18 @@ class GradBucket {
   explicit GradBucket(std::vector<Tensor> params);
 
   size_t numel() const { return numel_; }
+  Device device() const;  // the parameters' (the CPU for none)
 
-  // The gradients as float32 in the bucket's buffer, each times `scale`
-  // (applied to every value: exact for a power of two).
-  float* pack(float scale);
+  // The gradients as float32 in the bucket's buffer ([numel], on the
+  // parameters' device), each times `scale` (applied to every value: exact
+  // for a power of two).
+  const Tensor& pack(float scale);
   // The buffer divided by `divisor` (1: as is), then the results handed to
   // the parameters as above.
   void unpack(float divisor);
 
   // For DistributedGradReducer::reduce(): `grads` (one per parameter, not the
-  // parameters' own) packed into a new [numel] float32 buffer, times `scale`.
+  // parameters' own) packed into a new [numel] float32 buffer on the device, times `scale`.
   // unpack_new() divides that buffer and returns the results: float32 ones as
   // views into it, others cast to their gradient's dtype; the inputs are
   // never written.

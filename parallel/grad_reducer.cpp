@@ -55,8 +55,9 @@ bool DistributedGradReducer::check(const std::vector<Tensor>& grads) const {
     MINIDL_CHECK(grads[i].shape() == params_[i].shape(), "DistributedGradReducer: gradient ", i,
                  " has shape ", grads[i].shape(), " but parameter ", i, " has shape ",
                  params_[i].shape());
-    MINIDL_CHECK(grads[i].device() == Device::CPU, "DistributedGradReducer: gradient ", i,
-                 " is not on the CPU");
+    MINIDL_CHECK(grads[i].device() == params_[i].device(), "DistributedGradReducer: gradient ", i,
+                 " is on ", device_name(grads[i].device()), " but parameter ", i, " is on ",
+                 device_name(params_[i].device()));
   }
   MINIDL_CHECK(group_->rank() >= 0,
                "DistributedGradReducer: this process is not a member of "
@@ -68,17 +69,16 @@ MeanSplit DistributedGradReducer::split() const {
   return mean_ ? mean_split(degree_, group_->size()) : MeanSplit{};
 }
 
-void DistributedGradReducer::allreduce_buckets(const std::vector<float*>& buffers,
+void DistributedGradReducer::allreduce_buckets(const std::vector<Tensor>& buffers,
                                                const std::function<void(size_t)>& done) {
   constexpr size_t kSmallElements = (size_t{64} << 10) / sizeof(float);
   std::vector<std::pair<size_t, std::unique_ptr<Work>>> in_flight;
   for (size_t b = 0; b < buffers.size(); ++b) {
     const size_t n = grad_buckets_[b].numel();
     if (n < kSmallElements) {
-      in_flight.emplace_back(
-          b, group_->allreduce_async(buffers[b], n, ElemType::Float32, split().op));
+      in_flight.emplace_back(b, group_->allreduce_async(buffers[b], split().op));
     } else {
-      group_->allreduce(buffers[b], n, ElemType::Float32, split().op);
+      group_->allreduce(buffers[b], split().op);
       done(b);
     }
   }
@@ -92,14 +92,12 @@ std::vector<Tensor> DistributedGradReducer::reduce(const std::vector<Tensor>& gr
   if (!check(grads)) return grads;
   std::vector<std::vector<Tensor>> inputs(buckets_.size());
   std::vector<Tensor> buffers;
-  std::vector<float*> data;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i : buckets_[b]) inputs[b].push_back(grads[i]);
     buffers.push_back(grad_buckets_[b].pack_new(inputs[b], split().scale));
-    data.push_back(buffers.back().data<float>());
   }
   std::vector<Tensor> out(grads.size());
-  allreduce_buckets(data, [&](size_t b) {
+  allreduce_buckets(buffers, [&](size_t b) {
     std::vector<Tensor> results =
         grad_buckets_[b].unpack_new(buffers[b], inputs[b], split().divisor);
     for (size_t k = 0; k < results.size(); ++k) out[buckets_[b][k]] = std::move(results[k]);
@@ -114,7 +112,7 @@ void DistributedGradReducer::reduce_grads() {
   const bool work = check(grads);
   grads.clear();  // the buckets must see each gradient held by its parameter alone
   if (!work) return;
-  std::vector<float*> buffers;
+  std::vector<Tensor> buffers;
   for (GradBucket& bucket : grad_buckets_) buffers.push_back(bucket.pack(split().scale));
   allreduce_buckets(buffers, [&](size_t b) { grad_buckets_[b].unpack(split().divisor); });
 }

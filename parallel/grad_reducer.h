@@ -36,10 +36,16 @@
 // layout) and gets a defined result.
 // With one rank and nothing to divide (sum, or degree 1) the gradients
 // themselves are returned (and left in place): the same tensors, bit for bit.
+// Devices: the buckets live on the parameters' device (all on one), each
+// gradient on its parameter's. A CUDA bucket goes through the communicator's
+// device side (NCCL) where there is one, else through pinned host memory
+// (Communicator::on_device); either way the numbers are those the CPU gives
+// for the same inputs (the device's float32 kernels permitting).
 //
 // Errors: degree <= 0 throws std::invalid_argument naming the value; a wrong
 // number of gradients, or a gradient whose shape differs from its
-// parameter's, throws minidl::Error naming the index and both shapes.
+// parameter's, throws minidl::Error naming the index and both shapes (a
+// gradient on another device than its parameter: both devices).
 // Every rank of `group` must call reduce the same number of times (it is a
 // collective); a rank outside `group` gets a minidl::Error.
 #pragma once
@@ -103,7 +109,7 @@ class DistributedGradReducer {
   MeanSplit split() const;
   // Allreduces buffers[b] (numel[b] floats) for every bucket, calling done(b)
   // after each has its sum.
-  void allreduce_buckets(const std::vector<float*>& buffers,
+  void allreduce_buckets(const std::vector<Tensor>& buffers,
                          const std::function<void(size_t)>& done);
 };
 

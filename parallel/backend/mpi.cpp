@@ -10,11 +10,15 @@
 
 #include "parallel/backend/mpi_check.h"
 #include "parallel/backend/timeout.h"
+#ifdef MINIDL_NCCL
+#include "parallel/backend/nccl.h"
+#endif
 
 namespace minidl::parallel::backend {
 
 namespace {
 int g_world_rank = -1;       // for error messages
+int g_local_rank = 0;        // among the ranks on this host (a GPU's choice)
 bool g_we_started = false;   // mpi_init called MPI_Init_thread (so mpi_finalize may finalise)
 
 int env_int(const char* name, int fallback) {
@@ -277,6 +281,25 @@ class MpiCommunicator final : public Communicator {
 
   void abort(int exit_code) noexcept override { mpi_abort(exit_code); }
 
+  // CUDA memory: NCCL where it runs (set up at the first collective on a
+  // CUDA tensor), else null: host staging, said once by world rank 0.
+  Communicator* on_device(Device d, bool open) override {
+    if (d == Device::CPU) return this;
+    if (!open || device_tried_) return device_.get();
+    device_tried_ = true;
+    std::string why = "no NCCL in this build";
+#ifdef MINIDL_NCCL
+    device_ = open_nccl(*this, g_local_rank, &why);
+#endif
+    if (!device_ && g_world_rank == 0 && !g_staging_said) {
+      g_staging_said = true;
+      std::fprintf(stderr, "minidl: MPI backend: %s tensors are staged through host memory (%s)\n",
+                   d == Device::CUDA ? "CUDA" : device_name(d), why.c_str());
+      std::fflush(stderr);
+    }
+    return device_.get();
+  }
+
  private:
   void check_rank(int r, const char* op, const char* what) const {
     MINIDL_CHECK(r >= 0 && r < size_, op, " on rank ", rank_, ": ", what, " ", r,
@@ -305,6 +328,9 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   CommScope scope_;       // its members' world ranks, for the timeout's message
   uint64_t started_ = 0;  // collectives started on it
+  std::unique_ptr<Communicator> device_;  // NCCL, from on_device
+  bool device_tried_ = false;
+  static inline bool g_staging_said = false;  // the staging line, once per process
 };
 
 }  // namespace
@@ -348,6 +374,7 @@ MpiWorld mpi_init() {
     MINIDL_MPI_CHECK(MPI_Comm_size(node, &w.local_size));
     MINIDL_MPI_CHECK(MPI_Comm_free(&node));
   }
+  g_local_rank = w.local_rank;
   return w;
 }
 

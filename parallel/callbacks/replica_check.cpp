@@ -61,6 +61,9 @@ std::string broadcast_string(Communicator& c, std::string text, int root) {
   return text;
 }
 
+// t itself on the CPU, else a host copy (a device's parameters are hashed there)
+Tensor on_host(const Tensor& t) { return t.device() == Device::CPU ? t : t.detach().cpu(); }
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -91,7 +94,8 @@ void check_replicas(const nn::Cell& network, Communicator& group, const std::str
   std::vector<uint64_t> mine;
   for (const auto& [name, p] : params) {
     std::string layout = cat(to_string(p.shape()), dtype_name(p.dtype()));
-    mine.push_back(checksum(p.raw_data(), p.nbytes()) ^ checksum(layout.data(), layout.size()));
+    const Tensor h = on_host(p);
+    mine.push_back(checksum(h.raw_data(), h.nbytes()) ^ checksum(layout.data(), layout.size()));
   }
   std::vector<uint64_t> all(mine.size() * size);
   if (!mine.empty()) group.allgather(mine.data(), all.data(), mine.size() * sizeof(uint64_t));
@@ -115,7 +119,7 @@ void check_replicas(const nn::Cell& network, Communicator& group, const std::str
   uint64_t nbytes = p.nbytes();
   group.broadcast(&nbytes, sizeof nbytes, 0);
   std::vector<char> theirs(nbytes);
-  if (group.rank() == 0) std::memcpy(theirs.data(), p.raw_data(), nbytes);
+  if (group.rank() == 0) std::memcpy(theirs.data(), on_host(p).raw_data(), nbytes);
   if (nbytes) group.broadcast(theirs.data(), nbytes, 0);
   double gap = -1;  // -1: a different shape or dtype
   if (same_layout) {

@@ -1,0 +1,85 @@
+// An emulated CUDA device for machines without a GPU: the CPU's kernel
+// table over its own allocator (counted), installed under Device::CUDA with
+// set_kernels, so CUDA code paths above the kernels (allocation, copies
+// between devices, pinned staging, host reads) run here and must give the
+// CPU's bits exactly. Shared by tests/framework/test_device.cpp and the
+// multi-rank suites in tests/parallel.
+//
+//   if (!testing::emulate()) { MESSAGE("a real CUDA device is present"); return; }
+//   Tensor t = Tensor::ones({2}, kFloat32, Device::CUDA);   // emulated
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
+
+#include "framework/backend/kernels.h"
+
+namespace minidl::testing {
+
+struct Emulated {
+  static inline std::atomic<int64_t> live{0}, peak{0}, to_host{0};
+  // Pinned blocks handed out and not given back, every one handed out, and
+  // the host-to-device copies whose source lay in a live pinned block or not.
+  static inline std::mutex pinned_mu;
+  static inline std::map<const char*, size_t> pinned_live;  // start -> bytes
+  static inline int64_t pinned_allocs = 0, bad_frees = 0, from_pinned = 0, from_pageable = 0;
+  static bool in_pinned(const void* p) {
+    const char* c = static_cast<const char*>(p);
+    auto it = pinned_live.upper_bound(c);
+    return it != pinned_live.begin() && c < std::prev(it)->first + std::prev(it)->second;
+  }
+  Kernels table;
+  Emulated() : table(kernels(Device::CPU)) {
+    table.name = "emulated";
+    table.allocate = [](size_t n) {
+      live += static_cast<int64_t>(n);
+      peak = std::max<int64_t>(peak, live);
+      return std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+    };
+    table.deallocate = [](void* p, size_t n) {
+      live -= static_cast<int64_t>(n);
+      std::free(p);
+    };
+    table.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
+      if (kind == CopyKind::DeviceToHost) ++to_host;
+      if (kind == CopyKind::HostToDevice) {
+        std::lock_guard lock(pinned_mu);
+        ++(in_pinned(src) ? from_pinned : from_pageable);
+      }
+      std::memmove(dst, src, n);
+    };
+    table.allocate_pinned = [](size_t n) {
+      void* p = std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+      std::lock_guard lock(pinned_mu);
+      pinned_live[static_cast<const char*>(p)] = n;
+      ++pinned_allocs;
+      return p;
+    };
+    table.deallocate_pinned = [](void* p, size_t) {
+      {
+        std::lock_guard lock(pinned_mu);
+        bad_frees += pinned_live.erase(static_cast<const char*>(p)) != 1;
+      }
+      std::free(p);
+    };
+    table.current_bytes = [] { return live.load(); };
+    table.peak_bytes = [] { return peak.load(); };
+    table.reset_peak = [] { peak = live.load(); };
+  }
+};
+
+// Installs the emulated device for the process, unless a real one is here;
+// false when a real one is (tests then use it, or step aside).
+inline bool emulate() {
+  static const bool real = device_available(Device::CUDA);
+  static Emulated emulated;
+  if (!real) set_kernels(Device::CUDA, &emulated.table);
+  return !real;
+}
+
+}  // namespace minidl::testing
