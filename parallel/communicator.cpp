@@ -136,6 +136,18 @@ Tensor Communicator::allgather(const Tensor& t) {
   return out.device() == t.device() ? out : out.to(t.device());
 }
 
+Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op) {
+  const ElemType type = reducible_type(t, "reduce_scatter");
+  MINIDL_CHECK(t.dim() >= 1 && t.size(0) == size(), "reduce_scatter: expected a tensor [", size(),
+               ", ...] (a block for each of the ", size(), " rank(s)), got ", t.shape());
+  Carrier c = carrier(*this, t, "reduce_scatter", /*open=*/true, /*fill=*/true);
+  const Shape shape(t.shape().begin() + 1, t.shape().end());
+  Tensor out = c.buffer.same(t) ? Tensor::empty(shape, t.dtype(), t.device())
+                                : Tensor::empty_pinned(shape, t.dtype(), t.device());
+  c.comm->reduce_scatter(c.buffer.raw_data_ptr(), out.raw_data_ptr(), out.numel(), type, op);
+  return out.device() == t.device() ? out : out.to(t.device());
+}
+
 void Communicator::send(const Tensor& t, int dst, int tag) {
   Carrier c = carrier(*this, t, "send", /*open=*/false, /*fill=*/true);
   c.comm->send(c.buffer.raw_data_ptr(), t.nbytes(), dst, tag);
@@ -189,6 +201,9 @@ class NonMember final : public Communicator {
   }
   void broadcast(void*, size_t, int) override { fail("broadcast"); }
   void allgather(const void*, void*, size_t) override { fail("allgather"); }
+  void reduce_scatter(const void*, void*, size_t, ElemType, ReduceOp) override {
+    fail("reduce_scatter");
+  }
   void send(const void*, size_t, int, int) override { fail("send"); }
   void recv(void*, size_t, int, int) override { fail("recv"); }
   void barrier() override { fail("barrier"); }

@@ -5,10 +5,11 @@
 // Nothing outside parallel/backend/ includes <mpi.h>.
 //
 // Conventions for every operation:
-// - Collectives (allreduce, broadcast, allgather, barrier, split) are called by
-//   every member of the communicator, in the same order, with the same counts
-//   (and root). A mismatch is undefined behaviour in MPI (usually a hang or a
-//   truncation error), not something the library can detect.
+// - Collectives (allreduce, broadcast, allgather, reduce_scatter, barrier,
+//   split) are called by every member of the communicator, in the same order,
+//   with the same counts (and root). A mismatch is undefined behaviour in MPI
+//   (usually a hang or a truncation error), which the collective timeout
+//   (backend/timeout.h) turns into an error naming the ranks.
 // - Raw buffers are contiguous CPU memory (a communicator from on_device(d):
 //   d's memory). Raw-buffer overloads take an element count and an ElemType
 //   (float32, float64, int32, int64); data-movement operations take a byte
@@ -81,6 +82,10 @@ class Communicator {
   virtual void broadcast(void* data, size_t nbytes, int root) = 0;
   // recv[r * nbytes, (r + 1) * nbytes) = rank r's send[0, nbytes); recv holds size() * nbytes.
   virtual void allgather(const void* send, void* recv, size_t nbytes) = 0;
+  // recv[i] = op over ranks q of q's send[rank() * count + i], for i < count:
+  // send holds size() * count elements, and each rank gets its block reduced.
+  virtual void reduce_scatter(const void* send, void* recv, size_t count, ElemType type,
+                              ReduceOp op) = 0;
   // Blocking point-to-point; a message matches on (source, tag); tag >= 0.
   // recv throws when the message's length differs from nbytes.
   virtual void send(const void* data, size_t nbytes, int dst, int tag) = 0;
@@ -127,6 +132,9 @@ class Communicator {
   void check_same(const std::string& who, const Facts& facts);
   // Returns [size(), *t.shape()]: row r is rank r's t (any dtype; same shape on all ranks).
   Tensor allgather(const Tensor& t);
+  // t [size(), *rest] -> [*rest]: op over ranks of their t[rank()] (dtypes as
+  // allreduce's; same shape on all ranks). allgather's inverse in shape.
+  Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::Sum);
   void send(const Tensor& t, int dst, int tag = 0);
   void recv(const Tensor& t, int src, int tag = 0);  // into t; shape and dtype as sent
 };

@@ -35,6 +35,12 @@ void LocalCommunicator::allgather(const void* send, void* recv, size_t nbytes) {
   if (send != recv && nbytes) std::memmove(recv, send, nbytes);
 }
 
+void LocalCommunicator::reduce_scatter(const void* send, void* recv, size_t count, ElemType type,
+                                       ReduceOp op) {
+  detail::check_reduce(type, op, "reduce_scatter");
+  allgather(send, recv, count * elem_type_size(type));  // a world of one: a copy
+}
+
 void LocalCommunicator::send(const void* data, size_t nbytes, int dst, int tag) {
   check_self(dst, "send", "destination rank");
   MINIDL_CHECK(tag >= 0, "send: tag must be >= 0, got ", tag);

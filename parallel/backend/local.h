@@ -21,6 +21,8 @@ class LocalCommunicator final : public Communicator {
                                         ReduceOp op) override;
   void broadcast(void* data, size_t nbytes, int root) override;
   void allgather(const void* send, void* recv, size_t nbytes) override;
+  void reduce_scatter(const void* send, void* recv, size_t count, ElemType type,
+                      ReduceOp op) override;
   void send(const void* data, size_t nbytes, int dst, int tag) override;
   void recv(void* data, size_t nbytes, int src, int tag) override;
   void barrier() override {}
@@ -30,6 +32,7 @@ class LocalCommunicator final : public Communicator {
   using Communicator::allreduce;
   using Communicator::allreduce_async;
   using Communicator::broadcast;
+  using Communicator::reduce_scatter;
   using Communicator::recv;
   using Communicator::send;
 

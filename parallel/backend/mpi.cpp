@@ -241,6 +241,17 @@ class MpiCommunicator final : public Communicator {
     MINIDL_MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_));
   }
 
+  void reduce_scatter(const void* send, void* recv, size_t count, ElemType type,
+                      ReduceOp op) override {
+    detail::check_reduce(type, op, "reduce_scatter");
+    int n = mpi_count(count, "reduce_scatter");
+    mpi_count(count * size_, "reduce_scatter");
+    Waiting waiting(collective(Op::ReduceScatter, count * size_ * elem_bytes(type)));
+    MINIDL_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mpi_type(type),
+                                              mpi_op(op, type, size_), comm_));
+    if (auto rest = after(recv, count, type, op, size_)) rest();
+  }
+
   void send(const void* data, size_t nbytes, int dst, int tag) override {
     check_rank(dst, "send", "destination rank");
     check_tag(tag, "send");

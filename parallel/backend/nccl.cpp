@@ -31,6 +31,7 @@ struct Nccl {
   decltype(&ncclAllReduce) all_reduce;
   decltype(&ncclBroadcast) broadcast;
   decltype(&ncclAllGather) all_gather;
+  decltype(&ncclReduceScatter) reduce_scatter;
   decltype(&ncclSend) send;
   decltype(&ncclRecv) recv;
   decltype(&ncclGroupStart) group_start;
@@ -63,6 +64,7 @@ const Nccl* nccl(std::string* why = nullptr) {
     entry(t.all_reduce, "ncclAllReduce");
     entry(t.broadcast, "ncclBroadcast");
     entry(t.all_gather, "ncclAllGather");
+    entry(t.reduce_scatter, "ncclReduceScatter");
     entry(t.send, "ncclSend");
     entry(t.recv, "ncclRecv");
     entry(t.group_start, "ncclGroupStart");
@@ -187,6 +189,14 @@ class NcclCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, size_t nbytes) override {
     blocking("allgather", [&] {
       NCCL_CHECK(nccl()->all_gather(send, recv, nbytes, ncclUint8, comm_, stream_));
+    });
+  }
+  void reduce_scatter(const void* send, void* recv, size_t count, ElemType type,
+                      ReduceOp op) override {
+    detail::check_reduce(type, op, "reduce_scatter");
+    blocking("reduce_scatter", [&] {
+      NCCL_CHECK(nccl()->reduce_scatter(send, recv, count, nccl_type(type), nccl_op(op), comm_,
+                                        stream_));
     });
   }
   // No tags in NCCL: a pair's messages match in the order they were sent.

@@ -251,6 +251,8 @@ const char* op_name(Op op) {
       return "broadcast";
     case Op::Allgather:
       return "allgather";
+    case Op::ReduceScatter:
+      return "reduce_scatter";
     case Op::Barrier:
       return "barrier";
     case Op::Split:

@@ -55,6 +55,7 @@ enum class Op : uint8_t {
   Allreduce,
   Broadcast,
   Allgather,
+  ReduceScatter,
   Barrier,
   Split,
   Send,

@@ -178,6 +178,42 @@ TEST_CASE("allgather stacks every rank's tensor") {
   CHECK(mine.to_vector<int64_t>() == std::vector<int64_t>{r, int64_t(r) * r});  // input untouched
 }
 
+TEST_CASE("reduce_scatter gives each rank its block reduced over ranks") {
+  const int n = N(), r = R();
+  // Rank q's block b is [100 q + 10 b, 100 q + 10 b + 1]; rank r gets the
+  // blocks b = r of every rank: the sum is 100 * n(n-1)/2 + n * (10 r + j).
+  std::vector<float> values;
+  for (int b = 0; b < n; ++b) values.insert(values.end(), {100.f * r + 10 * b, 100.f * r + 10 * b + 1});
+  Tensor mine = Tensor::from_vector(values, {n, 2});
+  const float base = 50.f * n * (n - 1);
+  CHECK(comm().reduce_scatter(mine).to_float_vector() ==
+        std::vector<float>{base + 10.f * r * n, base + (10.f * r + 1) * n});
+  CHECK(comm().reduce_scatter(mine, ReduceOp::Avg).to_float_vector() ==
+        std::vector<float>{50.f * (n - 1) + 10 * r, 50.f * (n - 1) + 10 * r + 1});
+  CHECK(comm().reduce_scatter(mine, ReduceOp::Max).to_float_vector() ==
+        std::vector<float>{100.f * (n - 1) + 10 * r, 100.f * (n - 1) + 10 * r + 1});
+  CHECK(mine.to_float_vector() == values);  // input untouched
+  // The same as allreduce followed by taking row r.
+  Tensor all = mine.clone();
+  comm().allreduce(all);
+  CHECK(comm().reduce_scatter(mine).to_float_vector() == all.slice(r, r + 1).to_float_vector());
+  // Raw buffers, float64 and int64 blocks of 3.
+  std::vector<double> d(3 * n), d_out(3);
+  std::vector<int64_t> k(3 * n), k_out(3);
+  for (int i = 0; i < 3 * n; ++i) d[i] = r + 0.25 * i, k[i] = int64_t(r) << i;
+  comm().reduce_scatter(d.data(), d_out.data(), 3, parallel::ElemType::Float64, ReduceOp::Avg);
+  comm().reduce_scatter(k.data(), k_out.data(), 3, parallel::ElemType::Int64, ReduceOp::Sum);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(d_out[i] == doctest::Approx((n - 1) / 2.0 + 0.25 * (3 * r + i)).epsilon(1e-15));
+    CHECK(k_out[i] == (int64_t(n) * (n - 1) / 2) << (3 * r + i));
+  }
+  // One block for each rank, or a clear error (every rank throws: no communication).
+  CHECK_THROWS_WITH_AS(comm().reduce_scatter(Tensor::zeros({n + 1, 2})),
+                       doctest::Contains(cat("expected a tensor [", n, ", ...]").c_str()), Error);
+  CHECK_THROWS_WITH_AS(comm().reduce_scatter(Tensor::zeros({n, 2}, kFloat16)),
+                       doctest::Contains("float16"), Error);
+}
+
 TEST_CASE("send/recv around a ring, tags matched") {
   const int n = N(), r = R();
   const int next = (r + 1) % n, prev = (r - 1 + n) % n;

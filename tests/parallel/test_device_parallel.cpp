@@ -94,6 +94,17 @@ std::unique_ptr<Net> make_net(uint64_t seed, Device device, Args... args) {
 
 }  // namespace
 
+TEST_CASE("device: the Communicator's Tensor collectives on CUDA equal the CPU's") {
+  REQUIRE_CUDA();
+  parallel::Communicator& world = parallel::world();
+  const Tensor blocks = rank_values({N(), 3, 2}, 5), one = rank_values({3, 2}, 6);
+  Tensor sum = one.clone(), sum_cuda = one.to(kCuda);
+  world.allreduce(sum, parallel::ReduceOp::Avg);
+  world.allreduce(sum_cuda, parallel::ReduceOp::Avg);
+  check_same({world.reduce_scatter(blocks.to(kCuda)), world.allgather(one.to(kCuda)), sum_cuda},
+             {world.reduce_scatter(blocks), world.allgather(one), sum});
+}
+
 TEST_CASE("device: DistributedGradReducer on CUDA gradients equals the CPU's") {
   REQUIRE_CUDA();
   // A float16 gradient too (widened in the bucket, cast back).
