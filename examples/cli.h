@@ -51,6 +51,16 @@ inline void parse(CLI::App& app, int argc, char** argv) {
   }
 }
 
+// The device a --device flag (cpu, cuda or auto) names; "cuda" without a GPU
+// is an error, "auto" is CUDA when a GPU is present.
+inline minidl::Device pick_device(const std::string& flag) {
+  using minidl::Device;
+  const bool gpu = minidl::device_available(Device::CUDA);
+  MINIDL_CHECK(flag != "cuda" || gpu, "--device cuda: no CUDA device here (use --device cpu or "
+               "auto)");
+  return flag == "cpu" || !gpu ? Device::CPU : Device::CUDA;
+}
+
 // Runs a program's body and returns main's exit status: 0, or 1 after an
 // exception, printed on one line as "error: ..." ("error: rank R: ..." on a
 // job of several ranks, which then ends at once: the other ranks would wait

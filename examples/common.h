@@ -153,14 +153,6 @@ inline data::Dataset augment(const Flags& f, data::Dataset train) {
   return train.augment(data::RandomShift(/*max_shift=*/k, f.seed, /*fill=*/-n.mean / n.std));
 }
 
-// The device --device names; "cuda" without a GPU is an error.
-inline Device pick_device(const Flags& f) {
-  const bool gpu = device_available(Device::CUDA);
-  MINIDL_CHECK(f.device != "cuda" || gpu, "--device cuda: no CUDA device here (",
-               "use --device cpu or auto)");
-  return f.device == "cpu" || !gpu ? Device::CPU : Device::CUDA;
-}
-
 inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell& net) {
   if (f.optimizer == "sgd") return std::make_unique<optim::SGD>(net.trainable_params(), f.lr);
   if (f.optimizer == "adam") return std::make_unique<optim::Adam>(net.trainable_params(), f.lr);
@@ -174,7 +166,7 @@ inline Device prepare(const Flags& f) {
   check_outputs(f);
   if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
   set_detect_anomaly(f.detect_anomaly);
-  return pick_device(f);
+  return pick_device(f.device);
 }
 
 // One line on rank 0: the data, the ranks and threads, the BLAS and the device.

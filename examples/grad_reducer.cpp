@@ -5,7 +5,7 @@
 // any number of ranks (rank 0 prints):
 //
 //   build/bin/grad_reducer
-//   mpirun -np 4 build/bin/grad_reducer
+//   mpirun -np 4 build/bin/grad_reducer [--device cpu|cuda|auto]
 #include <charconv>
 #include <cstdio>
 #include <string>
@@ -52,20 +52,29 @@ std::string python_repr(float value) {
 }
 
 // The program; main() turns an error into one line "error: ..." and exit status 1.
-void program() {
+void program(int argc, char** argv) {
+  std::string device_flag = "cpu";
+  CLI::App app{"MindSpore's DistributedGradReducer example: one step, the loss on rank 0"};
+  app.add_option("--device", device_flag, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  example::parse(app, argc, argv);
+  const Device device = example::pick_device(device_flag);
   parallel::init();
   const int64_t size = 16, in_features = 16, out_features = 10;
   Net network(in_features, out_features);
+  network.to(device);  // before the optimizer, which keeps its state beside the parameters
   nn::MSELoss loss;
   nn::WithLossCell net_with_loss(network, loss);
   optim::Momentum optimizer(net_with_loss.trainable_params(), /*lr=*/0.1, /*momentum=*/0.9);
   TrainingWrapper train_cell(net_with_loss, optimizer);
 
-  Tensor inputs = Tensor::ones({size, in_features});
-  Tensor label = Tensor::zeros({size, out_features});
+  Tensor inputs = Tensor::ones({size, in_features}, kFloat32, device);
+  Tensor label = Tensor::zeros({size, out_features}, kFloat32, device);
   Tensor out = train_cell(inputs, label);
   if (parallel::rank() == 0)
     std::printf("%s\n", python_repr(static_cast<float>(out.item())).c_str());
 }
 
-int main() { return example::run_main(program); }
+int main(int argc, char** argv) {
+  return example::run_main([&] { program(argc, argv); });
+}

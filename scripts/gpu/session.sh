@@ -19,10 +19,11 @@
 # LD_LIBRARY_PATH and OPAL_PREFIX (Open MPI's relocated install) are set
 # for every stage. cuBLAS comes from the toolkit (/usr/local/cuda) when its
 # lib64 has libcublas, else from the pip package nvidia-cublas under
-# /opt/torch/.venv. NCCL is not used by this minidl yet; when
-# /opt/torch/.venv holds nvidia-nccl-cu13, `configure` passes its header
-# folder and libnccl.so.2 as NCCL_INCLUDE_DIR and NCCL_LIBRARY (found with a
-# glob over site-packages/nvidia/nccl) for the build that will.
+# /opt/torch/.venv. NCCL (parallel/backend/nccl.cpp, opened at first use):
+# when /opt/torch/.venv holds nvidia-nccl-cu13, `configure` passes its header
+# folder as MINIDL_NCCL_INCLUDE_DIR (a glob over site-packages/nvidia/nccl),
+# every stage puts its lib folder on LD_LIBRARY_PATH, and `test` runs the data-parallel
+# suite on CUDA tensors with 1 rank (NCCL) and 2 (host staging).
 #
 # What it reports: one log per step in .gpu/logs, and in $OUT (default
 # .gpu/out; the device tool brings back at most 8 files) summary.txt (what
@@ -78,6 +79,10 @@ env_for_prefix() {
   export PATH=$PREFIX/usr/bin:$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_plm_rsh_agent=false  # no ssh there; one node
+  # libnccl.so.2 is opened by name at first use: the pip package's, if there
+  local nccl
+  nccl=$(pip_nvidia nccl)
+  [ -n "$nccl" ] && export LD_LIBRARY_PATH=$nccl/lib:$LD_LIBRARY_PATH
 }
 
 fetch() {
@@ -128,7 +133,7 @@ configure() {
   nccl=$(pip_nvidia nccl)
   if [ -n "$nccl" ]; then
     echo "NCCL from $nccl"
-    extra+=(-DNCCL_INCLUDE_DIR="$nccl/include" -DNCCL_LIBRARY="$(ls "$nccl"/lib/libnccl.so* | head -n 1)")
+    extra+=(-DMINIDL_NCCL_INCLUDE_DIR="$nccl/include")
   fi
   local generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
@@ -150,7 +155,8 @@ configure() {
 build() {
   env_for_prefix
   cmake --build "$BUILD" -j "$JOBS" --target minidl test_cuda test_framework test_nn test_optim \
-    test_data bench_train bench_gemm_cuda lenet_mnist mlp_mnist || return 1
+    test_data bench_train bench_gemm_cuda lenet_mnist mlp_mnist grad_reducer test_parallel_device \
+    test_parallel_comm || return 1
   # every library the tests load resolves (the machine has none of Debian's)
   ! ldd "$BUILD/bin/test_cuda" "$BUILD/bin/bench_train" | grep "not found"
 }
@@ -162,6 +168,17 @@ run_tests() {
   grep -E "test cases|skipped" "$LOGS/ctest_cuda.log" | tail -n 2 | sed 's/^/    /' | tee -a "$SUMMARY"
   # the CPU suites and the seam (it steps aside for the real device) on this machine too
   step ctest_suites ctest --test-dir "$BUILD" -R '^(framework|nn|optim|data)$' --output-on-failure
+  # Data parallel on the GPU: NCCL with one rank; two ranks share the one GPU,
+  # which NCCL refuses, so they stage through host memory (one line says so).
+  local np
+  for np in 1 2; do
+    step "parallel_device_np$np" timeout 120 mpirun --oversubscribe -np $np \
+      "$BUILD/bin/test_parallel_device"
+    grep -h "minidl: MPI backend\|test cases" "$LOGS/parallel_device_np$np.log" | sed 's/^/    /' |
+      tee -a "$SUMMARY"
+    step "grad_reducer_np$np" timeout 60 mpirun --oversubscribe -np $np "$BUILD/bin/grad_reducer" \
+      --device cuda && note "    grad_reducer --device cuda, $np rank(s): $(tail -n 1 "$LOGS/grad_reducer_np$np.log")"
+  done
 }
 
 # Seconds left of the budget, less a reserve for the summary.

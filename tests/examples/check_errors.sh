@@ -79,7 +79,11 @@ if ! command -v nvidia-smi >/dev/null; then  # no GPU here: cuda is refused, aut
   expect 1 "error: --device cuda: no CUDA device here (use --device cpu or auto)" $lenet $good --device cuda
   expect 0 "" $lenet $good --device auto --epochs 1 --steps 2
   grep -q "device cpu" "$tmp/stdout" || fail "--device auto without a GPU did not print 'device cpu'"
+  expect 1 "error: --device cuda: no CUDA device here (use --device cpu or auto)" $bin/grad_reducer --device cuda
+  expect 0 "" $bin/grad_reducer --device auto
+  [ "$(<"$tmp/stdout")" = "256.0" ] || fail "grad_reducer --device auto printed '$(<"$tmp/stdout")', not 256.0"
 fi
+expect 1 "error: --device: gpu not in {cpu,cuda,auto}" $bin/grad_reducer --device gpu
 expect 1 "error: --batch: expected an integer from 1 to 1000000, got 'abc'" $lenet --batch abc
 expect 1 "error: --batch: expected an integer from 1 to 1000000, got '9223372036854775807'" \
   $lenet --batch 9223372036854775807
