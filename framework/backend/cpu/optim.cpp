@@ -75,16 +75,14 @@ void update_range(UpdateRule rule, const UpdateArgs& args, const UpdateSlice& s,
 
 }  // namespace
 
-// Updates are memory-bound and elementwise: over 16k elements in all, one
+// Updates are memory-bound and elementwise: over 64k elements in all, one
 // parallel region takes every slice, each thread a contiguous share of every
 // slice of 16k elements and up and whole smaller slices in turn (LeNet's
-// largest weight has 48k); any split gives the same bits. LeNet's 62k on one
-// thread of two took 5x as long as on one thread alone (half its gradients
-// sit in the other core's cache); split, the step is 2% faster.
+// largest weight has 48k); any split gives the same bits.
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count) {
   int64_t total = 0;
   for (int i = 0; i < count; ++i) total += slices[i].n;
-  if (total <= 16384 || omp_get_max_threads() == 1) {
+  if (total <= 65536 || omp_get_max_threads() == 1) {
     for (int i = 0; i < count; ++i) update_range(rule, args, slices[i], 0, slices[i].n);
     return;
   }
