@@ -18,6 +18,19 @@ namespace cuda {
 // the CPU or in a build without CUDA.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+
+// The number of GPUs this process can use (0 without CUDA or a GPU).
+int device_count();
+// Which GPU this process's CUDA tensors live on: one per process, as with one
+// rank per GPU. Default 0; parallel::init() picks the local rank modulo
+// device_count() when MPI starts several ranks on a host. Fixed at the first
+// CUDA tensor: set_device before it, or with the index already in use; else
+// it throws, as does an index that is not < device_count().
+void set_device(int index);
+int device();  // the GPU in use, or the one the first CUDA tensor will use
+// set_device(index) unless set_device was called already or the GPU is fixed
+// (what parallel::init() calls; no effect without a GPU).
+void prefer_device(int index);
 }  // namespace cuda
 
 }  // namespace minidl

@@ -80,6 +80,8 @@ void init() {
     s.local_rank = w.local_rank;
     s.local_size = w.local_size;
     s.used_mpi = true;
+    // One GPU per rank on a host of several ranks (unless cuda::set_device chose)
+    if (w.local_size > 1) cuda::prefer_device(w.local_rank);
   } else {
     s.world = std::make_shared<backend::LocalCommunicator>();
     s.local_rank = 0;

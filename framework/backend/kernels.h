@@ -185,6 +185,12 @@ struct Kernels {
   void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 };
 
+namespace cuda {
+// The GPU the CUDA backend runs on from its first call on (cuda::device()),
+// fixed from then on; for the backend only.
+int claim_device();
+}  // namespace cuda
+
 // The table of `d`; throws minidl::Error when the device is not available.
 const Kernels& kernels(Device d);
 // Installs (or, with null, removes) the table of a non-CPU device. minidl's

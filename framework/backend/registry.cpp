@@ -41,6 +41,51 @@ void set_kernels(Device d, const Kernels* table) {
 namespace cuda {
 void set_allow_tf32(bool allow) { tf32.store(allow); }
 bool allow_tf32() { return tf32.load(); }
+
+namespace {
+std::mutex device_mutex;  // guards the three below
+int requested = 0;
+bool chosen = false;  // by set_device
+int in_use = -1;      // fixed by claim_device
+}  // namespace
+
+int device_count() {
+#ifdef MINIDL_CUDA
+  return cuda_kernels() ? cuda::gpu_count() : 0;
+#else
+  return 0;
+#endif
+}
+
+void set_device(int index) {
+  const int count = device_count();
+  MINIDL_CHECK(count > 0, "cuda::set_device(", index, "): no CUDA GPU here");
+  MINIDL_CHECK(index >= 0 && index < count, "cuda::set_device: expected a GPU index from 0 to ",
+               count - 1, ", got ", index);
+  std::lock_guard lock(device_mutex);
+  MINIDL_CHECK(in_use < 0 || in_use == index, "cuda::set_device(", index, "): this process "
+               "already uses GPU ", in_use, " (fixed at its first CUDA tensor); set the device "
+               "before creating any");
+  requested = index;
+  chosen = true;
+}
+
+void prefer_device(int index) {
+  const int count = device_count();
+  std::lock_guard lock(device_mutex);
+  if (count > 0 && !chosen && in_use < 0) requested = index % count;
+}
+
+int device() {
+  std::lock_guard lock(device_mutex);
+  return in_use >= 0 ? in_use : requested;
+}
+
+int claim_device() {
+  std::lock_guard lock(device_mutex);
+  if (in_use < 0) in_use = requested;
+  return in_use;
+}
 }  // namespace cuda
 
 bool device_available(Device d) { return d == Device::CPU || cuda_kernels() != nullptr; }

@@ -18,7 +18,6 @@ namespace minidl::parallel::backend {
 
 namespace {
 int g_world_rank = -1;       // for error messages
-int g_local_rank = 0;        // among the ranks on this host (a GPU's choice)
 bool g_we_started = false;   // mpi_init called MPI_Init_thread (so mpi_finalize may finalise)
 
 int env_int(const char* name, int fallback) {
@@ -300,7 +299,7 @@ class MpiCommunicator final : public Communicator {
     device_tried_ = true;
     std::string why = "no NCCL in this build";
 #ifdef MINIDL_NCCL
-    device_ = open_nccl(*this, g_local_rank, &why);
+    device_ = open_nccl(*this, &why);
 #endif
     if (!device_ && g_world_rank == 0 && !g_staging_said) {
       g_staging_said = true;
@@ -385,7 +384,6 @@ MpiWorld mpi_init() {
     MINIDL_MPI_CHECK(MPI_Comm_size(node, &w.local_size));
     MINIDL_MPI_CHECK(MPI_Comm_free(&node));
   }
-  g_local_rank = w.local_rank;
   return w;
 }
 

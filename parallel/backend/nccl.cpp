@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "framework/backend/cuda/runtime.h"
+#include "framework/device.h"
 #include "parallel/backend/mpi.h"
 #include "parallel/backend/timeout.h"
 
@@ -313,7 +314,7 @@ uint64_t host_id() {
 
 }  // namespace
 
-std::unique_ptr<Communicator> open_nccl(Communicator& host, int local_rank, std::string* why) {
+std::unique_ptr<Communicator> open_nccl(Communicator& host, std::string* why) {
   // 1. What each rank can do; 2. agreement (an allgather); 3. the NCCL communicator.
   struct Fact {
     uint64_t host = 0;
@@ -322,14 +323,12 @@ std::unique_ptr<Communicator> open_nccl(Communicator& host, int local_rank, std:
   } mine;
   mine.host = host_id();
   std::string my_failure;
-  int count = 0;
   if (!nccl(&my_failure)) {
     mine.problem = 1;
-  } else if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
+  } else if (minidl::cuda::device_count() == 0) {
     mine.problem = 2;
   } else {
-    mine.device = local_rank % count;
+    mine.device = minidl::cuda::device();  // the GPU this rank's tensors are on
   }
   std::vector<Fact> all(host.size());
   host.allgather(&mine, all.data(), sizeof(Fact));
@@ -348,8 +347,6 @@ std::unique_ptr<Communicator> open_nccl(Communicator& host, int local_rank, std:
         return nullptr;
       }
   }
-  // NOTE: the CUDA backend allocates on device 0 today; a rank on another GPU
-  // needs its tensors there too.
   CUDA_CHECK(cudaSetDevice(mine.device));
   ncclUniqueId id;
   if (host.rank() == 0) NCCL_CHECK(nccl()->get_unique_id(&id));

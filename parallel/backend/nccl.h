@@ -8,7 +8,8 @@
 // - libnccl.so.2 is opened then (dlopen), not linked, as cuBLAS is
 //   (framework/backend/cuda/context.cpp): a CPU-only run of a CUDA build
 //   never loads it;
-// - each rank uses GPU local_rank % device count; rank 0's ncclGetUniqueId
+// - each rank uses its tensors' GPU, cuda::device() (parallel::init gives
+//   rank r of a host GPU r % device count); rank 0's ncclGetUniqueId
 //   goes to the others by an MPI broadcast, then ncclCommInitRank;
 // - operations run on a communication stream of their own, ordered after the
 //   compute stream's work by an event; a blocking one makes the compute
@@ -34,9 +35,8 @@
 
 namespace minidl::parallel::backend {
 
-// Collective over `host` (every rank calls it; MPI underneath). local_rank:
-// this rank's place among the ranks on its host. Null, with *why set, when
-// NCCL cannot run on some rank.
-std::unique_ptr<Communicator> open_nccl(Communicator& host, int local_rank, std::string* why);
+// Collective over `host` (every rank calls it; MPI underneath). Null, with
+// *why set, when NCCL cannot run on some rank.
+std::unique_ptr<Communicator> open_nccl(Communicator& host, std::string* why);
 
 }  // namespace minidl::parallel::backend

@@ -21,7 +21,7 @@ namespace minidl::parallel::backend {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-constexpr double kAskWait = 1.0;   // seconds a timed-out rank waits for the others' answers
+constexpr double kAskWait = 1.0;      // seconds a timed-out rank waits for the others' answers
 constexpr double kAnswerPoll = 0.01;  // seconds between the watchdog's looks for asks
 constexpr int kAskTag = 1, kAnswerTag = 2;
 
@@ -162,8 +162,8 @@ std::string doing(const Record& q) {
   const Op op = static_cast<Op>(q.op);
   if (op == Op::None)
     return q.started == 0 ? "is outside MPI (computing) before its first collective"
-                          : cat("is outside MPI (computing) after collective #",
-                                q.started, " (", op_name(static_cast<Op>(q.last_op)), ")");
+                          : cat("is outside MPI (computing) after collective #", q.started, " (",
+                                op_name(static_cast<Op>(q.last_op)), ")");
   if (op == Op::Finalize) return "is in MPI_Finalize (its program has ended)";
   if (op == Op::Send) return cat("is in send to rank ", q.peer);
   if (op == Op::Recv) return cat("is in recv from rank ", q.peer);

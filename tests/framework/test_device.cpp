@@ -403,3 +403,21 @@ SEAM_CASE("batches gathered into pinned blocks for the device hold the same valu
   std::lock_guard lock(Emulated::pinned_mu);
   CHECK(Emulated::in_pinned(t.raw_data()));
 }
+
+TEST_CASE("cuda::set_device: an index below device_count(), before the first CUDA tensor") {
+  const int count = cuda::device_count();
+  CHECK_THROWS_WITH_AS(cuda::set_device(-1), doctest::Contains("cuda::set_device"), Error);
+  CHECK_THROWS_WITH_AS(cuda::set_device(count), doctest::Contains("cuda::set_device"), Error);
+  if (count == 0) {  // emulated or absent: no GPU to choose
+    CHECK_THROWS_WITH_AS(cuda::set_device(0), "cuda::set_device(0): no CUDA GPU here", Error);
+    cuda::prefer_device(3);  // what parallel::init does on a host of several ranks: nothing here
+    CHECK(cuda::device() == 0);
+    return;
+  }
+  // A real GPU: the one in use stays accepted; another throws once it is fixed.
+  Tensor t = Tensor::zeros({2}, kFloat32, kDev);
+  CHECK_NOTHROW(cuda::set_device(cuda::device()));
+  if (count > 1)
+    CHECK_THROWS_WITH_AS(cuda::set_device((cuda::device() + 1) % count),
+                         doctest::Contains("fixed at its first CUDA tensor"), Error);
+}

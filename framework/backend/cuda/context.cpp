@@ -8,6 +8,7 @@
 #include <string>
 
 #include "framework/backend/cuda/runtime.h"
+#include "framework/backend/kernels.h"
 #include "framework/error.h"
 
 namespace minidl::cuda {
@@ -54,7 +55,18 @@ const Cublas& cublas() {
   return table;
 }
 
+int bind() {
+  static const int device = claim_device();
+  thread_local const bool current = [] {
+    CUDA_CHECK(cudaSetDevice(device));
+    return true;
+  }();
+  (void)current;
+  return device;
+}
+
 cudaStream_t stream() {
+  bind();
   static cudaStream_t s = [] {
     cudaStream_t created = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));

@@ -17,6 +17,7 @@ namespace minidl::cuda {
 // The filled table when a CUDA device is present, else nullptr (a failing
 // cudaGetDeviceCount counts as none). Never throws, prints nothing.
 const Kernels* table_if_present();
+int gpu_count();  // cudaGetDeviceCount, 0 on any error
 
 // ---- memory (memory.cpp): CUDA's stream-ordered allocator on a pool ----
 void* allocate(size_t bytes);

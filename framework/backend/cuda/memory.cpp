@@ -1,5 +1,5 @@
 // Device memory from CUDA's stream-ordered allocator (cudaMallocFromPoolAsync
-// on a pool of device 0 whose release threshold keeps freed blocks for reuse
+// on a pool of the process's GPU whose release threshold keeps freed blocks for reuse
 // instead of returning them to the driver at each synchronisation), copies on
 // the compute stream, the byte counts memory_stats() reports, and the pinned
 // host blocks the input pipeline stages batches in.
@@ -21,7 +21,7 @@ cudaMemPool_t pool() {
     cudaMemPoolProps props = {};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
+    props.location.id = bind();
     cudaMemPool_t created = nullptr;
     CUDA_CHECK(cudaMemPoolCreate(&created, &props));
     // Keep everything freed: a training step allocates the same sizes every
@@ -48,6 +48,7 @@ class PinnedCache {
   }
 
   void* allocate(size_t bytes) {
+    bind();  // pinned blocks and events belong to the process's GPU's context
     {
       std::lock_guard lock(mutex_);
       std::vector<Block>& blocks = free_[bytes];

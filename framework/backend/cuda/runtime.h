@@ -54,7 +54,10 @@ void warn(cudaError_t e, const char* call, const char* file, int line);
 
 namespace minidl::cuda {
 
-cudaStream_t stream();         // the compute stream of device 0
+// The process's GPU (cuda::device() at the first call, then fixed), made the
+// calling host thread's current device before its first CUDA call.
+int bind();
+cudaStream_t stream();         // the compute stream of the process's GPU (binds)
 cublasHandle_t blas_handle();  // bound to stream()
 
 // Threads per block for the simple kernels, and a grid for a grid-stride loop

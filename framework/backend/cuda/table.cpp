@@ -4,12 +4,15 @@
 
 namespace minidl::cuda {
 
-const Kernels* table_if_present() {
+int gpu_count() {
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    (void)cudaGetLastError();  // e.g. "driver version is insufficient": no GPU, not an error
-    return nullptr;
-  }
+  if (cudaGetDeviceCount(&devices) == cudaSuccess) return devices;
+  (void)cudaGetLastError();  // e.g. "driver version is insufficient": no GPU, not an error
+  return 0;
+}
+
+const Kernels* table_if_present() {
+  if (gpu_count() == 0) return nullptr;
   static const Kernels k{
       .name = "cuda",
       .allocate = allocate,
