@@ -19,8 +19,12 @@ namespace cuda {
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
+// Whether CUDA tensors can be made here (device_available(Device::CUDA)).
+bool is_available();
 // The number of GPUs this process can use (0 without CUDA or a GPU).
 int device_count();
+// Waits until the GPU has done all the work queued so far (nothing without one).
+void synchronize();
 // Which GPU this process's CUDA tensors live on: one per process, as with one
 // rank per GPU. Default 0; parallel::init() picks the local rank modulo
 // device_count() when MPI starts several ranks on a host. Fixed at the first

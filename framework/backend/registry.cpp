@@ -49,6 +49,12 @@ bool chosen = false;  // by set_device
 int in_use = -1;      // fixed by claim_device
 }  // namespace
 
+bool is_available() { return device_available(Device::CUDA); }
+
+void synchronize() {
+  if (is_available()) kernels(Device::CUDA).synchronize();
+}
+
 int device_count() {
 #ifdef MINIDL_CUDA
   return cuda_kernels() ? cuda::gpu_count() : 0;

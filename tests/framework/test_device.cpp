@@ -406,6 +406,8 @@ SEAM_CASE("batches gathered into pinned blocks for the device hold the same valu
 
 TEST_CASE("cuda::set_device: an index below device_count(), before the first CUDA tensor") {
   const int count = cuda::device_count();
+  CHECK(cuda::is_available() == device_available(kDev));
+  cuda::synchronize();  // the emulated device's queue is always empty; a GPU's is drained
   CHECK_THROWS_WITH_AS(cuda::set_device(-1), doctest::Contains("cuda::set_device"), Error);
   CHECK_THROWS_WITH_AS(cuda::set_device(count), doctest::Contains("cuda::set_device"), Error);
   if (count == 0) {  // emulated or absent: no GPU to choose

@@ -5,7 +5,7 @@
 // device.cuh (device-side helpers) are for the backend's own files.
 //
 // Everything runs on one compute stream of device 0, created at first use;
-// only copy(DeviceToHost) and synchronize() make the host wait for it.
+// only copy(DeviceToHost) and wait_stream() make the host wait for it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +27,7 @@ void copy(void* dst, const void* src, size_t n, CopyKind kind);
 // the event recorded when they were given back
 void* allocate_pinned(size_t bytes);
 void deallocate_pinned(void* p, size_t bytes);
-void synchronize();
+void wait_stream();  // the table's synchronize
 int64_t current_bytes();
 int64_t peak_bytes();
 void reset_peak();

@@ -144,7 +144,7 @@ void copy(void* dst, const void* src, size_t n, CopyKind kind) {
 void* allocate_pinned(size_t bytes) { return PinnedCache::get().allocate(bytes); }
 void deallocate_pinned(void* p, size_t bytes) { PinnedCache::get().release(p, bytes); }
 
-void synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream())); }
+void wait_stream() { CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
 int64_t current_bytes() { return counted.current(); }
 int64_t peak_bytes() { return counted.peak(); }

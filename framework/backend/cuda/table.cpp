@@ -20,7 +20,7 @@ const Kernels* table_if_present() {
       .copy = copy,
       .allocate_pinned = allocate_pinned,
       .deallocate_pinned = deallocate_pinned,
-      .synchronize = synchronize,
+      .synchronize = wait_stream,
       .current_bytes = current_bytes,
       .peak_bytes = peak_bytes,
       .reset_peak = reset_peak,
