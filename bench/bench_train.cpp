@@ -7,7 +7,8 @@
 //
 // --device cuda trains on the GPU (the timed chunks end with a device
 // synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
-// Prints minidl's `samples/s=R`, `peak_rss_mb=M` and `gflops=G` (samples/s
+// Prints minidl's `samples/s=R`, `peak_rss_mb=M` (and on a GPU `peak_device_mb`,
+// the live tensors' peak) and `gflops=G` (samples/s
 // times the model's FLOPs per training sample), then, in a single process,
 // `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
 // after training) and `ceiling_share=G/S`; then runs the twin after it (never
@@ -182,6 +183,8 @@ int main(int argc, char** argv) {
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
+  if (device != Device::CPU)  // tensors' bytes at their peak (the allocator's pool holds more)
+    std::printf("peak_device_mb=%.1f\n", memory_stats(device).peak_bytes / 1048576.0);
   // Achieved GFLOP/s against the sgemm ceiling measured now, on the same threads
   // (one process; under mpirun the ranks share the cores, so no ceiling there).
   const double gflops = ours * flops_per_sample(model) * 1e-9;

@@ -204,15 +204,26 @@ sanitize() {
     sed 's/^/    /' | tee -a "$SUMMARY"
 }
 
+# minidl's bench_train and PyTorch eager (bench/bench_train_torch.py, the
+# machine's PyTorch) on the same model and step, interleaved, 3 rounds each.
 bench() {
   env_for_prefix
   step gemm "$BUILD/bin/bench_gemm_cuda" --n 4096 && grep -v '^#' "$LOGS/gemm.log" | tee -a "$SUMMARY"
+  local python=/opt/torch/.venv/bin/python3 spec round key
+  [ -x "$python" ] || python=python3
   for spec in "lenet 64" "mlp 256"; do
     set -- $spec
-    step "train_$1_b$2" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
-      --steps 500 --warmup 50 --twin off &&
-      note "    $1 b$2 cuda: $(grep -E '^(samples/s|gflops|sgemm_ceiling_gflops)=' \
-        "$LOGS/train_$1_b$2.log" | tr '\n' ' ')"
+    for round in 1 2 3; do
+      key="train_$1_b$2_r$round"
+      step "$key" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
+        --steps 500 --warmup 50 --twin off &&
+        note "    minidl  $1 b$2 cuda: $(grep -E '^(samples/s|peak_device_mb|gflops)=' \
+          "$LOGS/$key.log" | tr '\n' ' ')"
+      step "torch_$key" "$python" "$ROOT/bench/bench_train_torch.py" --device cuda --model "$1" \
+        --batch "$2" --steps 500 --warmup 50 &&
+        note "    pytorch $1 b$2 cuda: $(grep -E '^(# pytorch|samples/s|peak_device_mb)' \
+          "$LOGS/torch_$key.log" | tr '\n' ' ')"
+    done
   done
 }
 

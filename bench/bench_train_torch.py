@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""PyTorch eager's training throughput, the Python twin of bench_train.
+
+The same step as bench_train and bench_train_torch (C++): one fixed random
+batch (inputs [B, 1, 28, 28] for lenet, [B, 784] for mlp; labels uniform in
+0..9), W untimed then N timed steps of Momentum SGD (lr 0.01, momentum 0.9)
+on cross entropy, in about ten chunks; prints `samples/s=R` (the median chunk
+rate), `peak_rss_mb=M` and, on a GPU, `peak_device_mb=D` (the most bytes
+tensors held, torch.cuda.max_memory_allocated). Each chunk ends with a device
+synchronisation, as bench_train's do. This is PyTorch as its users run it
+(Python, eager); it is the twin for --device cuda, where the C++ twin would
+need a libtorch built for the GPU:
+
+  /usr/bin/python3 bench/bench_train_torch.py --model lenet --batch 64 --threads 1
+  python3 bench/bench_train_torch.py --device cuda --model lenet --batch 64   # GPU machine
+"""
+import argparse
+import resource
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LeNet5(nn.Module):
+    # x [B, 1, 28, 28] -> logits [B, 10]
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2).flatten(1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class MLP(nn.Module):
+    # x [B, 784] -> logits [B, 10]
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=["lenet", "mlp"], default="lenet")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    a = p.parse_args()
+    if min(a.batch, a.steps, a.warmup, a.threads) < 1:
+        p.error("--batch, --steps, --warmup and --threads must be >= 1")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: PyTorch sees no CUDA device")
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    shape = [a.batch, 1, 28, 28] if a.model == "lenet" else [a.batch, 784]
+    x = torch.randn(shape, device=dev)
+    labels = torch.randint(0, 10, [a.batch], device=dev)
+    net = (LeNet5() if a.model == "lenet" else MLP()).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    first = step().item()
+    for _ in range(1, a.warmup):
+        step()
+    sync()
+    chunk = max(1, a.steps // 10)
+    rates, done, loss = [], 0, None
+    while done < a.steps:
+        n = min(chunk, a.steps - done)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            loss = step()
+        sync()
+        rates.append(n * a.batch / (time.perf_counter() - t0))
+        done += n
+    print(f"# pytorch {torch.__version__} (python, eager) model={a.model} batch={a.batch} "
+          f"steps={a.steps} warmup={a.warmup} threads={a.threads} device={a.device}")
+    print(f"# loss first={first:.4f} last={loss.item():.4f}")
+    print(f"samples/s={statistics.median(rates):.1f}")
+    print(f"peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
+    if a.device == "cuda":
+        print(f"peak_device_mb={torch.cuda.max_memory_allocated() / 1048576:.1f}")
+
+
+if __name__ == "__main__":
+    main()
