@@ -15,27 +15,18 @@ need a libtorch built for the GPU:
   python3 bench/bench_train_torch.py --device cuda --model lenet --batch 64   # GPU machine
 """
 import argparse
+import os
 import resource
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class LeNet5(nn.Module):
-    # x [B, 1, 28, 28] -> logits [B, 10]
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2).flatten(1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from lenet_torch_reference import LeNet5  # noqa: E402  x [B, 1, 28, 28] -> logits [B, 10]
 
 
 class MLP(nn.Module):
