@@ -4,7 +4,7 @@
 // and which ranks had not arrived, e.g.
 //   minidl: rank 0: allreduce (4096 bytes) has waited 300.0 s for the other ranks, longer
 //   than MINIDL_TIMEOUT=300 s. It is collective #12 on the world; ranks 1 and 3 had not
-//   arrived: rank 1 is in broadcast #12; rank 3 did not respond within 1 s (...). Ending the job.
+//   arrived: rank 1 is in broadcast #12; rank 3 did not answer within 1 s (...). Ending the job.
 // and mpirun then ends the whole job. A rank that is stuck, stopped
 // (SIGSTOP) or out of step with the others (a different number of steps, a
 // different collective) would otherwise leave them waiting forever.
