@@ -78,26 +78,11 @@ void divide(float* x, size_t n, float divisor) {
   for (size_t k = 0; k < n; ++k) x[k] /= divisor;
 }
 
-// The same four on a device, as tensor ops (the same float32 operations as
-// the host loops above, so the same bits): dst, a view into a float32 buffer.
-void to_float32(const Tensor& g, Tensor dst, float s) {
-  NoGradGuard no_grad;
-  if (dst.device() == Device::CPU)
-    return to_float32(g, dst.data<float>(), static_cast<size_t>(dst.numel()), s);
-  if (!g.defined()) return dst.fill_(0);
-  MINIDL_CHECK(g.device() == dst.device(), "gradient bucket: a gradient ", g.shape(), " is on ",
-               device_name(g.device()), " but its parameter is on ", device_name(dst.device()));
-  const Tensor f = g.detach().to(kFloat32);
-  dst.copy_(s == 1.0f ? f : f * s);
-}
+// The same on a device, as tensor ops (the same float32 operations as the
+// host loops above, so the same bits).
 void from_float32(const Tensor& src, Tensor out) {
   if (out.device() == Device::CPU) return from_float32(src.data<float>(), out);
   out.copy_(src);  // casts to out's dtype
-}
-void scale(Tensor x, float s) {
-  NoGradGuard no_grad;
-  if (x.device() == Device::CPU) return scale(x.data<float>(), static_cast<size_t>(x.numel()), s);
-  if (s != 1.0f) x.copy_(x * s);
 }
 void divide(Tensor x, float divisor) {
   NoGradGuard no_grad;
@@ -111,6 +96,33 @@ Tensor part(const Tensor& flat, size_t offset, const Tensor& param) {
   NoGradGuard no_grad;
   const int64_t begin = static_cast<int64_t>(offset);
   return flat.slice(begin, begin + param.numel()).reshape(param.shape());
+}
+
+// `param`'s part of the float32 buffer `flat` (from `offset`) becomes g as
+// float32 times s, or with `in_place` (it holds the gradient already) is
+// multiplied by s. On the CPU the host loops run on the buffer's memory (a
+// view per parameter and step would cost more than the loop); on a device,
+// tensor ops on a view.
+void fill_part(const Tensor& flat, size_t offset, const Tensor& param, const Tensor& g, float s,
+               bool in_place) {
+  if (flat.device() == Device::CPU) {
+    float* f = flat.data<float>() + offset;
+    const size_t n = static_cast<size_t>(param.numel());
+    return in_place ? scale(f, n, s) : to_float32(g, f, n, s);
+  }
+  if (in_place && s == 1.0f) return;
+  NoGradGuard no_grad;
+  Tensor dst = part(flat, offset, param);
+  if (in_place) {
+    dst.copy_(dst * s);
+  } else if (!g.defined()) {
+    dst.fill_(0);
+  } else {
+    MINIDL_CHECK(g.device() == dst.device(), "gradient bucket: a gradient ", g.shape(), " is on ",
+                 device_name(g.device()), " but its parameter is on ", device_name(dst.device()));
+    const Tensor f = g.detach().to(kFloat32);
+    dst.copy_(s == 1.0f ? f : f * s);
+  }
 }
 
 }  // namespace
@@ -154,16 +166,8 @@ const Tensor& GradBucket::pack(float s) {
     flat_ = Tensor::empty({static_cast<int64_t>(numel_)}, kFloat32, device());
     std::fill(in_place.begin(), in_place.end(), 0);
   }
-  const bool host = device() == Device::CPU;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    if (host) {  // straight on the bucket's memory: a view each costs more than the loop
-      float* f = flat_.data<float>() + offsets_[k];
-      const size_t n = static_cast<size_t>(params_[k].numel());
-      in_place[k] ? scale(f, n, s) : to_float32(params_[k].grad(), f, n, s);
-    } else {
-      in_place[k] ? scale(view(k), s) : to_float32(params_[k].grad(), view(k), s);
-    }
-  }
+  for (size_t k = 0; k < params_.size(); ++k)
+    fill_part(flat_, offsets_[k], params_[k], params_[k].grad(), s, in_place[k]);
   return flat_;
 }
 
@@ -190,7 +194,7 @@ void GradBucket::unpack(float divisor) {
 Tensor GradBucket::pack_new(const std::vector<Tensor>& grads, float s) const {
   Tensor buffer = Tensor::empty({static_cast<int64_t>(numel_)}, kFloat32, device());
   for (size_t k = 0; k < params_.size(); ++k)
-    to_float32(grads[k], part(buffer, offsets_[k], params_[k]), s);
+    fill_part(buffer, offsets_[k], params_[k], grads[k], s, /*in_place=*/false);
   return buffer;
 }
 
