@@ -58,7 +58,11 @@ ElemType reducible_type(const Tensor& t, const char* op) {
 struct Carrier {
   Communicator* comm;
   Tensor buffer;
-  bool staged() const { return buffer.device() == Device::CPU; }
+  // A result of `shape` on the carrier's side: t's device, or pinned host memory.
+  Tensor output(const Shape& shape, const Tensor& t) const {
+    return buffer.same(t) ? Tensor::empty(shape, t.dtype(), t.device())
+                          : Tensor::empty_pinned(shape, t.dtype(), t.device());
+  }
 };
 Carrier carrier(Communicator& c, const Tensor& t, const char* op, bool open, bool fill) {
   MINIDL_CHECK(t.defined(), op, ": undefined tensor");
@@ -108,7 +112,7 @@ void Communicator::allreduce(const Tensor& t, ReduceOp op) {
   if (t.device() != Device::CPU && size() == 1) return detail::check_reduce(type, op, "allreduce");
   Carrier c = carrier(*this, t, "allreduce", /*open=*/true, /*fill=*/true);
   c.comm->allreduce(c.buffer.raw_data_ptr(), t.numel(), type, op);
-  if (c.staged() && !c.buffer.same(t)) Tensor(t).copy_(c.buffer);
+  if (!c.buffer.same(t)) Tensor(t).copy_(c.buffer);
 }
 
 std::unique_ptr<Work> Communicator::allreduce_async(const Tensor& t, ReduceOp op) {
@@ -130,8 +134,7 @@ Tensor Communicator::allgather(const Tensor& t) {
   Carrier c = carrier(*this, t, "allgather", /*open=*/true, /*fill=*/true);
   Shape shape = t.shape();
   shape.insert(shape.begin(), size());
-  Tensor out = c.buffer.same(t) ? Tensor::empty(shape, t.dtype(), t.device())
-                                : Tensor::empty_pinned(shape, t.dtype(), t.device());
+  Tensor out = c.output(shape, t);
   c.comm->allgather(c.buffer.raw_data_ptr(), out.raw_data_ptr(), t.nbytes());
   return out.device() == t.device() ? out : out.to(t.device());
 }
@@ -142,8 +145,7 @@ Tensor Communicator::reduce_scatter(const Tensor& t, ReduceOp op) {
                ", ...] (a block for each of the ", size(), " rank(s)), got ", t.shape());
   Carrier c = carrier(*this, t, "reduce_scatter", /*open=*/true, /*fill=*/true);
   const Shape shape(t.shape().begin() + 1, t.shape().end());
-  Tensor out = c.buffer.same(t) ? Tensor::empty(shape, t.dtype(), t.device())
-                                : Tensor::empty_pinned(shape, t.dtype(), t.device());
+  Tensor out = c.output(shape, t);
   c.comm->reduce_scatter(c.buffer.raw_data_ptr(), out.raw_data_ptr(), out.numel(), type, op);
   return out.device() == t.device() ? out : out.to(t.device());
 }
