@@ -32,8 +32,9 @@ void synchronize();
 // it throws, as does an index that is not < device_count().
 void set_device(int index);
 int device();  // the GPU in use, or the one the first CUDA tensor will use
-// set_device(index) unless set_device was called already or the GPU is fixed
-// (what parallel::init() calls; no effect without a GPU).
+// GPU index % device_count() for the first CUDA tensor, unless set_device
+// was called or the GPU is fixed (what parallel::init() calls; it makes no
+// CUDA call, so a CPU-only run never starts the driver for it).
 void prefer_device(int index);
 }  // namespace cuda
 

@@ -186,9 +186,9 @@ struct Kernels {
 };
 
 namespace cuda {
-// The GPU the CUDA backend runs on from its first call on (cuda::device()),
-// fixed from then on; for the backend only.
-int claim_device();
+// The GPU the CUDA backend runs on, on a host of `count` GPUs: cuda::device()
+// at its first call, fixed from then on; for the backend only.
+int claim_device(int count);
 }  // namespace cuda
 
 // The table of `d`; throws minidl::Error when the device is not available.

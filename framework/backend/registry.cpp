@@ -1,5 +1,6 @@
 // The one place that knows which devices exist: the CPU's table always, and
 // CUDA's when minidl is built with it and a GPU is present.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -44,9 +45,12 @@ bool allow_tf32() { return tf32.load(); }
 
 namespace {
 std::mutex device_mutex;  // guards the three below
-int requested = 0;
+int requested = 0;    // set_device's index, or prefer_device's (taken modulo the GPUs)
 bool chosen = false;  // by set_device
 int in_use = -1;      // fixed by claim_device
+
+// The GPU `requested` names on a host of `count` (device_mutex held).
+int pick(int count) { return chosen ? requested : requested % std::max(count, 1); }
 }  // namespace
 
 bool is_available() { return device_available(Device::CUDA); }
@@ -76,20 +80,20 @@ void set_device(int index) {
   chosen = true;
 }
 
-void prefer_device(int index) {
-  const int count = device_count();
+void prefer_device(int index) {  // no CUDA call: parallel::init stays off the driver
   std::lock_guard lock(device_mutex);
-  if (count > 0 && !chosen && in_use < 0) requested = index % count;
+  if (!chosen && in_use < 0) requested = index;
 }
 
 int device() {
+  const int count = device_count();
   std::lock_guard lock(device_mutex);
-  return in_use >= 0 ? in_use : requested;
+  return in_use >= 0 ? in_use : pick(count);
 }
 
-int claim_device() {
+int claim_device(int count) {
   std::lock_guard lock(device_mutex);
-  if (in_use < 0) in_use = requested;
+  if (in_use < 0) in_use = pick(count);
   return in_use;
 }
 }  // namespace cuda

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "framework/backend/cuda/cuda.h"
 #include "framework/backend/cuda/runtime.h"
 #include "framework/backend/kernels.h"
 #include "framework/error.h"
@@ -56,7 +57,7 @@ const Cublas& cublas() {
 }
 
 int bind() {
-  static const int device = claim_device();
+  static const int device = claim_device(gpu_count());
   thread_local const bool current = [] {
     CUDA_CHECK(cudaSetDevice(device));
     return true;

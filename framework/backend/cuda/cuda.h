@@ -4,8 +4,9 @@
 // header; runtime.h (checks, stream, cuBLAS handle, scratch buffers) and
 // device.cuh (device-side helpers) are for the backend's own files.
 //
-// Everything runs on one compute stream of device 0, created at first use;
-// only copy(DeviceToHost) and wait_stream() make the host wait for it.
+// Everything runs on one compute stream of the process's GPU (cuda::device()),
+// created at first use; only copy(DeviceToHost) and wait_stream() make the
+// host wait for it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
