@@ -5,6 +5,7 @@
 #include <iomanip>
 
 #include "framework/backend/kernels.h"
+#include "framework/graph.h"
 #include "framework/ops.h"
 #include "framework/random.h"
 
@@ -40,7 +41,9 @@ MemoryStats memory_stats(Device d) {
 }
 void reset_peak_memory(Device d) { kernels(d).reset_peak(); }
 
-Storage::Storage(size_t n, Device d) : data(kernels(d).allocate(n)), nbytes(n), device(d) {}
+Storage::Storage(size_t n, Device d) : data(kernels(d).allocate(n)), nbytes(n), device(d) {
+  if (d != Device::CPU) cuda::note_made(data);
+}
 Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
 std::shared_ptr<Storage> Storage::pinned(size_t n, Device for_device) {
   if (for_device == Device::CPU) return std::make_shared<Storage>(n, Device::CPU);
@@ -52,8 +55,12 @@ std::shared_ptr<Storage> Storage::pinned(size_t n, Device for_device) {
 }
 Storage::~Storage() {
   if (!owned) return;
-  if (pinned_for != Device::CPU) kernels(pinned_for).deallocate_pinned(data, nbytes);
-  else kernels(device).deallocate(data, nbytes);
+  if (pinned_for != Device::CPU) {
+    kernels(pinned_for).deallocate_pinned(data, nbytes);
+    return;
+  }
+  if (device != Device::CPU) cuda::note_freed(data);
+  kernels(device).deallocate(data, nbytes);
 }
 
 namespace {
@@ -62,6 +69,12 @@ namespace {
 void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n) {
   if (n == 0) return;
   if (dd == sd) return kernels(dd).copy(dst, src, n, CopyKind::DeviceToDevice);
+  MINIDL_CHECK(!cuda::is_capturing(), "copy from ", device_name(sd), " to ", device_name(dd),
+               " inside a CUDA graph capture: ",
+               sd == Device::CPU ? "every replay would read that host memory again; copy inputs "
+                                   "into the graph's tensors before replay()"
+                                 : "the host cannot read the GPU while its work is recorded, not "
+                                   "run (item(), cpu(), to_vector(), printing)");
   if (sd == Device::CPU) return kernels(dd).copy(dst, src, n, CopyKind::HostToDevice);
   MINIDL_CHECK(dd == Device::CPU, "copy: from ", device_name(sd), " to ", device_name(dd),
                " is not supported");

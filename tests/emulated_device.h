@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 
+#include "emulated_graphs.h"
 #include "framework/backend/kernels.h"
 
 namespace minidl::testing {
@@ -70,6 +71,7 @@ struct Emulated {
     table.current_bytes = [] { return live.load(); };
     table.peak_bytes = [] { return peak.load(); };
     table.reset_peak = [] { peak = live.load(); };
+    emulate_graphs(table);
   }
 };
 

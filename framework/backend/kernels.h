@@ -183,6 +183,28 @@ struct Kernels {
 
   // ---- optimizers: every slice of a step in one call (host array of slices) ----
   void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
+
+  // ---- graphs (CUDA graphs; null on a device without them, e.g. the CPU) ----
+  // Between capture_begin and capture_end the calling thread's entries are
+  // recorded, not run: the same kernels on the same pointers, host arguments
+  // as given (baked in), memory allocated in between the graph's own (the
+  // same addresses at each replay). An update's per-step arguments (args,
+  // the slices' steps) are the exception: they sit in the graph's feed,
+  // which holds the capture's values until feed_begin/feed_end replaces them.
+  // The front end (framework/graph.h) keeps host reads and copies from host
+  // memory out of a capture.
+  void (*capture_begin)();
+  // The recorded graph, ready to replay; throws minidl::Error naming the
+  // library's error when the capture failed (then nothing is left recording).
+  void* (*capture_end)();
+  void (*replay)(void* graph);  // queues the graph on the device's stream
+  // Until feed_end: each update call writes its arguments into the graph's
+  // next update in capture order (same rule, slices and sizes, or it throws
+  // minidl::Error) instead of running; the next replay uses them. Waits for
+  // the previous replay to have read the feed.
+  void (*feed_begin)(void* graph);
+  void (*feed_end)(void* graph);
+  void (*destroy_graph)(void* graph);  // waits for its replays to finish
 };
 
 namespace cuda {

@@ -64,6 +64,13 @@ const Kernels& table() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      // no graphs on the CPU
+      .capture_begin = nullptr,
+      .capture_end = nullptr,
+      .replay = nullptr,
+      .feed_begin = nullptr,
+      .feed_end = nullptr,
+      .destroy_graph = nullptr,
   };
   return k;
 }

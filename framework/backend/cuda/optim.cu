@@ -4,10 +4,14 @@
 // step, computed in double as on the CPU) into a small device buffer; each
 // block finds its slice by binary search and updates one chunk of it with
 // PyTorch's formulas (optim/sgd.h, optim/adam.h), in the CPU's operation order.
+// The hyperparameters travel in the same buffer, so that a CUDA graph can
+// refresh all of a step's arguments with one recorded copy (graph.cpp).
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "framework/backend/cuda/device.cuh"
+#include "framework/error.h"
 
 namespace minidl::cuda {
 namespace {
@@ -33,6 +37,8 @@ struct Hyper {
   float c1, b2, c2, eps, decay, l2;  // Adam: 1 - beta1, beta2, 1 - beta2, eps, 1 - lr wd, L2 wd
   bool decoupled;
 };
+// Where the descriptors start in the arguments' buffer, after the Hyper.
+constexpr size_t kDescsAt = (sizeof(Hyper) + 63) / 64 * 64;
 
 // The element j of slice s, one rule
 __device__ inline void update_one(const Hyper& h, const SliceDesc& s, int64_t j) {
@@ -53,9 +59,11 @@ __device__ inline void update_one(const Hyper& h, const SliceDesc& s, int64_t j)
   }
 }
 
-// slices [count], blocks [total] over all of them: block b updates chunk
-// b - first_block of the last slice whose first_block <= b
-__global__ void update_kernel(Hyper h, const SliceDesc* slices, int count, int64_t total) {
+// hyper, slices [count] in device memory; blocks [total] over all slices:
+// block b updates chunk b - first_block of the last slice whose first_block <= b
+__global__ void update_kernel(const Hyper* hyper, const SliceDesc* slices, int count,
+                              int64_t total) {
+  const Hyper h = *hyper;
   for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
     int lo = 0, hi = count - 1;
     while (lo < hi) {
@@ -92,6 +100,7 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
   h.l2 = a.decoupled ? 0.f : static_cast<float>(a.weight_decay);
   h.decoupled = a.decoupled;
 
+  // The arguments as the kernel reads them: the Hyper, then the descriptors.
   std::vector<SliceDesc> descs;
   int64_t total = 0;
   for (int i = 0; i < count; ++i) {
@@ -104,15 +113,42 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
     total += (s.n + kChunk - 1) / kChunk;
   }
   if (descs.empty()) return;
-  // The descriptors go up from pageable memory: cudaMemcpyAsync has staged
-  // them by the time it returns, so the vector may go; the buffer is freed in
-  // stream order after the kernel.
-  Scratch<SliceDesc> on_device(static_cast<int64_t>(descs.size()));
-  CUDA_CHECK(cudaMemcpyAsync(on_device.data(), descs.data(), descs.size() * sizeof(SliceDesc),
-                             cudaMemcpyHostToDevice, stream()));
-  update_kernel<<<blocks_for(total, 1), kThreads, 0, stream()>>>(
-      h, on_device.data(), static_cast<int>(descs.size()), total);
-  CUDA_CHECK_LAUNCH();
+  const size_t bytes = kDescsAt + descs.size() * sizeof(SliceDesc);
+  std::vector<unsigned char> args(bytes);
+  std::memcpy(args.data(), &h, sizeof h);
+  std::memcpy(args.data() + kDescsAt, descs.data(), descs.size() * sizeof(SliceDesc));
+  auto launch = [&](const void* on_device) {
+    const auto* base = static_cast<const unsigned char*>(on_device);
+    update_kernel<<<blocks_for(total, 1), kThreads, 0, stream()>>>(
+        reinterpret_cast<const Hyper*>(base), reinterpret_cast<const SliceDesc*>(base + kDescsAt),
+        static_cast<int>(descs.size()), total);
+    CUDA_CHECK_LAUNCH();
+  };
+  // In a CUDA graph the arguments sit in a slot the graph owns: a capture
+  // records the copy of its host side and the launch; a feed rewrites the
+  // host side, which the recorded copy takes up at the next replay.
+  if (ArgSlot* slot = graph_args(bytes)) {
+    if (slot->fed) {
+      const auto* old = reinterpret_cast<const SliceDesc*>(static_cast<char*>(slot->host) + kDescsAt);
+      bool same = static_cast<const Hyper*>(slot->host)->rule == h.rule;
+      for (size_t i = 0; same && i < descs.size(); ++i)
+        same = old[i].p == descs[i].p && old[i].g == descs[i].g && old[i].m == descs[i].m &&
+               old[i].v == descs[i].v && old[i].n == descs[i].n;
+      MINIDL_CHECK(same, "CUDA graph: the optimizer step fed updates other parameters or state "
+                   "than the step captured (a parameter without a gradient, or new state?)");
+      std::memcpy(slot->host, args.data(), bytes);
+      return;
+    }
+    std::memcpy(slot->host, args.data(), bytes);
+    CUDA_CHECK(cudaMemcpyAsync(slot->device, slot->host, bytes, cudaMemcpyHostToDevice, stream()));
+    return launch(slot->device);
+  }
+  // Eagerly from pageable memory: cudaMemcpyAsync has staged the arguments by
+  // the time it returns, so the vector may go; the buffer is freed in stream
+  // order after the kernel.
+  Scratch<unsigned char> on_device(static_cast<int64_t>(bytes));
+  CUDA_CHECK(cudaMemcpyAsync(on_device.data(), args.data(), bytes, cudaMemcpyHostToDevice, stream()));
+  launch(on_device.data());
 }
 
 }  // namespace minidl::cuda

@@ -60,6 +60,30 @@ int bind();
 cudaStream_t stream();         // the compute stream of the process's GPU (binds)
 cublasHandle_t blas_handle();  // bound to stream()
 
+// A kernel's arguments in device memory that a CUDA graph refreshes at each
+// replay (the optimizer's: graph.cpp). graph_args returns null outside
+// graphs (the caller stages its arguments itself). While capturing: a new
+// slot of `bytes`, page-locked host and device memory the graph owns; the
+// caller writes the host side and queues (records) its copy to the device
+// before the kernel. While feeding (fed): the graph's next slot in capture
+// order, whose host side the caller rewrites; the recorded copy takes it to
+// the device at the next replay. Throws when the sizes differ.
+struct ArgSlot {
+  void* host;
+  void* device;
+  size_t bytes;
+  bool fed;
+};
+ArgSlot* graph_args(size_t bytes);
+
+// ---- graphs (graph.cpp): the table's capture and replay entries ----
+void capture_begin();
+void* capture_end();
+void replay(void* graph);
+void feed_begin(void* graph);
+void feed_end(void* graph);
+void destroy_graph(void* graph);
+
 // Threads per block for the simple kernels, and a grid for a grid-stride loop
 // over n items (capped: each thread then takes several).
 inline constexpr int kThreads = 256;

@@ -52,6 +52,12 @@ const Kernels* table_if_present() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      .capture_begin = capture_begin,
+      .capture_end = capture_end,
+      .replay = replay,
+      .feed_begin = feed_begin,
+      .feed_end = feed_end,
+      .destroy_graph = destroy_graph,
   };
   return &k;
 }

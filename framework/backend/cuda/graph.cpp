@@ -1,0 +1,97 @@
+// CUDA graphs: stream capture of the compute stream (relaxed mode, so the
+// capturing thread may still allocate the slots below), instantiation,
+// replay, and the argument slots through which a replay gets each step's
+// optimizer arguments (runtime.h, ArgSlot).
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "framework/backend/cuda/runtime.h"
+#include "framework/error.h"
+
+namespace minidl::cuda {
+namespace {
+
+struct GraphState {
+  cudaGraphExec_t exec = nullptr;
+  std::deque<ArgSlot> slots;  // in capture order; a deque keeps their addresses
+  size_t next = 0;            // the slot the next fed call takes
+  cudaEvent_t replayed = nullptr;  // recorded after each replay
+  bool launched = false;
+
+  ~GraphState() {  // from destroy_graph and error paths: reports, never throws
+    if (launched) CUDA_WARN(cudaEventSynchronize(replayed));
+    if (exec) CUDA_WARN(cudaGraphExecDestroy(exec));
+    if (replayed) CUDA_WARN(cudaEventDestroy(replayed));
+    for (const ArgSlot& s : slots) {
+      CUDA_WARN(cudaFreeHost(s.host));
+      CUDA_WARN(cudaFree(s.device));
+    }
+  }
+};
+
+GraphState* capturing = nullptr;  // one capture at a time, on the one stream
+GraphState* feeding = nullptr;
+
+}  // namespace
+
+ArgSlot* graph_args(size_t bytes) {
+  if (GraphState* g = feeding) {
+    MINIDL_CHECK(g->next < g->slots.size(), "CUDA graph: more optimizer steps fed (",
+                 g->next + 1, ") than the capture recorded (", g->slots.size(), ")");
+    ArgSlot& s = g->slots[g->next++];
+    MINIDL_CHECK(s.bytes == bytes, "CUDA graph: an optimizer step fed with ", bytes,
+                 " bytes of arguments, but the one captured took ", s.bytes,
+                 " (other parameters?)");
+    return &s;
+  }
+  if (!capturing) return nullptr;
+  ArgSlot s{nullptr, nullptr, bytes, false};
+  CUDA_CHECK(cudaHostAlloc(&s.host, bytes, cudaHostAllocDefault));
+  const cudaError_t e = cudaMalloc(&s.device, bytes);
+  if (e != cudaSuccess) CUDA_WARN(cudaFreeHost(s.host));
+  CUDA_CHECK(e);
+  capturing->slots.push_back(s);
+  return &capturing->slots.back();
+}
+
+void capture_begin() {
+  MINIDL_CHECK(!capturing, "CUDA graph: a capture is already in progress");
+  auto g = std::make_unique<GraphState>();
+  CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+  capturing = g.release();
+}
+
+void* capture_end() {
+  std::unique_ptr<GraphState> g(std::exchange(capturing, nullptr));
+  MINIDL_CHECK(g, "CUDA graph: capture_end without capture_begin");
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+  const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
+  CUDA_WARN(cudaGraphDestroy(graph));
+  CUDA_CHECK(e);
+  CUDA_CHECK(cudaEventCreateWithFlags(&g->replayed, cudaEventDisableTiming));
+  for (ArgSlot& s : g->slots) s.fed = true;  // from now on a call takes a slot to feed
+  return g.release();
+}
+
+void replay(void* graph) {
+  auto* g = static_cast<GraphState*>(graph);
+  CUDA_CHECK(cudaGraphLaunch(g->exec, stream()));
+  CUDA_CHECK(cudaEventRecord(g->replayed, stream()));
+  g->launched = true;
+}
+
+void feed_begin(void* graph) {
+  auto* g = static_cast<GraphState*>(graph);
+  // the last replay must have read the slots before the host rewrites them
+  if (g->launched) CUDA_CHECK(cudaEventSynchronize(g->replayed));
+  g->next = 0;
+  feeding = g;
+}
+
+void feed_end(void*) { feeding = nullptr; }
+
+void destroy_graph(void* graph) { delete static_cast<GraphState*>(graph); }
+
+}  // namespace minidl::cuda

@@ -1,0 +1,149 @@
+// CUDA graphs on the emulated device (tests/emulated_device.h), with CUDA's
+// semantics as backend/kernels.h states them, so the host logic above them
+// (framework/graph.h, GraphedStep, Model's captured steps) runs here:
+// - while capturing, an entry called by the capturing thread is recorded as a
+//   closure (its arguments copied, host arrays included), not run;
+//   synchronize, and copies between host and device, throw;
+// - memory freed inside a capture is kept until the graph dies (the tape
+//   still writes it at each replay), as a CUDA graph owns its allocations;
+// - an update is recorded reading its arguments from the graph's feed, which
+//   feed_begin/feed_end refresh; while feeding, any other entry throws.
+#pragma once
+#include <functional>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "framework/backend/kernels.h"
+#include "framework/error.h"
+
+namespace minidl::testing {
+
+struct Tape {
+  struct Feed {
+    UpdateRule rule;
+    UpdateArgs args;
+    std::vector<UpdateSlice> slices;
+  };
+  std::vector<std::function<void()>> ops;
+  std::vector<std::unique_ptr<Feed>> feeds;  // in capture order
+  std::vector<std::pair<void*, size_t>> freed;  // blocks freed inside the capture
+  size_t next_feed = 0;
+};
+
+struct Graphs {
+  static inline Tape* recording = nullptr;
+  static inline std::thread::id recorder;
+  static inline Tape* feeding = nullptr;
+  static inline int64_t replays = 0;
+  static bool recording_here() { return recording && std::this_thread::get_id() == recorder; }
+  static void refuse(const char* what) {
+    if (feeding) throw Error(cat("emulated graph: ", what, " while feeding (only update may run)"));
+  }
+};
+
+// An entry of signature void(A...) under the name M: run, or recorded.
+template <auto M, class F>
+struct Recorded;
+template <auto M, class... A>
+struct Recorded<M, void (*)(A...)> {
+  static inline void (*run)(A...) = nullptr;
+  static void call(A... a) {
+    Graphs::refuse("a kernel");
+    if (!Graphs::recording_here()) return run(a...);
+    Graphs::recording->ops.push_back([=] { run(a...); });
+  }
+};
+template <auto M>
+void record(Kernels& t) {
+  using F = std::remove_reference_t<decltype(t.*M)>;
+  Recorded<M, F>::run = t.*M;
+  t.*M = &Recorded<M, F>::call;
+}
+
+inline void emulate_graphs(Kernels& t) {
+  record<&Kernels::fill>(t), record<&Kernels::cast>(t), record<&Kernels::unary>(t);
+  record<&Kernels::binary>(t), record<&Kernels::dropout>(t), record<&Kernels::reduce>(t);
+  record<&Kernels::argmax>(t), record<&Kernels::softmax>(t);
+  record<&Kernels::softmax_backward>(t), record<&Kernels::gemm>(t), record<&Kernels::linear>(t);
+  record<&Kernels::transpose>(t), record<&Kernels::conv2d_forward>(t);
+  record<&Kernels::conv2d_backward>(t), record<&Kernels::max_pool_forward>(t);
+  record<&Kernels::max_pool_backward>(t), record<&Kernels::avg_pool_forward>(t);
+  record<&Kernels::avg_pool_backward>(t), record<&Kernels::conv2d_relu_pool_forward>(t);
+  record<&Kernels::conv2d_relu_pool_backward>(t), record<&Kernels::gather>(t);
+  record<&Kernels::gather_backward>(t), record<&Kernels::cross_entropy_forward>(t);
+  record<&Kernels::cross_entropy_backward>(t);
+
+  // permute's shape and strides are host arrays: the closure keeps copies
+  static void (*permute)(size_t, int, const int64_t*, const int64_t*, const void*, void*) =
+      t.permute;
+  t.permute = [](size_t size, int nd, const int64_t* shape, const int64_t* strides,
+                 const void* src, void* dst) {
+    Graphs::refuse("permute");
+    if (!Graphs::recording_here()) return permute(size, nd, shape, strides, src, dst);
+    std::vector<int64_t> sh(shape, shape + nd), st(strides, strides + nd);
+    Graphs::recording->ops.push_back(
+        [=] { permute(size, nd, sh.data(), st.data(), src, dst); });
+  };
+  static void (*copy)(void*, const void*, size_t, CopyKind) = t.copy;
+  t.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
+    Graphs::refuse("copy");
+    if (!Graphs::recording_here()) return copy(dst, src, n, kind);
+    if (kind != CopyKind::DeviceToDevice) throw Error("emulated graph: a host copy while capturing");
+    Graphs::recording->ops.push_back([=] { copy(dst, src, n, kind); });
+  };
+  static void (*synchronize)() = t.synchronize;
+  t.synchronize = [] {
+    if (Graphs::recording_here()) throw Error("emulated graph: synchronize while capturing");
+    synchronize();
+  };
+  static void (*deallocate)(void*, size_t) = t.deallocate;
+  t.deallocate = [](void* p, size_t n) {
+    if (!Graphs::recording_here()) return deallocate(p, n);
+    Graphs::recording->freed.emplace_back(p, n);  // freed when the graph dies
+  };
+  static void (*update)(UpdateRule, const UpdateArgs&, const UpdateSlice*, int) = t.update;
+  t.update = [](UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count) {
+    if (Tape* tape = Graphs::feeding) {
+      if (tape->next_feed == tape->feeds.size()) throw Error("emulated graph: more updates fed than captured");
+      Tape::Feed& f = *tape->feeds[tape->next_feed++];
+      bool same = f.rule == rule && static_cast<int>(f.slices.size()) == count;
+      for (int i = 0; same && i < count; ++i)
+        same = f.slices[i].p == slices[i].p && f.slices[i].n == slices[i].n;
+      if (!same) throw Error("emulated graph: the update fed is not the one captured");
+      f.args = args;
+      f.slices.assign(slices, slices + count);
+      return;
+    }
+    if (!Graphs::recording_here()) return update(rule, args, slices, count);
+    Tape* tape = Graphs::recording;
+    tape->feeds.push_back(std::make_unique<Tape::Feed>(
+        Tape::Feed{rule, args, std::vector<UpdateSlice>(slices, slices + count)}));
+    tape->ops.push_back([f = tape->feeds.back().get()] {
+      update(f->rule, f->args, f->slices.data(), static_cast<int>(f->slices.size()));
+    });
+  };
+
+  t.capture_begin = [] {
+    if (Graphs::recording) throw Error("emulated graph: a capture is already in progress");
+    Graphs::recording = new Tape;
+    Graphs::recorder = std::this_thread::get_id();
+  };
+  t.capture_end = []() -> void* { return std::exchange(Graphs::recording, nullptr); };
+  t.replay = [](void* g) {
+    ++Graphs::replays;
+    for (auto& op : static_cast<Tape*>(g)->ops) op();
+  };
+  t.feed_begin = [](void* g) {
+    Graphs::feeding = static_cast<Tape*>(g);
+    Graphs::feeding->next_feed = 0;
+  };
+  t.feed_end = [](void*) { Graphs::feeding = nullptr; };
+  t.destroy_graph = [](void* g) {
+    std::unique_ptr<Tape> tape(static_cast<Tape*>(g));
+    for (auto [p, n] : tape->freed) deallocate(p, n);
+  };
+}
+
+}  // namespace minidl::testing
