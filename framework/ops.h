@@ -23,6 +23,8 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+// 1 where a == b, else 0 (float32, broadcasting, no gradient): torch.eq as float
+Tensor eq(const Tensor& a, const Tensor& b);
 Tensor scalar_like(double value, const Tensor& like);  // 0-d tensor of like's dtype
 Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
 // Sums `grad` down to `shape` (the inverse of broadcasting).

@@ -59,7 +59,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
     running_mean.copy_(running_mean * (1 - momentum) + mean.reshape({num_features}) * momentum);
     running_var.copy_(running_var * (1 - momentum) +
                       var.reshape({num_features}) * (momentum * unbias));
-    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+    num_batches_tracked.copy_(num_batches_tracked.to(kFloat32) + 1.0f);  // no host read
   } else {
     mean = running_mean.reshape(per_channel), var = running_var.reshape(per_channel);
   }

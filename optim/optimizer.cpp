@@ -133,8 +133,11 @@ void Optimizer::load_state(const StateDict& in, const std::string& key,
   }
 }
 
-void Optimizer::zero_grad() {
-  for (Tensor& p : params_) p.zero_grad();
+void Optimizer::zero_grad(bool set_to_none) {
+  for (Tensor& p : params_) {
+    if (set_to_none) p.zero_grad();
+    else if (Tensor g = p.grad(); g.defined()) g.fill_(0);
+  }
 }
 
 }  // namespace minidl::optim

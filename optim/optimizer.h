@@ -39,8 +39,10 @@ class Optimizer {
 
   // One update of every parameter that has a gradient.
   void step();
-  // Drops every parameter's gradient (PyTorch's set_to_none).
-  void zero_grad();
+  // Drops every parameter's gradient (PyTorch's set_to_none); with false,
+  // fills the gradients that exist with zeros in place instead, keeping their
+  // memory (what a CUDA graph's captured step needs, framework/graph.h).
+  void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }
   void set_lr(double lr);  // validated like the constructor's

@@ -14,16 +14,21 @@
 namespace minidl {
 namespace {
 
-// Correct predictions in a batch: argmax of logits [B, C] against labels [B]
-// (compared on the host: B numbers).
-int64_t count_correct(const Tensor& logits, const Tensor& labels) {
-  if (!logits.defined() || logits.dim() != 2) return 0;
-  Tensor pred = argmax(logits.detach()).cpu();
-  Tensor lab = labels.to(kInt64).cpu();
-  const int64_t *p = pred.data<int64_t>(), *l = lab.data<int64_t>();
-  int64_t n = 0;
-  for (int64_t i = 0; i < pred.numel(); ++i) n += p[i] == l[i];
-  return n;
+// A batch's loss and correct predictions (argmax of logits [B, C] against
+// labels [B]; 0 for other shapes), counted on the logits' device and read
+// with one copy to the host.
+struct Figures {
+  double loss, correct;
+};
+Figures batch_figures(const Tensor& loss, const Tensor& logits, const Tensor& labels) {
+  NoGradGuard no_grad;
+  Tensor l = loss.detach().to(kFloat32).reshape({1});
+  if (!logits.defined() || logits.dim() != 2 || labels.numel() != logits.size(0))
+    return {l.item(), 0};
+  Tensor pred = argmax(logits.detach()).to(kFloat32);
+  Tensor hits = sum(eq(pred, labels.to(logits.device()).to(kFloat32).reshape(pred.shape())));
+  const std::vector<float> both = concat({l, hits.reshape({1})}).to_vector<float>();
+  return {both[0], both[1]};
 }
 
 // Where the network's parameters live (the CPU for a network without any):
@@ -90,6 +95,13 @@ Model::Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options)
   for (const auto& m : options_.metrics)
     MINIDL_CHECK(m == "accuracy" || m == "loss", "Model: unknown metric '", m,
                  "' (expected \"accuracy\" or \"loss\")");
+  MINIDL_CHECK(!options_.cuda_graph || (options_.parallel == ParallelMode::StandAlone &&
+                                         !dynamic_cast<TrainStep*>(&network) &&
+                                         !dynamic_cast<parallel::DataParallel*>(&network)),
+               "Model: cuda_graph captures a plain network's step in StandAlone mode; ",
+               network.type_name(), options_.parallel == ParallelMode::DataParallel
+                                       ? " in DataParallel mode" : " runs its own backward",
+               " is not supported yet");
   if (options_.parallel == ParallelMode::DataParallel && !dynamic_cast<parallel::DataParallel*>(&network)) {
     MINIDL_CHECK(parallel::is_initialized(), "Model: ParallelMode::DataParallel needs parallel::init() first");
     MINIDL_CHECK(!dynamic_cast<TrainStep*>(&network), "Model: ParallelMode::DataParallel cannot wrap ",
@@ -133,6 +145,8 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
   CallbackList run_callbacks(std::move(callbacks));
   run_callbacks.train_begin(begin);
   scheduler_ = scheduler;
+  if (options_.cuda_graph && !graphed_)
+    graphed_ = std::make_unique<parallel::GraphedStep>(network_, loss_fn_, *optimizer_);
   int64_t taken = 0;  // steps in this call
   const Device device = device_of(network_);
   using clock = std::chrono::steady_clock;
@@ -152,14 +166,21 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       auto t0 = clock::now();
       parallel::Timeline::set_step(pos.global_step + 1);
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
-      optimizer_->zero_grad();
       Tensor loss, logits;
-      if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
+      const double lr = optimizer_->lr();
+      if (graphed_) {
+        parallel::TimelineScope scope("step (CUDA graph)", "compute");
+        StepOutput out = (*graphed_)(batch.data, batch.labels);
+        loss = out.loss;
+        logits = out.logits;
+      } else if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
+        optimizer_->zero_grad();
         parallel::TimelineScope scope("forward and backward", "compute");
         StepOutput out = own->forward_backward(batch.data, batch.labels, loss_fn_);
         loss = out.loss;
         logits = out.logits;
       } else {
+        optimizer_->zero_grad();
         {
           parallel::TimelineScope scope("forward", "compute");
           logits = (*train_network_)(batch.data);
@@ -168,15 +189,14 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
         parallel::TimelineScope scope("backward", "compute");
         loss.backward();
       }
-      const double lr = optimizer_->lr();
-      {
+      if (!graphed_) {
         parallel::TimelineScope scope("optimizer step", "compute");
         optimizer_->step();
       }
       if (scheduler && scheduler->interval() == optim::Interval::Step) scheduler->step();
       // [loss, correct, samples], summed over ranks when distributed
-      double figures[3] = {loss.item(), static_cast<double>(count_correct(logits, batch.labels)),
-                           static_cast<double>(batch.data.size(0))};
+      const Figures f = batch_figures(loss, logits, batch.labels);
+      double figures[3] = {f.loss, f.correct, static_cast<double>(batch.data.size(0))};
       if (distributed) {
         parallel::TimelineScope scope("reduce metrics", "communication");  // waits for every rank
         parallel::world().allreduce(figures, 3);
@@ -292,8 +312,9 @@ std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {
     if (keep <= 0) break;
     Tensor x = batch.data.slice(0, keep).to(device), y = batch.labels.slice(0, keep).to(device);
     Tensor logits = network_(x);
-    figures[0] += loss_fn_(logits, y).item() * keep;
-    figures[1] += count_correct(logits, y);
+    const Figures f = batch_figures(loss_fn_(logits, y), logits, y);
+    figures[0] += f.loss * keep;
+    figures[1] += f.correct;
     figures[2] += keep;
   }
   network_.train();

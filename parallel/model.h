@@ -32,6 +32,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "parallel/callbacks.h"
+#include "parallel/graphed_step.h"
 #include "parallel/train_step.h"
 
 namespace minidl {
@@ -42,6 +43,10 @@ struct ModelOptions {
   std::vector<std::string> metrics = {"accuracy"};  // eval() also always reports "loss"
   ParallelMode parallel = ParallelMode::StandAlone;
   size_t bucket_bytes = size_t{25} << 20;  // DataParallel's fusion buckets (PyTorch's 25 MiB)
+  // Capture a training step as a CUDA graph after the first and replay it
+  // (parallel::GraphedStep; the same bits as eager steps). Needs the network
+  // on CUDA, one rank's StandAlone mode and a network that is no TrainStep.
+  bool cuda_graph = false;
 };
 
 // Where training stands; Model::train continues from here.
@@ -132,6 +137,7 @@ class Model {
   ModelOptions options_;
   std::shared_ptr<nn::Cell> wrapper_;  // DataParallel, when asked for
   nn::Cell* train_network_;
+  std::unique_ptr<parallel::GraphedStep> graphed_;  // with cuda_graph, made by train()
 };
 
 }  // namespace minidl

@@ -13,6 +13,7 @@
 #include <memory>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "framework/backend/kernels.h"

@@ -109,6 +109,13 @@ Tensor scalar_like(double value, const Tensor& like) {
   if (DType t = check_float(#op, x); x.dtype() != kFloat32) \
     return cast(op(cast(x, kFloat32) __VA_OPT__(, ) __VA_ARGS__), t)
 
+// a, b broadcast -> out [a == b] (1 or 0); no gradient
+Tensor eq(const Tensor& a, const Tensor& b) {
+  require_f32("eq", a, "a");
+  require_f32("eq", b, "b");
+  return broadcast_map(a.detach(), b.detach(), "eq", BinaryOp::Equal);
+}
+
 // a, b broadcast -> out
 Tensor add(const Tensor& a, const Tensor& b) {
   MINIDL_HALF_BINARY(add, a, b);

@@ -1,0 +1,206 @@
+// CUDA graphs (framework/graph.h) and the captured training step
+// (parallel/graphed_step.h, Model's cuda_graph) on the emulated device, whose
+// graphs record closures with CUDA's semantics (tests/emulated_graphs.h):
+// a capture runs nothing, a replay reruns it on the same memory, the
+// optimizer's arguments come from the feed, and host reads, host copies,
+// dropout and tensors crossing the capture's edge throw. The captured step
+// must leave the bits of eager steps. With a real GPU, tests/cuda runs the
+// same comparison there.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "data/dataset.h"
+#include "emulated_device.h"
+#include "framework/graph.h"
+#include "framework/ops.h"
+#include "framework/random.h"
+#include "helpers.h"
+#include "nn/conv.h"
+#include "nn/dense.h"
+#include "nn/loss.h"
+#include "nn/norm.h"
+#include "optim/adam.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "parallel/graphed_step.h"
+#include "parallel/model.h"
+
+using namespace minidl;
+
+namespace {
+
+constexpr Device kDev = Device::CUDA;
+using testing::Graphs;
+
+#define GRAPH_CASE(name) TEST_CASE("cuda graph (emulated): " name)
+#define REQUIRE_EMULATED()                                         \
+  if (!testing::emulate()) {                                       \
+    MESSAGE("a real CUDA device is present: tests/cuda covers it"); \
+    return;                                                        \
+  }
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor x = a.cpu(), y = b.cpu();
+  return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+}
+
+// A small conv net with batch normalization: conv, BN, fused relu + pool, dense.
+struct ConvNet : nn::Cell {
+  nn::Conv2d conv{1, 3, 3, {.padding = 1}};
+  nn::BatchNorm2d bn{3};
+  nn::Conv2d conv2{3, 4, 3, {.padding = 1}};
+  nn::Dense fc{4 * 2 * 2, 5};
+  ConvNet() { register_cells({{"conv", conv}, {"bn", bn}, {"conv2", conv2}, {"fc", fc}}); }
+  // x [N, 1, 8, 8] -> logits [N, 5]
+  Tensor forward(const Tensor& x) override {
+    Tensor h = max_pool2d(relu(bn(conv(x))), 2);
+    return fc(conv2.relu_max_pool(h, 2).flatten(1));
+  }
+};
+
+Tensor batch(int64_t n, int step) { return testing::distinct({n, 1, 8, 8}, 0.3 * step); }
+Tensor labels(int64_t n, int step) {
+  std::vector<int32_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>((i * 3 + step) % 5);
+  return Tensor::from_vector(v, {n});
+}
+
+}  // namespace
+
+GRAPH_CASE("a capture runs nothing; each replay reruns it on what the inputs hold then") {
+  REQUIRE_EMULATED();
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(kDev);
+  Tensor y = Tensor::zeros({3}, kFloat32, kDev);
+  cuda::Graph graph;
+  CHECK_FALSE(graph.captured());
+  graph.capture([&] {
+    CHECK(cuda::is_capturing());
+    y.copy_(exp(x) * 2.0f + x);
+  });
+  CHECK_FALSE(cuda::is_capturing());
+  CHECK(graph.captured());
+  CHECK(y.to_vector<float>() == std::vector<float>{0, 0, 0});  // recorded, not run
+  for (float v : {0.5f, -1.0f}) {
+    x.copy_(Tensor::from_vector(std::vector<float>{v, 2 * v, 3 * v}, {3}));
+    graph.replay();
+    std::vector<float> want;
+    for (float e : {v, 2 * v, 3 * v}) want.push_back(std::exp(e) * 2.0f + e);
+    CHECK(y.to_vector<float>() == want);
+  }
+}
+
+GRAPH_CASE("what a capture cannot hold throws, naming it, and leaves nothing captured") {
+  REQUIRE_EMULATED();
+  Tensor x = Tensor::ones({4}, kFloat32, kDev);
+  Tensor kept;
+  cuda::Graph graph;
+  CHECK_ERROR(graph.capture([&] { (void)sum(x).item(); }), "the host cannot read the GPU");
+  CHECK_ERROR(graph.capture([&] { x.copy_(Tensor::ones({4})); }), "every replay would read that host memory");
+  CHECK_ERROR(graph.capture([&] { (void)dropout(x, 0.5); }), "dropout: cannot be captured");
+  CHECK_ERROR(graph.capture([&] { kept = x * 2.0f; }), "1 tensor(s) made inside the capture outlive it");
+  kept = Tensor();
+  Tensor older = x * 3.0f;
+  CHECK_ERROR(graph.capture([&] { older = Tensor(); }), "1 tensor(s) made before the capture died");
+  CHECK_FALSE(graph.captured());
+  CHECK_ERROR(graph.replay(), "nothing captured");
+  CHECK_FALSE(cuda::is_capturing());
+  CHECK(Graphs::recording == nullptr);
+  Tensor y = Tensor::zeros({4}, kFloat32, kDev);  // and a capture works after all that
+  graph.capture([&] { y.copy_(x + x); });
+  graph.replay();
+  CHECK(y.to_vector<float>() == std::vector<float>{2, 2, 2, 2});
+  cuda::Graph empty;  // an empty capture is a graph too
+  empty.capture([] {});
+  empty.replay();
+}
+
+GRAPH_CASE("GraphedStep leaves the bits of eager steps: Adam, a schedule, a batch of another shape") {
+  REQUIRE_EMULATED();
+  auto run = [](bool graphed, std::vector<Tensor>* losses) {
+    manual_seed(3);
+    ConvNet net;
+    net.to(kDev);
+    nn::CrossEntropyLoss loss_fn;
+    optim::Adam opt(net.trainable_params(), 0.01, 0.9, 0.999, 1e-8, /*weight_decay=*/0.01);
+    optim::CosineAnnealingLR schedule(opt, 20, 0.001, {.interval = optim::Interval::Step});
+    parallel::GraphedStep step(net, loss_fn, opt);
+    for (int s = 0; s < 50; ++s) {
+      const int64_t n = s % 17 == 16 ? 3 : 6;  // now and then a short batch
+      if (graphed) {
+        StepOutput out = step(batch(n, s), labels(n, s));
+        losses->push_back(out.loss.cpu());
+      } else {
+        opt.zero_grad();
+        Tensor loss = loss_fn(net(batch(n, s).to(kDev)), labels(n, s).to(kDev));
+        loss.backward();
+        opt.step();
+        losses->push_back(loss.detach().cpu());
+      }
+      schedule.step();
+    }
+    if (graphed) CHECK(step.replays() == 50 - 1 - 2);  // not the warm-up, not the short ones
+    return net.state_dict();
+  };
+  std::vector<Tensor> eager_losses, graph_losses;
+  const int64_t replays_before = Graphs::replays;
+  auto eager = run(false, &eager_losses);
+  CHECK(Graphs::replays == replays_before);
+  auto graphed = run(true, &graph_losses);
+  CHECK(Graphs::replays - replays_before == 47);
+  REQUIRE(graph_losses.size() == eager_losses.size());
+  for (size_t i = 0; i < eager_losses.size(); ++i) {
+    INFO("step " << i);
+    CHECK(same_bits(graph_losses[i], eager_losses[i]));
+  }
+  for (const auto& [name, t] : eager) {
+    const std::string label = name;
+    INFO(label);
+    CHECK(same_bits(graphed.at(name), t));  // parameters and BN's running statistics
+  }
+}
+
+GRAPH_CASE("GraphedStep refuses a network on the CPU") {
+  REQUIRE_EMULATED();
+  ConvNet net;
+  nn::CrossEntropyLoss loss_fn;
+  optim::SGD cpu_opt(net.trainable_params(), 0.1);
+  CHECK_ERROR(parallel::GraphedStep(net, loss_fn, cpu_opt), "which cannot capture CUDA graphs");
+}
+
+GRAPH_CASE("Model with cuda_graph trains as without: the same losses, accuracy and weights") {
+  REQUIRE_EMULATED();
+  data::Dataset set(batch(22, 0), labels(22, 1));
+  struct Losses : Callback {
+    std::vector<double> seen;
+    void on_step_end(const StepEnd& s) override { seen.push_back(s.loss), seen.push_back(s.accuracy); }
+  };
+  auto fit = [&](bool graph, Losses& losses) {
+    manual_seed(5);
+    ConvNet net;
+    net.to(kDev);
+    nn::CrossEntropyLoss loss_fn;
+    optim::Momentum opt(net.trainable_params(), 0.05, 0.9, {.weight_decay = 1e-3});
+    Model model(net, loss_fn, opt, {.cuda_graph = graph});
+    model.train(3, set.shuffle(2).batch(8), {losses});  // 3 batches an epoch, the last of 6
+    return std::make_pair(net.state_dict(), model.eval(set.batch(8)));
+  };
+  Losses eager_seen, graph_seen;
+  const int64_t replays_before = Graphs::replays;
+  auto [eager, eager_eval] = fit(false, eager_seen);
+  auto [graphed, graph_eval] = fit(true, graph_seen);
+  CHECK(Graphs::replays - replays_before == 2 * 3 - 1);  // 2 full batches an epoch, less the warm-up
+  CHECK(graph_seen.seen == eager_seen.seen);
+  CHECK(graph_eval == eager_eval);
+  for (const auto& [name, t] : eager) {
+    const std::string label = name;
+    INFO(label);
+    CHECK(same_bits(graphed.at(name), t));
+  }
+  ConvNet net;
+  nn::CrossEntropyLoss loss_fn;
+  optim::SGD sgd(net.trainable_params(), 0.05);
+  CHECK_ERROR(Model(net, loss_fn, sgd, {.parallel = ParallelMode::DataParallel, .cuda_graph = true}),
+              "cuda_graph captures a plain network's step in StandAlone mode");
+}
