@@ -48,6 +48,7 @@ const Cublas& cublas() {
     entry(t.create, "cublasCreate_v2");
     entry(t.set_stream, "cublasSetStream_v2");
     entry(t.set_math_mode, "cublasSetMathMode");
+    entry(t.set_workspace, "cublasSetWorkspace_v2");
     entry(t.sgemm_strided_batched, "cublasSgemmStridedBatched_64");
     entry(t.status_name, "cublasGetStatusName");
     entry(t.status_string, "cublasGetStatusString");
@@ -81,6 +82,11 @@ cublasHandle_t blas_handle() {
     cublasHandle_t created = nullptr;
     CUBLAS_CHECK(cublas().create(&created));
     CUBLAS_CHECK(cublas().set_stream(created, stream()));
+    // 32 MiB, PyTorch's default on Hopper; never freed, like the handle
+    constexpr size_t kWorkspace = size_t{32} << 20;
+    void* workspace = nullptr;
+    CUDA_CHECK(cudaMalloc(&workspace, kWorkspace));
+    CUBLAS_CHECK(cublas().set_workspace(created, workspace, kWorkspace));
     return created;
   }();
   return h;

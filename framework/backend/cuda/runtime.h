@@ -27,6 +27,7 @@ struct Cublas {
   decltype(&cublasCreate_v2) create;
   decltype(&cublasSetStream_v2) set_stream;
   decltype(&cublasSetMathMode) set_math_mode;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
   decltype(&cublasSgemmStridedBatched_64) sgemm_strided_batched;
   decltype(&cublasGetStatusName) status_name;
   decltype(&cublasGetStatusString) status_string;
@@ -58,7 +59,9 @@ namespace minidl::cuda {
 // calling host thread's current device before its first CUDA call.
 int bind();
 cudaStream_t stream();         // the compute stream of the process's GPU (binds)
-cublasHandle_t blas_handle();  // bound to stream()
+// bound to stream(), with a workspace of its own (cuBLAS then picks the same
+// kernels inside a CUDA graph capture as outside, and allocates nothing there)
+cublasHandle_t blas_handle();
 
 // A kernel's arguments in device memory that a CUDA graph refreshes at each
 // replay (the optimizer's: graph.cpp). graph_args returns null outside
