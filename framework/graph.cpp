@@ -33,14 +33,16 @@ void note_freed(const void* p) {
   if (active && active->made.erase(p) == 0) ++active->freed_older;
 }
 
-Graph::~Graph() {
-  if (graph_) kernels(Device::CUDA).destroy_graph(graph_);
+Graph::~Graph() { reset(); }
+
+void Graph::reset() {
+  if (graph_) kernels(Device::CUDA).destroy_graph(std::exchange(graph_, nullptr));
 }
 
 void Graph::capture(const std::function<void()>& work) {
   const Kernels& k = graph_kernels();
   MINIDL_CHECK(!active, "cuda::Graph::capture: a capture is already in progress on this thread");
-  if (graph_) k.destroy_graph(std::exchange(graph_, nullptr));
+  reset();
   Capture c;
   active = &c;
   k.capture_begin();

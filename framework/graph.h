@@ -43,6 +43,7 @@ class Graph {
   // rates and step counts (in order, same parameters) instead of running.
   void feed(const std::function<void()>& host);
   bool captured() const { return graph_ != nullptr; }
+  void reset();  // drops the capture (after its replays have finished)
 
  private:
   void* graph_ = nullptr;

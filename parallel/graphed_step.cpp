@@ -23,7 +23,18 @@ StepOutput GraphedStep::eager(const Tensor& data, const Tensor& labels) {
   optimizer_.step();
   last_data_ = data.shape(), last_labels_ = labels.shape();
   last_ = {loss.detach(), logits.detach()};
+  eager_memory_ = memory();
   return last_;
+}
+
+std::vector<const void*> GraphedStep::memory() const {
+  std::vector<const void*> at;
+  for (const Tensor& p : optimizer_.parameters()) {
+    const Tensor g = p.grad();
+    at.push_back(p.raw_data_ptr());
+    at.push_back(g.defined() ? g.raw_data_ptr() : nullptr);
+  }
+  return at;
 }
 
 void GraphedStep::capture(const Tensor& data, const Tensor& labels) {
@@ -31,6 +42,7 @@ void GraphedStep::capture(const Tensor& data, const Tensor& labels) {
   labels_ = Tensor::empty(labels.shape(), labels.dtype(), device_);
   out_.loss = Tensor::empty(last_.loss.shape(), last_.loss.dtype(), device_);
   out_.logits = Tensor::empty(last_.logits.shape(), last_.logits.dtype(), device_);
+  captured_memory_ = memory();
   graph_.capture([&] {
     optimizer_.zero_grad(false);
     Tensor logits = network_(data_);
@@ -44,13 +56,19 @@ void GraphedStep::capture(const Tensor& data, const Tensor& labels) {
 
 StepOutput GraphedStep::operator()(const Tensor& data, const Tensor& labels) {
   ++calls_;
-  const bool fits = data.shape() == last_data_ && labels.shape() == last_labels_;
+  if (graph_.captured() && memory() != captured_memory_) graph_.reset();  // the graph's are gone
   if (!graph_.captured() || data.shape() != data_.shape() || labels.shape() != labels_.shape()) {
-    if (calls_ <= warmup_ || !fits || graph_.captured()) return eager(data, labels);
+    // Capture once an eager call of these shapes has made every gradient and
+    // state the step touches, and nothing has replaced them since.
+    const bool ready = calls_ > warmup_ && !graph_.captured() && last_.loss.defined() &&
+                       data.shape() == last_data_ && labels.shape() == last_labels_ &&
+                       memory() == eager_memory_;
+    if (!ready) return eager(data, labels);
     capture(data, labels);  // recorded, not run: the replay below takes this step
   } else {
     graph_.feed([&] { optimizer_.step(); });
   }
+  last_ = {};
   data_.copy_(data);
   labels_.copy_(labels);
   graph_.replay();

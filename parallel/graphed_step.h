@@ -13,7 +13,9 @@
 // before captures the step for that shape and replays it; later calls of
 // that shape copy the batch into the graph's input tensors, feed the
 // optimizer its learning rate and step counts (set_lr and schedules work)
-// and replay. A batch of another shape (the last of an epoch) runs eagerly.
+// and replay. A batch of another shape (the last of an epoch) runs eagerly,
+// as does a call after the parameters or gradients were replaced (e.g. by
+// zero_grad() with set_to_none, or net.to()): the next call captures anew.
 // Every call leaves the same bits as eager steps would (tests/parallel/
 // test_graphed_step.cpp). The outputs are the graph's tensors, overwritten
 // by the next call: clone what you keep.
@@ -22,6 +24,7 @@
 // mode, a host read inside the network: framework/graph.h says what).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "framework/graph.h"
 #include "nn/cell.h"
@@ -47,8 +50,10 @@ class GraphedStep {
   int warmup_;
   int64_t calls_ = 0, replays_ = 0;
   Device device_;
+  std::vector<const void*> memory() const;  // every parameter's and gradient's
+  std::vector<const void*> captured_memory_, eager_memory_;
   Shape last_data_, last_labels_;  // the last eager call's batch shapes
-  StepOutput last_;                // and its outputs (their shapes size the graph's)
+  StepOutput last_;  // its outputs (their shapes size the graph's); none after a replay
   cuda::Graph graph_;
   Tensor data_, labels_;  // the graph's inputs, and its outputs below
   StepOutput out_;

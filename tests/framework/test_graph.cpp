@@ -159,6 +159,37 @@ GRAPH_CASE("GraphedStep leaves the bits of eager steps: Adam, a schedule, a batc
   }
 }
 
+GRAPH_CASE("GraphedStep captures anew after zero_grad() dropped the gradients it replays into") {
+  USE_DEVICE();
+  auto run = [](bool graphed, int64_t* replays) {
+    manual_seed(4);
+    ConvNet net;
+    net.to(kDev);
+    nn::CrossEntropyLoss loss_fn;
+    optim::Momentum opt(net.trainable_params(), 0.05, 0.9);
+    parallel::GraphedStep step(net, loss_fn, opt);
+    std::vector<float> losses;
+    for (int s = 0; s < 8; ++s) {
+      if (s == 3) opt.zero_grad();  // set_to_none: the captured gradients are gone
+      if (graphed) {
+        losses.push_back(static_cast<float>(step(batch(4, s), labels(4, s)).loss.item()));
+      } else {
+        opt.zero_grad(false);
+        Tensor loss = loss_fn(net(batch(4, s).to(kDev)), labels(4, s).to(kDev));
+        loss.backward();
+        opt.step();
+        losses.push_back(static_cast<float>(loss.item()));
+      }
+    }
+    *replays = step.replays();
+    return losses;
+  };
+  int64_t replays = 0;
+  const std::vector<float> eager = run(false, &replays), graphed = run(true, &replays);
+  CHECK(graphed == eager);
+  CHECK(replays == 6);  // steps 2, 3 and 5 to 8: 1 warms up, 4 runs eagerly, 5 captures anew
+}
+
 GRAPH_CASE("GraphedStep refuses a network on the CPU") {
   USE_DEVICE();
   ConvNet net;
