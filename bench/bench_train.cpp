@@ -4,6 +4,7 @@
 //
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
+//               [--graph off|on|both]
 //
 // --device cuda trains on the GPU (the timed chunks end with a device
 // synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
@@ -20,6 +21,11 @@
 // each (samples/s is then the automatic one's) and auto/explicit, the median
 // over chunks of the ratio of the two chunks timed side by side;
 // --bucket-kb sets DataParallel's bucket size (default 25 MiB).
+// --graph on (CUDA only, one rank) captures the step as a CUDA graph
+// (parallel::GraphedStep) after the warm-up's first step and replays it, and
+// prints `kernels_per_step=K`, the launches an eager step makes one by one;
+// --graph both times eager and captured steps in turns, as --parallel both
+// does, and prints each and graph/eager.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -39,16 +45,20 @@ namespace {
 std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Tensor& labels,
                                        long warmup, long steps,
                                        const std::vector<std::string>& styles,
-                                       size_t bucket_bytes) {
+                                       size_t bucket_bytes, int64_t* kernels_per_step) {
   const Kernels& device = kernels(x.device());  // its synchronize() ends a timed chunk
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
-  if (styles[0] != "none")
+  if (styles[0] == "auto" || styles[0] == "explicit")
     dp = std::make_unique<parallel::DataParallel>(
         net, parallel::DataParallelOptions{.bucket_bytes = bucket_bytes});
+  std::unique_ptr<parallel::GraphedStep> graphed;
+  const bool graph = styles.back() == "graph";
+  if (graph) graphed = std::make_unique<parallel::GraphedStep>(net, loss_fn, opt);
   auto step = [&](const std::string& style) {
-    opt.zero_grad();
+    if (style == "graph") return (void)(*graphed)(x, labels);
+    opt.zero_grad(/*set_to_none=*/!graph);  // eager steps beside a graph keep its gradients
     if (style == "explicit") {
       dp->scale_loss(loss_fn((*dp)(x), labels)).backward();
       dp->apply_collective_grads();
@@ -75,6 +85,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
                          bench::seconds_since(t0));
     }
   }
+  if (graph) *kernels_per_step = graphed->kernels_per_step();
   return rates;
 }
 
@@ -130,10 +141,10 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
-                      {"bucket-kb", "25600"}, {"device", "cpu"}},
+                      {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}},
                      "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
-                     "[--device cpu|cuda]");
+                     "[--device cpu|cuda] [--graph off|on|both]");
   parallel::init();
   const std::string mode = flags.str("parallel");
   if (mode != "none" && mode != "auto" && mode != "explicit" && mode != "both") {
@@ -141,8 +152,17 @@ int main(int argc, char** argv) {
                  mode.c_str());
     return 2;
   }
+  const std::string graph = flags.str("graph");
+  if ((graph != "off" && graph != "on" && graph != "both") || (graph != "off" && mode != "none")) {
+    std::fprintf(stderr, "bench_train: --graph expects off, on or both (with --parallel none), "
+                 "got %s\n", graph.c_str());
+    return 2;
+  }
   const std::vector<std::string> styles =
-      mode == "both" ? std::vector<std::string>{"auto", "explicit"} : std::vector<std::string>{mode};
+      graph == "on"     ? std::vector<std::string>{"graph"}
+      : graph == "both" ? std::vector<std::string>{"none", "graph"}
+      : mode == "both"  ? std::vector<std::string>{"auto", "explicit"}
+                        : std::vector<std::string>{mode};
   const std::string model = flags.str("model");
   const long batch = flags.integer("batch"), steps = flags.integer("steps");
   const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
@@ -159,6 +179,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Device device = device_flag == "cpu" ? Device::CPU : Device::CUDA;
+  if (graph != "off" && (device == Device::CPU || parallel::world_size() > 1)) {
+    std::fprintf(stderr, "bench_train: --graph needs --device cuda and one rank\n");
+    return 2;
+  }
   set_num_threads(static_cast<int>(threads));
   manual_seed(0);
   const bool root = parallel::rank() == 0;
@@ -171,14 +195,15 @@ int main(int argc, char** argv) {
   Tensor x = Tensor::randn({batch, 1, 28, 28}).to(device);
   Tensor labels = Tensor::randint(0, 10, {batch}).to(device);
   std::vector<std::vector<double>> rates;
+  int64_t kernels_per_step = 0;
   if (model == "lenet") {
     example::LeNet5 net;
     net.to(device);
-    rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
+    rates = train(net, x, labels, warmup, steps, styles, bucket_bytes, &kernels_per_step);
   } else {
     example::MLP net;
     net.to(device);
-    rates = train(net, x, labels, warmup, steps, styles, bucket_bytes);
+    rates = train(net, x, labels, warmup, steps, styles, bucket_bytes, &kernels_per_step);
   }
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
@@ -192,6 +217,13 @@ int main(int argc, char** argv) {
   if (parallel::world_size() == 1) {
     const double ceiling = sgemm_ceiling_gflops(device);
     std::printf("sgemm_ceiling_gflops=%.1f\nceiling_share=%.3f\n", ceiling, gflops / ceiling);
+  }
+  if (kernels_per_step) std::printf("kernels_per_step=%ld\n", static_cast<long>(kernels_per_step));
+  if (graph == "both") {
+    std::vector<double> ratios;  // chunk by chunk, the two timed side by side
+    for (size_t c = 0; c < rates[0].size(); ++c) ratios.push_back(rates[1][c] / rates[0][c]);
+    std::printf("samples/s_eager=%.1f\nsamples/s_graph=%.1f\ngraph/eager=%.3f\n", ours,
+                bench::median(rates[1]), bench::median(ratios));
   }
   if (mode == "both") {
     std::vector<double> ratios;  // chunk by chunk, the two timed side by side

@@ -72,6 +72,10 @@ void Graph::capture(const std::function<void()>& work) {
                   "until the capture ends, e.g. zero gradients with zero_grad(false)"));
 }
 
+int64_t Graph::kernel_launches() const {
+  return graph_ ? minidl::kernels(Device::CUDA).graph_kernels(graph_) : 0;
+}
+
 void Graph::replay() {
   MINIDL_CHECK(graph_, "cuda::Graph::replay: nothing captured");
   kernels(Device::CUDA).replay(graph_);

@@ -44,6 +44,7 @@ class Graph {
   void feed(const std::function<void()>& host);
   bool captured() const { return graph_ != nullptr; }
   void reset();  // drops the capture (after its replays have finished)
+  int64_t kernel_launches() const;  // the kernel launches a replay makes (0: nothing captured)
 
  private:
   void* graph_ = nullptr;

@@ -39,6 +39,9 @@ class GraphedStep {
   // data, labels on the CPU (pinned best) or the GPU
   StepOutput operator()(const Tensor& data, const Tensor& labels);
   int64_t replays() const { return replays_; }  // calls that replayed the graph (the capture's included)
+  // The kernel launches of one step, all in the one graph launch (0 before
+  // the capture): what an eager step launches one by one.
+  int64_t kernels_per_step() const { return graph_.kernel_launches(); }
 
  private:
   StepOutput eager(const Tensor& data, const Tensor& labels);

@@ -205,6 +205,7 @@ struct Kernels {
   void (*feed_begin)(void* graph);
   void (*feed_end)(void* graph);
   void (*destroy_graph)(void* graph);  // waits for its replays to finish
+  int64_t (*graph_kernels)(void* graph);  // the kernel launches one replay makes
 };
 
 namespace cuda {

@@ -71,6 +71,7 @@ const Kernels& table() {
       .feed_begin = nullptr,
       .feed_end = nullptr,
       .destroy_graph = nullptr,
+      .graph_kernels = nullptr,
   };
   return k;
 }

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "framework/backend/cuda/runtime.h"
 #include "framework/error.h"
@@ -17,6 +18,7 @@ struct GraphState {
   std::deque<ArgSlot> slots;  // in capture order; a deque keeps their addresses
   size_t next = 0;            // the slot the next fed call takes
   cudaEvent_t replayed = nullptr;  // recorded after each replay
+  int64_t kernels = 0;             // kernel nodes (launches) in the graph
   bool launched = false;
 
   ~GraphState() {  // from destroy_graph and error paths: reports, never throws
@@ -67,7 +69,16 @@ void* capture_end() {
   MINIDL_CHECK(g, "CUDA graph: capture_end without capture_begin");
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
-  const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
+  size_t count = 0;
+  cudaError_t e = cudaGraphGetNodes(graph, nullptr, &count);
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (e == cudaSuccess && count) e = cudaGraphGetNodes(graph, nodes.data(), &count);
+  for (size_t i = 0; e == cudaSuccess && i < count; ++i) {
+    cudaGraphNodeType type{};
+    e = cudaGraphNodeGetType(nodes[i], &type);
+    g->kernels += type == cudaGraphNodeTypeKernel;
+  }
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&g->exec, graph, 0);
   CUDA_WARN(cudaGraphDestroy(graph));
   CUDA_CHECK(e);
   CUDA_CHECK(cudaEventCreateWithFlags(&g->replayed, cudaEventDisableTiming));
@@ -93,5 +104,7 @@ void feed_begin(void* graph) {
 void feed_end(void*) { feeding = nullptr; }
 
 void destroy_graph(void* graph) { delete static_cast<GraphState*>(graph); }
+
+int64_t graph_kernels(void* graph) { return static_cast<GraphState*>(graph)->kernels; }
 
 }  // namespace minidl::cuda

@@ -86,6 +86,7 @@ void replay(void* graph);
 void feed_begin(void* graph);
 void feed_end(void* graph);
 void destroy_graph(void* graph);
+int64_t graph_kernels(void* graph);
 
 // Threads per block for the simple kernels, and a grid for a grid-stride loop
 // over n items (capped: each thread then takes several).

@@ -58,6 +58,7 @@ const Kernels* table_if_present() {
       .feed_begin = feed_begin,
       .feed_end = feed_end,
       .destroy_graph = destroy_graph,
+      .graph_kernels = graph_kernels,
   };
   return &k;
 }
