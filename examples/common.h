@@ -23,6 +23,7 @@ struct Flags {
   std::string data, dataset = "mnist", optimizer = "momentum", init, save, history, resume;
   std::string parallel = "none", device = "cpu";
   bool detect_anomaly = false;
+  bool cuda_graph = false;  // capture each training step as a CUDA graph
   int64_t nprocs = 1;
   int64_t epochs = 10, batch = 64, steps = -1, log_every = 100, threads = 0;
   double lr = 0.01;
@@ -93,6 +94,9 @@ inline void add_flags(CLI::App& app, Flags& f) {
                "stop at the first op whose output or gradient holds NaN or inf, naming it (slow)");
   app.add_option("--device", f.device, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_flag("--cuda-graph", f.cuda_graph,
+               "capture each training step as a CUDA graph after the first and replay it "
+               "(the same numbers; needs the network on CUDA and --parallel none)");
   // Taken (and checked) by launch_if_requested before parsing; listed for --help.
   app.add_option("--nprocs", f.nprocs,
                  cat("start N ranks through mpirun, 1 to ", parallel::kMaxNprocs));
@@ -259,7 +263,8 @@ inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) 
               {.metrics = {"accuracy"},
                .parallel = data_parallel && !train_net ? ParallelMode::DataParallel
                                                        : ParallelMode::StandAlone,
-               .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10});
+               .bucket_bytes = static_cast<size_t>(f.bucket_kb) << 10,
+               .cuda_graph = f.cuda_graph});
   start_timeline(f);
   example::train(f, model, train, test);
   finish_timeline(f);

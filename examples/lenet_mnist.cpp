@@ -65,7 +65,8 @@ void program(int argc, char** argv) {
   Model model(*net, loss, *opt,
               {.metrics = {"accuracy"},
                .parallel = data_parallel ? ParallelMode::DataParallel : ParallelMode::StandAlone,
-               .bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10});
+               .bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10,
+               .cuda_graph = flags.cuda_graph});
 
   // 4. Train: the callbacks print the loss, a progress bar and timings
   //    (example::train: Model::train, continuing where --resume's run stood).

@@ -75,6 +75,8 @@ expect 1 "error: --timeline: cannot write '$tmp/missing/t.json'" $lenet $good --
 
 # Flags.
 expect 1 "error: --device: gpu not in {cpu,cuda,auto}" $lenet --device gpu
+expect 1 "error: GraphedStep: the parameters are on cpu, which cannot capture CUDA graphs" \
+  $lenet $good --device cpu --cuda-graph --epochs 1 --steps 2
 if ! command -v nvidia-smi >/dev/null; then  # no GPU here: cuda is refused, auto is the CPU
   expect 1 "error: --device cuda: no CUDA device here (use --device cpu or auto)" $lenet $good --device cuda
   expect 0 "" $lenet $good --device auto --epochs 1 --steps 2
