@@ -326,8 +326,19 @@ Tensor Tensor::to(DType t) const { return cast(*this, t); }
 // x -> the same values on `d`; the gradient goes back to x's device
 Tensor Tensor::to(Device d) const {
   if (device() == d) return *this;
-  Tensor out = empty(shape(), dtype(), d);
-  copy_bytes(out.raw_data_ptr(), d, raw_data_ptr(), device(), nbytes());
+  Tensor out;
+  const Kernels& k = kernels(d);
+  if (impl().storage->pinned_for == d && k.upload && !cuda::is_capturing()) {
+    // a batch pinned for d goes up on d's copy stream, overlapping its compute
+    out = make_empty("to", shape(), dtype(), d, [&](size_t n) {
+      auto s = std::make_shared<Storage>(k.upload(raw_data_ptr(), n), n);
+      s->device = d, s->owned = true;
+      return s;
+    });
+  } else {
+    out = empty(shape(), dtype(), d);
+    copy_bytes(out.raw_data_ptr(), d, raw_data_ptr(), device(), nbytes());
+  }
   if (!is_floating(dtype())) return out;
   const Device from = device();
   return record(out, "to", {*this}, [from](const Tensor& g) {

@@ -158,11 +158,22 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     int64_t run = 0;  // steps of this epoch in this call
     // Gathered into host memory pinned for the device, so these copies are
     // queued without the host waiting (and release each pinned block in
-    // stream order once the copy has read it).
-    for (auto& batch : ds.pin_memory(device).epoch(pos.epoch, pos.step)) {
-      if (options.max_steps >= 0 && taken >= options.max_steps) break;
-      batch.data = batch.data.to(device);
-      batch.labels = batch.labels.to(device);
+    // stream order once the copy has read it). Each batch goes up one step
+    // ahead, before the step in flight is read back: on CUDA its copy runs on
+    // a stream of its own and overlaps that step's compute.
+    auto more = [&](int64_t steps) { return options.max_steps < 0 || steps < options.max_steps; };
+    auto up = [&](data::Batch b) {
+      b.data = b.data.to(device);
+      b.labels = b.labels.to(device);
+      return b;
+    };
+    data::Epoch batches = ds.pin_memory(device).epoch(pos.epoch, pos.step);
+    auto it = batches.begin();
+    std::optional<data::Batch> ahead;
+    if (it != batches.end() && more(taken)) ahead = up(std::move(*it));
+    while (ahead) {
+      data::Batch batch = std::move(*ahead);
+      ahead.reset();
       auto t0 = clock::now();
       parallel::Timeline::set_step(pos.global_step + 1);
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
@@ -194,6 +205,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
         optimizer_->step();
       }
       if (scheduler && scheduler->interval() == optim::Interval::Step) scheduler->step();
+      if (++it != batches.end() && more(taken + 1)) ahead = up(std::move(*it));
       // [loss, correct, samples], summed over ranks when distributed
       const Figures f = batch_figures(loss, logits, batch.labels);
       double figures[3] = {f.loss, f.correct, static_cast<double>(batch.data.size(0))};

@@ -29,30 +29,40 @@ struct Emulated {
   static inline std::mutex pinned_mu;
   static inline std::map<const char*, size_t> pinned_live;  // start -> bytes
   static inline int64_t pinned_allocs = 0, bad_frees = 0, from_pinned = 0, from_pageable = 0;
+  static inline std::atomic<int64_t> uploads{0};  // calls of upload (the copy-stream path)
   static bool in_pinned(const void* p) {
     const char* c = static_cast<const char*>(p);
     auto it = pinned_live.upper_bound(c);
     return it != pinned_live.begin() && c < std::prev(it)->first + std::prev(it)->second;
   }
+  static void* allocate(size_t n) {
+    live += static_cast<int64_t>(n);
+    peak = std::max<int64_t>(peak, live);
+    return std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+  }
+  static void count_upload(const void* src) {
+    std::lock_guard lock(pinned_mu);
+    ++(in_pinned(src) ? from_pinned : from_pageable);
+  }
   Kernels table;
   Emulated() : table(kernels(Device::CPU)) {
     table.name = "emulated";
-    table.allocate = [](size_t n) {
-      live += static_cast<int64_t>(n);
-      peak = std::max<int64_t>(peak, live);
-      return std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
-    };
+    table.allocate = allocate;
     table.deallocate = [](void* p, size_t n) {
       live -= static_cast<int64_t>(n);
       std::free(p);
     };
     table.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
       if (kind == CopyKind::DeviceToHost) ++to_host;
-      if (kind == CopyKind::HostToDevice) {
-        std::lock_guard lock(pinned_mu);
-        ++(in_pinned(src) ? from_pinned : from_pageable);
-      }
+      if (kind == CopyKind::HostToDevice) count_upload(src);
       std::memmove(dst, src, n);
+    };
+    table.upload = [](const void* src, size_t n) {  // the same, as one call here
+      count_upload(src);
+      ++uploads;
+      void* p = allocate(n);
+      std::memcpy(p, src, n);
+      return p;
     };
     table.allocate_pinned = [](size_t n) {
       void* p = std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);

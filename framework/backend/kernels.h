@@ -77,6 +77,12 @@ struct Kernels {
   // once and the copy runs in stream order, the block kept valid by
   // deallocate_pinned.
   void (*copy)(void* dst, const void* src, size_t n, CopyKind kind);
+  // A new block of n bytes (as allocate) holding a copy of the pinned block
+  // src, copied on a stream of the device's own so that it overlaps the
+  // work queued before; work queued after the call sees the data. Null
+  // where the device has no such stream (the front end then allocates and
+  // copies).
+  void* (*upload)(const void* src, size_t n);
   // Host memory for staging copies to this device (64-byte aligned at least;
   // throws std::bad_alloc): page-locked on CUDA (counted in no device's
   // bytes), on the CPU the ordinary allocate (counted as usual).

@@ -330,14 +330,17 @@ SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the
   data::Dataset set(testing::distinct({20, 6}, 1), Tensor::of_ints(
       {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1}));
   int64_t from_pinned = 0, from_pageable = 0;  // host-to-device copies in train and eval
+  int64_t uploads = 0;                          // of which through upload (the copy stream)
   auto fit = [&](Net& net, Device d) {
     net.to(d);
     nn::CrossEntropyLoss loss;
     optim::Adam opt(net.trainable_params(), 0.01);
     Model model(net, loss, opt);
     const int64_t pinned_before = Emulated::from_pinned, pageable_before = Emulated::from_pageable;
+    const int64_t uploads_before = Emulated::uploads;
     model.train(2, set.shuffle(4).batch(6));  // 4 batches an epoch, the last of 2
     auto figures = model.eval(set.batch(7));  // 3 batches
+    uploads = Emulated::uploads - uploads_before;
     from_pinned = Emulated::from_pinned - pinned_before;
     from_pageable = Emulated::from_pageable - pageable_before;
     return figures;
@@ -360,6 +363,7 @@ SEAM_CASE("Model trains and evaluates a net on its parameters' device, as on the
   // of 2 x 4 training and 3 evaluation batches came from one, and every block
   // went back.
   CHECK(from_pinned == 2 * (2 * 4 + 3));
+  CHECK(uploads == from_pinned);  // each on the device's copy stream (upload)
   CHECK(from_pageable == 0);
   std::lock_guard lock(Emulated::pinned_mu);
   CHECK(Emulated::pinned_live.empty());

@@ -31,6 +31,7 @@ const Kernels& table() {
       .allocate = allocate,
       .deallocate = deallocate,
       .copy = copy,
+      .upload = nullptr,
       .allocate_pinned = allocate,
       .deallocate_pinned = deallocate,
       .synchronize = [] {},

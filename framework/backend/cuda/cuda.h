@@ -24,6 +24,9 @@ int gpu_count();  // cudaGetDeviceCount, 0 on any error
 void* allocate(size_t bytes);
 void deallocate(void* p, size_t bytes);
 void copy(void* dst, const void* src, size_t n, CopyKind kind);
+// a block from the pool, filled from a pinned block on the copy stream; the
+// compute stream waits for the copy (an event) before its next work
+void* upload(const void* src, size_t n);
 // page-locked host blocks (cudaHostAlloc), reused once the stream has passed
 // the event recorded when they were given back
 void* allocate_pinned(size_t bytes);

@@ -141,6 +141,39 @@ void copy(void* dst, const void* src, size_t n, CopyKind kind) {
   if (kind == CopyKind::DeviceToHost) CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
+// Batches go up on a stream of their own while the compute stream works.
+// The block comes from the pool in the copy stream's order, so the pool
+// hands out no block the compute stream may still be using; the compute
+// stream then waits for the copy, uses the block and frees it in its order.
+void* upload(const void* src, size_t n) {
+  static cudaStream_t copies = [] {
+    bind();
+    cudaStream_t created = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    return created;
+  }();
+  void* p = nullptr;
+  cudaError_t e = cudaMallocFromPoolAsync(&p, n ? n : 1, pool(), copies);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw std::bad_alloc();
+  }
+  CUDA_CHECK(e);
+  counted.add(static_cast<int64_t>(n));
+  cudaEvent_t copied = nullptr;
+  e = n ? cudaMemcpyAsync(p, src, n, cudaMemcpyHostToDevice, copies) : cudaSuccess;
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(copied, copies);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream(), copied, 0);
+  if (copied) CUDA_WARN(cudaEventDestroy(copied));  // released once it has completed
+  if (e != cudaSuccess) {
+    CUDA_WARN(cudaFreeAsync(p, copies));
+    counted.add(-static_cast<int64_t>(n));
+  }
+  CUDA_CHECK(e);
+  return p;
+}
+
 void* allocate_pinned(size_t bytes) { return PinnedCache::get().allocate(bytes); }
 void deallocate_pinned(void* p, size_t bytes) { PinnedCache::get().release(p, bytes); }
 

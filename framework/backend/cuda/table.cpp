@@ -18,6 +18,7 @@ const Kernels* table_if_present() {
       .allocate = allocate,
       .deallocate = deallocate,
       .copy = copy,
+      .upload = upload,
       .allocate_pinned = allocate_pinned,
       .deallocate_pinned = deallocate_pinned,
       .synchronize = wait_stream,
