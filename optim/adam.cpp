@@ -39,6 +39,12 @@ void Adam::update(const std::vector<size_t>& ready) {
         ready, &m_, &v_);
 }
 
+std::vector<Tensor> Adam::state_tensors() const {
+  std::vector<Tensor> all = m_;
+  all.insert(all.end(), v_.begin(), v_.end());
+  return all;
+}
+
 StateDict Adam::state_dict() const {
   StateDict s = Optimizer::state_dict();
   save_state(s, "exp_avg", m_);

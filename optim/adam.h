@@ -23,6 +23,7 @@ class Adam : public Optimizer {
   const Tensor& exp_avg(size_t i) const { return m_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return v_.at(i); }
   int64_t step_count(size_t i) const { return steps_.at(i); }
+  std::vector<Tensor> state_tensors() const override;  // the moments m, then v
   StateDict state_dict() const override;  // adds "exp_avg.<i>", "exp_avg_sq.<i>"
   void load_state_dict(const StateDict& state) override;
 

@@ -41,6 +41,7 @@ class Momentum : public Optimizer {
   Settings hyperparameters() const override;
   // Parameter i's momentum buffer (undefined before its first update).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
+  std::vector<Tensor> state_tensors() const override { return buffers_; }
   StateDict state_dict() const override;  // adds "momentum_buffer.<i>"
   void load_state_dict(const StateDict& state) override;
 

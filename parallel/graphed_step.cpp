@@ -34,6 +34,8 @@ std::vector<const void*> GraphedStep::memory() const {
     at.push_back(p.raw_data_ptr());
     at.push_back(g.defined() ? g.raw_data_ptr() : nullptr);
   }
+  for (const Tensor& t : optimizer_.state_tensors())
+    at.push_back(t.defined() ? t.raw_data_ptr() : nullptr);
   return at;
 }
 

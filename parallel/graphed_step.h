@@ -14,8 +14,9 @@
 // that shape copy the batch into the graph's input tensors, feed the
 // optimizer its learning rate and step counts (set_lr and schedules work)
 // and replay. A batch of another shape (the last of an epoch) runs eagerly,
-// as does a call after the parameters or gradients were replaced (e.g. by
-// zero_grad() with set_to_none, or net.to()): the next call captures anew.
+// as does a call after the parameters, gradients or optimizer state were
+// replaced (zero_grad() with set_to_none, net.to(), load_state_dict): the
+// next call captures anew.
 // Every call leaves the same bits as eager steps would (tests/parallel/
 // test_graphed_step.cpp). The outputs are the graph's tensors, overwritten
 // by the next call: clone what you keep.
@@ -53,7 +54,7 @@ class GraphedStep {
   int warmup_;
   int64_t calls_ = 0, replays_ = 0;
   Device device_;
-  std::vector<const void*> memory() const;  // every parameter's and gradient's
+  std::vector<const void*> memory() const;  // of the parameters, gradients, optimizer state
   std::vector<const void*> captured_memory_, eager_memory_;
   Shape last_data_, last_labels_;  // the last eager call's batch shapes
   StepOutput last_;  // its outputs (their shapes size the graph's); none after a replay
