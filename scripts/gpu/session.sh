@@ -220,11 +220,14 @@ bench() {
     set -- $spec
     for round in 1 2 3; do
       key="train_$1_b$2_r$round"
-      # eager and CUDA-graph steps in turns (samples/s= is the eager one)
-      step "$key" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
-        --steps 500 --warmup 50 --twin off --graph both &&
-        note "    minidl  $1 b$2 cuda: $(grep -E '^(samples/s_eager|samples/s_graph|graph/eager|kernels_per_step|peak_device_mb)=' \
-          "$LOGS/$key.log" | tr '\n' ' ')"
+      # eager and CUDA-graph steps in turns (samples/s= is the eager one);
+      # should the graph fail, eager alone still gives the comparison
+      { step "$key" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
+          --steps 500 --warmup 50 --twin off --graph both ||
+        step "${key}_eager" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
+          --steps 500 --warmup 50 --twin off; } &&
+        note "    minidl  $1 b$2 cuda: $(grep -hE '^(samples/s|samples/s_eager|samples/s_graph|graph/eager|kernels_per_step|peak_device_mb)=' \
+          "$LOGS/$key.log" "$LOGS/${key}_eager.log" 2>/dev/null | tr '\n' ' ')"
       step "torch_$key" "$python" "$ROOT/bench/bench_train_torch.py" --device cuda --model "$1" \
         --batch "$2" --steps 500 --warmup 50 &&
         note "    pytorch $1 b$2 cuda: $(grep -E '^(# pytorch|samples/s|peak_device_mb)' \
