@@ -12,7 +12,8 @@
 // the live tensors' peak) and `gflops=G` (samples/s
 // times the model's FLOPs per training sample), then, in a single process,
 // `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
-// after training) and `ceiling_share=G/S`; then runs the twin after it (never
+// after training), `ceiling_share=G/S`, and `floor_step_us` (a step's FLOPs
+// at that rate) beside `step_us`; then runs the twin after it (never
 // beside it) and prints its figures and the ratios. Under mpirun
 // with --parallel auto (DataParallel's overlapped allreduce during backward) or
 // explicit (scale_loss + apply_collective_grads after backward), every rank
@@ -217,6 +218,9 @@ int main(int argc, char** argv) {
   if (parallel::world_size() == 1) {
     const double ceiling = sgemm_ceiling_gflops(device);
     std::printf("sgemm_ceiling_gflops=%.1f\nceiling_share=%.3f\n", ceiling, gflops / ceiling);
+    // The floor: a step's FLOPs at the ceiling's rate, against the step's time
+    std::printf("floor_step_us=%.2f\nstep_us=%.2f\n",
+                flops_per_sample(model) * batch / (ceiling * 1e9) * 1e6, batch / ours * 1e6);
   }
   if (kernels_per_step) std::printf("kernels_per_step=%ld\n", static_cast<long>(kernels_per_step));
   if (graph == "both") {

@@ -226,7 +226,7 @@ bench() {
           --steps 500 --warmup 50 --twin off --graph both ||
         step "${key}_eager" "$BUILD/bin/bench_train" --device cuda --model "$1" --batch "$2" \
           --steps 500 --warmup 50 --twin off; } &&
-        note "    minidl  $1 b$2 cuda: $(grep -hE '^(samples/s|samples/s_eager|samples/s_graph|graph/eager|kernels_per_step|peak_device_mb)=' \
+        note "    minidl  $1 b$2 cuda: $(grep -hE '^(samples/s|samples/s_eager|samples/s_graph|graph/eager|kernels_per_step|floor_step_us|peak_device_mb)=' \
           "$LOGS/$key.log" "$LOGS/${key}_eager.log" 2>/dev/null | tr '\n' ' ')"
       step "torch_$key" "$python" "$ROOT/bench/bench_train_torch.py" --device cuda --model "$1" \
         --batch "$2" --steps 500 --warmup 50 &&
