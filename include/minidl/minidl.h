@@ -1,6 +1,7 @@
 // minidl: the one header a user includes.
 #pragma once
 #include "framework/autograd.h"
+#include "framework/graph.h"
 #include "framework/ops.h"
 #include "framework/output_file.h"
 #include "framework/random.h"
@@ -29,6 +30,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/grad_accumulation.h"
 #include "parallel/grad_reducer.h"
+#include "parallel/graphed_step.h"
 #include "parallel/init.h"
 #include "parallel/launch.h"
 #include "parallel/sync_batch_norm.h"
