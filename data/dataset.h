@@ -69,6 +69,7 @@ class Dataset {
   // Samples per epoch in this shard: ceil(N / num_shards).
   int64_t size() const;
   int64_t num_shards() const { return num_shards_; }
+  std::optional<uint64_t> shuffle_seed() const { return seed_; }  // none: file order
   int64_t shard_id() const { return shard_id_; }
   // All N samples after the maps, in file order (not shuffled or sharded).
   const Tensor& data() const { return data_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "framework/ops.h"
 #include "framework/random.h"
@@ -80,6 +81,17 @@ parallel::Communicator::Facts agreement(nn::Cell& network, const optim::Optimize
   return facts;
 }
 
+// What fixes the data order a training position indexes.
+std::map<std::string, std::string> data_order(const data::BatchDataset& ds, int world) {
+  const data::Dataset& d = ds.dataset();
+  const std::optional<uint64_t> seed = d.shuffle_seed();
+  return {{"samples", cat(d.data().size(0))},
+          {"batch size", cat(ds.batch_size())},
+          {"steps per epoch", cat(ds.num_batches())},
+          {"shuffle seed", seed ? cat(*seed) : "none (file order)"},
+          {"ranks", cat(world)}};
+}
+
 constexpr const char* kCheckpointFormat = "minidl.checkpoint";  // its value: the format's version
 
 }  // namespace
@@ -140,6 +152,14 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
   if (distributed)  // what the ranks must agree on, or they wait for each other forever
     parallel::world().check_same(
         "Model::train", agreement(network_, *optimizer_, ds, steps_per_epoch, epochs, pos, options));
+  data_order_ = data_order(ds, world);
+  for (const auto& [what, saved] : std::exchange(resumed_order_, {})) {
+    const auto now = data_order_.find(what);
+    MINIDL_CHECK(now != data_order_.end() && now->second == saved, "Model::train: the checkpoint "
+                 "was saved training with ", what, " ", saved, ", this run has ",
+                 now == data_order_.end() ? "none" : now->second, "; its position would index "
+                 "another data order (resume with the same data, batch size, shuffle seed and ranks)");
+  }
   TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   begin.model = this;
   CallbackList run_callbacks(std::move(callbacks));
@@ -267,6 +287,7 @@ void Model::save_checkpoint(const std::string& path) const {
   state.set_int("step", position_.step);
   state.set_int("global_step", position_.global_step);
   state.values["rng"] = default_generator().state();
+  for (const auto& [what, value] : data_order_) state.values["data." + what] = value;
   save_safetensors(path, state.tensors, state.values);
 }
 
@@ -292,6 +313,7 @@ const TrainPosition& Model::load_checkpoint(const std::string& path,
                       state.get_int("global_step", "checkpoint")};
     default_generator().set_state(state.get("rng", "checkpoint"));
     position_ = pos;
+    resumed_order_ = take(state, "data").values;
   } catch (const Error& e) {
     throw Error(cat(what, ": ", e.what()));
   }

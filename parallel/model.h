@@ -116,6 +116,10 @@ class Model {
   // Writes from the calling rank only; the state is the same on every rank,
   // so rank 0 saves (ModelCheckpoint does so).
   void save_checkpoint(const std::string& path) const;
+  // The file also keeps what fixed the data order (samples, batch size, steps
+  // per epoch, shuffle seed, ranks); the next train() after load_checkpoint
+  // throws minidl::Error naming any of these that differs, since the saved
+  // position would index another order.
   // Restores a save_checkpoint() file into this Model's network, optimizer
   // (same kind and parameter sizes), `scheduler` (which the file must hold
   // when given, and must not otherwise) and the default generator, and sets
@@ -138,6 +142,10 @@ class Model {
   std::shared_ptr<nn::Cell> wrapper_;  // DataParallel, when asked for
   nn::Cell* train_network_;
   std::unique_ptr<parallel::GraphedStep> graphed_;  // with cuda_graph, made by train()
+  // What fixes the data order a position indexes (samples, batch size, steps
+  // per epoch, shuffle seed, ranks): the last train()'s, which checkpoints
+  // keep, and a loaded checkpoint's, which the next train() must match.
+  std::map<std::string, std::string> data_order_, resumed_order_;
 };
 
 }  // namespace minidl

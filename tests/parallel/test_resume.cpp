@@ -272,6 +272,28 @@ TEST_CASE("Generator::state continues the stream bit for bit, the Box-Muller spa
   CHECK_THROWS_AS(h.set_state("1 2 3"), Error);
 }
 
+TEST_CASE("resuming with another batch size or shuffle seed throws naming both") {
+  manual_seed(5);
+  Run before("sgd", 0);
+  before.fit(1, /*max_steps=*/2);
+  const std::string path = shared_path("order.safetensors");
+  if (R() == 0) before.model->save_checkpoint(path);
+  parallel::world().barrier();
+  for (auto [train, message] : std::vector<std::pair<data::BatchDataset, std::string>>{
+           {toy().batch(8), "saved training with batch size 4, this run has 8"},
+           {toy().shuffle(12).batch(4), "saved training with shuffle seed 11, this run has 12"}}) {
+    CAPTURE(message);
+    Run after("sgd", 0);
+    after.train = train;
+    after.model->load_checkpoint(path, after.sched.get());
+    CHECK_THROWS_WITH_AS(after.fit(1), doctest::Contains(message.c_str()), Error);
+  }
+  Run same("sgd", 0);  // the same order resumes
+  same.model->load_checkpoint(path, same.sched.get());
+  CHECK(same.fit(1) == 48 / N() / 4 - 2);
+  remove_shared(path);
+}
+
 TEST_CASE("load_checkpoint names the file and what does not fit") {
   manual_seed(5);
   Run run("sgd", 0);
