@@ -144,11 +144,7 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
           : dataset;
   const int64_t steps_per_epoch = ds.num_batches();
   TrainPosition pos = options.start.value_or(position_);
-  MINIDL_CHECK(pos.epoch >= 0 && pos.step >= 0 && pos.step <= steps_per_epoch &&
-                   pos.global_step >= pos.step,
-               "Model::train: cannot start at epoch ", pos.epoch, " step ", pos.step,
-               " (global step ", pos.global_step, ") with ", steps_per_epoch,
-               " steps per epoch (expected 0 <= step <= steps per epoch <= global step)");
+  // Checked once the ranks agree, so that every rank throws alike.
   if (distributed)  // what the ranks must agree on, or they wait for each other forever
     parallel::world().check_same(
         "Model::train", agreement(network_, *optimizer_, ds, steps_per_epoch, epochs, pos, options));
@@ -160,6 +156,11 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                  now == data_order_.end() ? "none" : now->second, "; its position would index "
                  "another data order (resume with the same data, batch size, shuffle seed and ranks)");
   }
+  MINIDL_CHECK(pos.epoch >= 0 && pos.step >= 0 && pos.step <= steps_per_epoch &&
+                   pos.global_step >= pos.step,
+               "Model::train: cannot start at epoch ", pos.epoch, " step ", pos.step,
+               " (global step ", pos.global_step, ") with ", steps_per_epoch,
+               " steps per epoch (expected 0 <= step <= steps per epoch <= global step)");
   TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
   begin.model = this;
   CallbackList run_callbacks(std::move(callbacks));

@@ -59,11 +59,16 @@ check momentum_np2 momentum 1_5 2_6 2
 check adam_np2 adam 2_4 2_6 2
 check adam_augment_np2 adam 1_5 2_6 2 --augment shift:2
 
-# Errors: a weights-only file, and --save-every without --save.
+# Errors: a weights-only file, a resume with another batch size, and
+# --save-every without --save.
 timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 1 --resume "$tmp/sgd/a.safetensors" \
   >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "is not a training checkpoint" "$tmp/err" ||
   fail "--resume of a weights file: $(cat "$tmp/err")"
+timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 16 --threads 1 --optimizer sgd \
+  --resume "$tmp/sgd/a-1_10.safetensors" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "^error: Model::train: the checkpoint was saved training with batch size 8, this run has 16" "$tmp/err" ||
+  fail "--resume with another --batch: $(cat "$tmp/err")"
 timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 1 --save-every 3 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "^error: --save-every: needs --save FILE" "$tmp/err" ||
   fail "--save-every without --save: $(cat "$tmp/err")"
