@@ -279,12 +279,13 @@ TEST_CASE("resuming with another batch size or shuffle seed throws naming both")
   const std::string path = shared_path("order.safetensors");
   if (R() == 0) before.model->save_checkpoint(path);
   parallel::world().barrier();
-  for (auto [train, message] : std::vector<std::pair<data::BatchDataset, std::string>>{
+  for (const auto& other : std::vector<std::pair<data::BatchDataset, std::string>>{
            {toy().batch(8), "saved training with batch size 4, this run has 8"},
            {toy().shuffle(12).batch(4), "saved training with shuffle seed 11, this run has 12"}}) {
+    const std::string message = other.second;  // clang 14 cannot capture a binding
     CAPTURE(message);
     Run after("sgd", 0);
-    after.train = train;
+    after.train = other.first;
     after.model->load_checkpoint(path, after.sched.get());
     CHECK_THROWS_WITH_AS(after.fit(1), doctest::Contains(message.c_str()), Error);
   }
