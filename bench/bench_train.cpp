@@ -90,6 +90,14 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
   return rates;
 }
 
+// The median over chunks of rates[num][c] / rates[den][c]: two styles, each
+// chunk of one timed beside the same chunk of the other.
+double paired_ratio(const std::vector<std::vector<double>>& rates, size_t num, size_t den) {
+  std::vector<double> ratios;
+  for (size_t c = 0; c < rates[num].size(); ++c) ratios.push_back(rates[num][c] / rates[den][c]);
+  return bench::median(ratios);
+}
+
 // Multiply-adds times two per training sample: forward, and backward's input
 // and weight gradients, except the input gradient of the first layer (the
 // data needs none). LeNet-5: conv1 0.47M (forward + weight gradient), conv2
@@ -223,18 +231,12 @@ int main(int argc, char** argv) {
                 flops_per_sample(model) * batch / (ceiling * 1e9) * 1e6, batch / ours * 1e6);
   }
   if (kernels_per_step) std::printf("kernels_per_step=%ld\n", static_cast<long>(kernels_per_step));
-  if (graph == "both") {
-    std::vector<double> ratios;  // chunk by chunk, the two timed side by side
-    for (size_t c = 0; c < rates[0].size(); ++c) ratios.push_back(rates[1][c] / rates[0][c]);
+  if (graph == "both")
     std::printf("samples/s_eager=%.1f\nsamples/s_graph=%.1f\ngraph/eager=%.3f\n", ours,
-                bench::median(rates[1]), bench::median(ratios));
-  }
-  if (mode == "both") {
-    std::vector<double> ratios;  // chunk by chunk, the two timed side by side
-    for (size_t c = 0; c < rates[0].size(); ++c) ratios.push_back(rates[0][c] / rates[1][c]);
+                bench::median(rates[1]), paired_ratio(rates, 1, 0));
+  if (mode == "both")
     std::printf("samples/s_auto=%.1f\nsamples/s_explicit=%.1f\nauto/explicit=%.3f\n", ours,
-                bench::median(rates[1]), bench::median(ratios));
-  }
+                bench::median(rates[1]), paired_ratio(rates, 0, 1));
   // the twin compares single-process runs on the CPU
   if (parallel::world_size() > 1 || device != Device::CPU) return 0;
 

@@ -46,7 +46,6 @@ void Graph::capture(const std::function<void()>& work) {
   Capture c;
   active = &c;
   k.capture_begin();
-  void* graph = nullptr;
   try {
     work();
   } catch (...) {
@@ -58,7 +57,7 @@ void Graph::capture(const std::function<void()>& work) {
     throw;
   }
   active = nullptr;
-  graph = k.capture_end();
+  void* graph = k.capture_end();
   if (c.made.empty() && c.freed_older == 0) {
     graph_ = graph;
     return;

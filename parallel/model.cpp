@@ -111,9 +111,9 @@ Model::Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options)
                                          !dynamic_cast<TrainStep*>(&network) &&
                                          !dynamic_cast<parallel::DataParallel*>(&network)),
                "Model: cuda_graph captures a plain network's step in StandAlone mode; ",
-               network.type_name(), options_.parallel == ParallelMode::DataParallel
-                                       ? " in DataParallel mode" : " runs its own backward",
-               " is not supported yet");
+               network.type_name(), dynamic_cast<TrainStep*>(&network) ? " runs its own backward"
+                                                                       : " is data-parallel",
+               ", which is not supported yet");
   if (options_.parallel == ParallelMode::DataParallel && !dynamic_cast<parallel::DataParallel*>(&network)) {
     MINIDL_CHECK(parallel::is_initialized(), "Model: ParallelMode::DataParallel needs parallel::init() first");
     MINIDL_CHECK(!dynamic_cast<TrainStep*>(&network), "Model: ParallelMode::DataParallel cannot wrap ",
@@ -200,19 +200,18 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
       Tensor loss, logits;
       const double lr = optimizer_->lr();
+      if (!graphed_) optimizer_->zero_grad();  // a captured step zeroes its gradients in place
       if (graphed_) {
         parallel::TimelineScope scope("step (CUDA graph)", "compute");
         StepOutput out = (*graphed_)(batch.data, batch.labels);
         loss = out.loss;
         logits = out.logits;
       } else if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
-        optimizer_->zero_grad();
         parallel::TimelineScope scope("forward and backward", "compute");
         StepOutput out = own->forward_backward(batch.data, batch.labels, loss_fn_);
         loss = out.loss;
         logits = out.logits;
       } else {
-        optimizer_->zero_grad();
         {
           parallel::TimelineScope scope("forward", "compute");
           logits = (*train_network_)(batch.data);

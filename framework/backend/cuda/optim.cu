@@ -136,10 +136,9 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
                old[i].v == descs[i].v && old[i].n == descs[i].n;
       MINIDL_CHECK(same, "CUDA graph: the optimizer step fed updates other parameters or state "
                    "than the step captured (a parameter without a gradient, or new state?)");
-      std::memcpy(slot->host, args.data(), bytes);
-      return;
     }
     std::memcpy(slot->host, args.data(), bytes);
+    if (slot->fed) return;
     CUDA_CHECK(cudaMemcpyAsync(slot->device, slot->host, bytes, cudaMemcpyHostToDevice, stream()));
     return launch(slot->device);
   }
