@@ -4,7 +4,7 @@
 //
 //   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
-//               [--graph off|on|both]
+//               [--graph off|on|both] [--conv auto|im2col|cudnn]
 //
 // --device cuda trains on the GPU (the timed chunks end with a device
 // synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
@@ -27,6 +27,8 @@
 // prints `kernels_per_step=K`, the launches an eager step makes one by one;
 // --graph both times eager and captured steps in turns, as --parallel both
 // does, and prints each and graph/eager.
+// --conv auto|im2col|cudnn (CUDA): how convolutions run (cuda::set_conv_algorithm);
+// each choice made is printed as a `conv_choice:` line.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -150,10 +152,10 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
-                      {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}},
+                      {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"}},
                      "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
-                     "[--device cpu|cuda] [--graph off|on|both]");
+                     "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn]");
   parallel::init();
   const std::string mode = flags.str("parallel");
   if (mode != "none" && mode != "auto" && mode != "explicit" && mode != "both") {
@@ -188,6 +190,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Device device = device_flag == "cpu" ? Device::CPU : Device::CUDA;
+  const std::string conv = flags.str("conv");
+  if (conv != "auto" && conv != "im2col" && conv != "cudnn") {
+    std::fprintf(stderr, "bench_train: --conv expects auto, im2col or cudnn, got %s\n", conv.c_str());
+    return 2;
+  }
+  cuda::set_conv_algorithm(conv == "auto"     ? cuda::ConvAlgorithm::Auto
+                           : conv == "im2col" ? cuda::ConvAlgorithm::Im2col
+                                              : cuda::ConvAlgorithm::Cudnn);
   if (graph != "off" && (device == Device::CPU || parallel::world_size() > 1)) {
     std::fprintf(stderr, "bench_train: --graph needs --device cuda and one rank\n");
     return 2;
@@ -231,6 +241,7 @@ int main(int argc, char** argv) {
                 flops_per_sample(model) * batch / (ceiling * 1e9) * 1e6, batch / ours * 1e6);
   }
   if (kernels_per_step) std::printf("kernels_per_step=%ld\n", static_cast<long>(kernels_per_step));
+  for (const std::string& line : cuda::conv_choices()) std::printf("conv_choice: %s\n", line.c_str());
   if (graph == "both")
     std::printf("samples/s_eager=%.1f\nsamples/s_graph=%.1f\ngraph/eager=%.3f\n", ours,
                 bench::median(rates[1]), paired_ratio(rates, 1, 0));

@@ -57,6 +57,18 @@ function(minidl_add_cuda_backend target)
                               TARGET_DIRECTORY ${target} PROPERTIES COMPILE_DEFINITIONS MINIDL_CUDA)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra>)
+  # cuDNN (backend/cuda/conv_cudnn.cpp) where cudnn.h is found; libcudnn.so.9
+  # is opened at first use, not linked. Without the header, convolutions on
+  # CUDA take im2col + cuBLAS only.
+  find_path(MINIDL_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(MINIDL_CUDNN_INCLUDE_DIR)
+    set_source_files_properties(${PROJECT_SOURCE_DIR}/framework/backend/cuda/conv_cudnn.cpp
+      TARGET_DIRECTORY ${target} PROPERTIES COMPILE_DEFINITIONS MINIDL_CUDNN
+      INCLUDE_DIRECTORIES ${MINIDL_CUDNN_INCLUDE_DIR})
+    message(STATUS "minidl: cuDNN convolutions on (${MINIDL_CUDNN_INCLUDE_DIR}/cudnn.h)")
+  else()
+    message(STATUS "minidl: cudnn.h not found: CUDA convolutions use im2col + cuBLAS only")
+  endif()
   # cuBLAS is opened at first use (backend/cuda/context.cpp), not linked.
   target_link_libraries(${target} PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
   # The shared runtime, as CUDA::cudart is; not also the static one CMake

@@ -1,5 +1,7 @@
 // Devices a tensor's storage can live on.
 #pragma once
+#include <string>
+#include <vector>
 
 namespace minidl {
 
@@ -18,6 +20,24 @@ namespace cuda {
 // the CPU or in a build without CUDA.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+
+// How float32 convolutions run on CUDA, per shape and pass (forward, input
+// gradient, weight gradient), like PyTorch's cudnn.benchmark:
+//   Auto (default)  the first call outside a CUDA graph capture times
+//                   minidl's im2col + cuBLAS against cuDNN's deterministic
+//                   algorithms and keeps the faster; a shape first met
+//                   inside a capture keeps im2col
+//   Im2col          never cuDNN
+//   Cudnn           always cuDNN (its heuristic's first deterministic algorithm)
+// cuDNN 9 (libcudnn.so.9) is opened at first use. Where it cannot be, Auto
+// keeps im2col and Cudnn throws. No effect on the CPU.
+enum class ConvAlgorithm { Auto, Im2col, Cudnn };
+void set_conv_algorithm(ConvAlgorithm algorithm);
+ConvAlgorithm conv_algorithm();
+// One line per choice made so far in this process, e.g. "forward
+// x[64,1,28,28] w[6,1,5,5] stride 1 pad 0: cudnn algo 1 (im2col 21.0 us,
+// cudnn 9.8 us)"; empty without CUDA.
+std::vector<std::string> conv_choices();
 
 // Whether CUDA tensors can be made here (device_available(Device::CUDA)).
 bool is_available();

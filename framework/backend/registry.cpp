@@ -20,6 +20,7 @@ constexpr const char* kCudaMissing = "minidl was built without CUDA: configure w
 #endif
 std::once_flag cuda_probe;
 std::atomic<bool> tf32{false};
+std::atomic<cuda::ConvAlgorithm> conv_setting{cuda::ConvAlgorithm::Auto};
 const Kernels* cuda_table = nullptr;
 
 const Kernels* cuda_kernels() {
@@ -42,6 +43,16 @@ void set_kernels(Device d, const Kernels* table) {
 namespace cuda {
 void set_allow_tf32(bool allow) { tf32.store(allow); }
 bool allow_tf32() { return tf32.load(); }
+void set_conv_algorithm(ConvAlgorithm algorithm) { conv_setting.store(algorithm); }
+ConvAlgorithm conv_algorithm() { return conv_setting.load(); }
+
+std::vector<std::string> conv_choices() {
+#ifdef MINIDL_CUDA
+  return conv_choice_lines();
+#else
+  return {};
+#endif
+}
 
 namespace {
 std::mutex device_mutex;  // guards the three below

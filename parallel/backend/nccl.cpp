@@ -156,6 +156,12 @@ class NcclCommunicator final : public Communicator {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~NcclCommunicator() override {
+    // parallel::finalize runs from an atexit handler registered before the
+    // CUDA runtime's own, so at exit the runtime may be gone already: then
+    // the communicator is left to the end of the process
+    const cudaError_t alive = cudaStreamQuery(stream_);
+    (void)cudaGetLastError();
+    if (alive == cudaErrorCudartUnloading || alive == cudaErrorContextIsDestroyed) return;
     if (comm_) (void)nccl()->comm_destroy(comm_);
     CUDA_WARN(cudaStreamDestroy(stream_));
   }

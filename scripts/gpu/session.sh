@@ -19,11 +19,13 @@
 # LD_LIBRARY_PATH and OPAL_PREFIX (Open MPI's relocated install) are set
 # for every stage. cuBLAS comes from the toolkit (/usr/local/cuda) when its
 # lib64 has libcublas, else from the pip package nvidia-cublas under
-# /opt/torch/.venv. NCCL (parallel/backend/nccl.cpp, opened at first use):
-# when /opt/torch/.venv holds nvidia-nccl-cu13, `configure` passes its header
-# folder as MINIDL_NCCL_INCLUDE_DIR (a glob over site-packages/nvidia/nccl),
-# every stage puts its lib folder on LD_LIBRARY_PATH, and `test` runs the data-parallel
-# suite on CUDA tensors with 1 rank (NCCL) and 2 (host staging).
+# /opt/torch/.venv (pip_nvidia finds a file by name in its nvidia folder).
+# NCCL (parallel/backend/nccl.cpp, opened at first use): when the venv holds
+# nvidia-nccl-cu13, `configure` passes the folder of its nccl.h as
+# MINIDL_NCCL_INCLUDE_DIR, every stage puts its lib folder on
+# LD_LIBRARY_PATH, and `test` runs the data-parallel suite on CUDA tensors
+# with 1 rank (NCCL) and 2 (host staging). cuDNN (conv_cudnn.cpp, opened at
+# first use): the toolkit's, else nvidia-cudnn-cu13's header and library.
 #
 # What it reports: one log per step in .gpu/logs, and in $OUT (default
 # .gpu/out; the device tool brings back at most 8 files) summary.txt (what
@@ -80,10 +82,16 @@ env_for_prefix() {
   export PATH=$PREFIX/usr/bin:$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_plm_rsh_agent=false  # no ssh there; one node
-  # libnccl.so.2 is opened by name at first use: the pip package's, if there
-  local nccl
-  nccl=$(pip_nvidia nccl)
-  [ -n "$nccl" ] && export LD_LIBRARY_PATH=$nccl/lib:$LD_LIBRARY_PATH
+  # libnccl.so.2 and libcudnn.so.9 are opened by name at first use: the pip
+  # packages' (NCCL), or the toolkit's and else the pip package's (cuDNN)
+  local dir
+  dir=$(pip_nvidia libnccl.so.2)
+  [ -n "$dir" ] && export LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH
+  if ! ls /usr/local/cuda/lib64/libcudnn.so.9 >/dev/null 2>&1; then
+    dir=$(pip_nvidia libcudnn.so.9)
+    [ -n "$dir" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+  fi
+  return 0
 }
 
 fetch() {
@@ -105,12 +113,21 @@ unpack() {
   # at the files in the tree.
   local lib=$PREFIX/usr/lib/$ARCH
   ln -sf "$lib/openblas-openmp/libopenblas.so.0" "$lib/openblas-openmp/libopenblas.so"
-  ls "$lib/openblas-openmp/libopenblas.so" "$lib/openmpi/lib/libmpi.so" \
+  # mpirun and mpiexec are alternatives too: the tree has only orterun
+  ln -sf orterun "$PREFIX/usr/bin/mpirun"
+  ln -sf orterun "$PREFIX/usr/bin/mpiexec"
+  ls "$lib/openblas-openmp/libopenblas.so" "$lib/openmpi/lib/libmpi.so" "$PREFIX/usr/bin/mpirun" \
      "$PREFIX/usr/include/$ARCH/openmpi/mpi.h" "$PREFIX/usr/include/doctest/doctest.h" >/dev/null
 }
 
-# The pip package's folder under /opt/torch/.venv (e.g. nvidia/nccl), or nothing.
-pip_nvidia() { ls -d /opt/torch/.venv/lib/python3*/site-packages/nvidia/"$1" 2>/dev/null | head -n 1; }
+# The folder under /opt/torch/.venv's nvidia packages that holds file $1
+# (e.g. libnccl.so.2 or cudnn.h), or nothing. Found by name: CUDA 13's
+# wheels put some libraries in nvidia/cu13/lib, others in nvidia/<name>/lib.
+pip_nvidia() {
+  local found
+  found=$(find /opt/torch/.venv/lib/python3*/site-packages/nvidia -name "$1" 2>/dev/null | head -n 1)
+  [ -n "$found" ] && dirname "$found"
+}
 
 configure() {
   env_for_prefix
@@ -120,21 +137,29 @@ configure() {
   zlib=$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')
   # cuBLAS: the toolkit's, else the pip package's
   if ! ls /usr/local/cuda/lib64/libcublas.so* >/dev/null 2>&1; then
-    local cublas
-    cublas=$(pip_nvidia cublas)
+    local cublas cublas_h
+    cublas=$(pip_nvidia libcublas.so.13)
+    cublas_h=$(pip_nvidia cublas_v2.h)
     if [ -n "$cublas" ]; then
       echo "cuBLAS from $cublas"
-      extra+=(-DCUDA_cublas_LIBRARY="$(ls "$cublas"/lib/libcublas.so.* | head -n 1)"
-              -DCUDA_cublasLt_LIBRARY="$(ls "$cublas"/lib/libcublasLt.so.* | head -n 1)"
-              "-DCMAKE_CXX_FLAGS=-I$cublas/include" "-DCMAKE_CUDA_FLAGS=-I$cublas/include")
-      export LD_LIBRARY_PATH=$cublas/lib:$LD_LIBRARY_PATH
+      extra+=(-DCUDA_cublas_LIBRARY="$cublas/libcublas.so.13"
+              -DCUDA_cublasLt_LIBRARY="$(ls "$cublas"/libcublasLt.so.* | head -n 1)"
+              "-DCMAKE_CXX_FLAGS=-I$cublas_h" "-DCMAKE_CUDA_FLAGS=-I$cublas_h")
+      export LD_LIBRARY_PATH=$cublas:$LD_LIBRARY_PATH
     fi
   fi
-  local nccl
-  nccl=$(pip_nvidia nccl)
-  if [ -n "$nccl" ]; then
-    echo "NCCL from $nccl"
-    extra+=(-DMINIDL_NCCL_INCLUDE_DIR="$nccl/include")
+  local nccl_h cudnn_h
+  nccl_h=$(pip_nvidia nccl.h)
+  if [ -n "$nccl_h" ]; then
+    echo "NCCL's header from $nccl_h"
+    extra+=(-DMINIDL_NCCL_INCLUDE_DIR="$nccl_h")
+  fi
+  if ! ls /usr/local/cuda/include/cudnn.h >/dev/null 2>&1; then
+    cudnn_h=$(pip_nvidia cudnn.h)
+    if [ -n "$cudnn_h" ]; then
+      echo "cuDNN's header from $cudnn_h"
+      extra+=(-DMINIDL_CUDNN_INCLUDE_DIR="$cudnn_h")
+    fi
   fi
   local generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
@@ -196,7 +221,7 @@ sanitize() {
   local t
   t=$(( $(left) / 2 ))
   [ "$t" -gt 30 ] && step memcheck timeout "$t" compute-sanitizer --tool memcheck \
-    --leak-check full --error-exitcode 9 "$BUILD/bin/test_cuda"
+    --error-exitcode 9 "$BUILD/bin/test_cuda"
   t=$(left)
   [ "$t" -gt 30 ] && step racecheck timeout "$t" compute-sanitizer --tool racecheck \
     --error-exitcode 9 "$BUILD/bin/test_cuda" \
@@ -228,6 +253,8 @@ bench() {
           --steps 500 --warmup 50 --twin off; } &&
         note "    minidl  $1 b$2 cuda: $(grep -hE '^(samples/s|samples/s_eager|samples/s_graph|graph/eager|kernels_per_step|floor_step_us|peak_device_mb)=' \
           "$LOGS/$key.log" "$LOGS/${key}_eager.log" 2>/dev/null | tr '\n' ' ')"
+      [ "$round" = 1 ] && grep -h '^conv_choice' "$LOGS/$key.log" "$LOGS/${key}_eager.log" \
+        2>/dev/null | sed 's/^/    /' | tee -a "$SUMMARY"
       step "torch_$key" "$python" "$ROOT/bench/bench_train_torch.py" --device cuda --model "$1" \
         --batch "$2" --steps 500 --warmup 50 &&
         note "    pytorch $1 b$2 cuda: $(grep -E '^(# pytorch|samples/s|peak_device_mb)' \

@@ -272,7 +272,9 @@ TEST_CASE("cuda: TF32 is opt-in and stays close") {
   check_match(matmul(a.cuda(), b.cuda()), matmul(a, b), "matmul without TF32");
 }
 
-TEST_CASE("cuda: conv2d forward and backward") {
+// conv2d's forward, input and weight gradients against the CPU, on 5
+// geometries: strides 1 and 2, padding 0 and 1, and a 1x1 kernel.
+void check_conv2d() {
   manual_seed(9);
   Tensor x = Tensor::randn({2, 3, 7, 6}), w = Tensor::randn({4, 3, 3, 2}), b = Tensor::randn({4});
   for (int64_t stride : {1, 2}) {
@@ -289,9 +291,43 @@ TEST_CASE("cuda: conv2d forward and backward") {
           {x, w});
     }
   }
-  check_op("conv2d 1x1",  // reads x as its own columns
+  check_op("conv2d 1x1",  // im2col reads x as its own columns
            [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2]); },
            {Tensor::randn({3, 5, 4, 4}), Tensor::randn({6, 5, 1, 1}), Tensor::randn({6})});
+}
+
+size_t count_lines(const std::vector<std::string>& lines, const std::string& part) {
+  return std::count_if(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
+}
+
+TEST_CASE("cuda: conv2d forward and backward by im2col + cuBLAS") {
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Im2col);
+  check_conv2d();
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
+}
+
+TEST_CASE("cuda: conv2d by cuDNN, and Auto's choice per shape and pass") {
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Cudnn);
+  try {
+    (void)conv2d(Tensor::ones({1, 1, 3, 3}, kFloat32, kCuda),
+                 Tensor::ones({1, 1, 2, 2}, kFloat32, kCuda), Tensor());
+  } catch (const Error& e) {  // no libcudnn.so.9 here, or a build without cudnn.h
+    cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
+    MESSAGE("cuda: cuDNN unavailable, its conv2d case skipped: " << e.what());
+    return;
+  }
+  check_conv2d();
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
+  check_conv2d();
+  // 5 geometries x 3 passes, each planned once by cuDNN's heuristic and once
+  // by timing (other cases may have made plans of their own before)
+  const std::vector<std::string> lines = cuda::conv_choices();
+  for (const std::string& l : lines) MESSAGE(l);
+  CHECK(count_lines(lines, "(heuristic)") == 16);  // and the probe's forward
+  CHECK(count_lines(lines, " us, cudnn ") >= 15);
+  for (const char* pass : {"input gradient x[2,3,7,6]", "weight gradient x[2,3,7,6]"})
+    CHECK(count_lines(lines, pass) == 8);  // 4 geometries, 2 settings
 }
 
 TEST_CASE("cuda: max and average pooling, overlapping and padded windows included") {

@@ -1,5 +1,6 @@
 // conv2d on CUDA: im2col into a column buffer, then cuBLAS GEMMs over groups
-// of samples; backward scatters the column gradient back with col2im.
+// of samples; backward scatters the column gradient back with col2im. Each
+// pass may go to cuDNN instead, per shape (conv_cudnn.cpp).
 // Letters as in kernels.h; L = OH*OW, CKK = C*KH*KW. A group is the samples
 // whose columns fit kColumnBytes. A column buffer holds sample s's element
 // (row, l) at s * sample_stride + row * ld + l: per sample ([G, CKK, L],
@@ -98,23 +99,26 @@ void im2col(const ConvGeometry& g, int64_t samples, const float* x, float* col,
 }  // namespace
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH, OW]:
-// per group, y_s [OC, L] = w [OC, CKK] col_s [CKK, L] as one batched GEMM
-// (weight stride 0), then the bias. A 1x1 kernel with stride 1 and no
-// padding reads x itself as the columns.
+// cuDNN where the plan says, else per group y_s [OC, L] = w [OC, CKK] col_s
+// [CKK, L] as one batched GEMM (weight stride 0); then the bias. A 1x1 kernel
+// with stride 1 and no padding reads x itself as the columns.
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                     float* y) {
   const int64_t L = g.OH * g.OW, CKK = g.C * g.KH * g.KW, chw = g.C * g.H * g.W;
   if (g.N * g.OC * L == 0) return;
-  const bool direct = g.KH == 1 && g.KW == 1 && g.stride == 1 && g.pad == 0;
-  const int64_t G = group_size(g);
-  Scratch<float> col(direct ? 1 : G * CKK * L);
-  for (int64_t s0 = 0; s0 < g.N; s0 += G) {
-    const int64_t gs = std::min(G, g.N - s0);
-    const float* cols = direct ? x + s0 * chw : col.data();
-    if (!direct) im2col(g, gs, x + s0 * chw, col.data(), CKK * L, L);
-    gemm(false, false, g.OC, L, CKK, 1.f, w, CKK, 0, cols, L, CKK * L, 0.f, y + s0 * g.OC * L, L,
-         g.OC * L, gs);
-  }
+  auto by_im2col = [&] {
+    const bool direct = g.KH == 1 && g.KW == 1 && g.stride == 1 && g.pad == 0;
+    const int64_t G = group_size(g);
+    Scratch<float> col(direct ? 1 : G * CKK * L);
+    for (int64_t s0 = 0; s0 < g.N; s0 += G) {
+      const int64_t gs = std::min(G, g.N - s0);
+      const float* cols = direct ? x + s0 * chw : col.data();
+      if (!direct) im2col(g, gs, x + s0 * chw, col.data(), CKK * L, L);
+      gemm(false, false, g.OC, L, CKK, 1.f, w, CKK, 0, cols, L, CKK * L, 0.f, y + s0 * g.OC * L,
+           L, g.OC * L, gs);
+    }
+  };
+  if (!cudnn_conv(ConvPass::Forward, g, {x, w, nullptr, y}, by_im2col)) by_im2col();
   if (b) {
     add_bias_kernel<<<blocks_for(g.N * g.OC * L), kThreads, 0, stream()>>>(g.N, g.OC, L, b, y);
     CUDA_CHECK_LAUNCH();
@@ -122,8 +126,9 @@ void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const
 }
 
 // gy [N, OC, L] -> gx [N, C, H, W], gw [OC, CKK], gb [OC] (each optional):
-// gb sums gy over N and L; gw = sum over groups of g2[:, group] col^T with
-// g2 = gy as [OC, N*L]; gcol_s [CKK, L] = w^T gy_s per group (batched), then col2im.
+// gb sums gy over N and L. gw and gx by cuDNN where their plans say, else:
+// gw = sum over groups of g2[:, group] col^T with g2 = gy as [OC, N*L];
+// gcol_s [CKK, L] = w^T gy_s per group (batched), then col2im.
 void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                      float* gx, float* gw, float* gb) {
   const int64_t L = g.OH * g.OW, CKK = g.C * g.KH * g.KW, chw = g.C * g.H * g.W;
@@ -133,28 +138,33 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
     CUDA_CHECK_LAUNCH();
   }
   if (gw) {
-    Scratch<float> g2(g.OC * NL), col(G * CKK * L);
-    swap01_kernel<<<blocks_for(g.OC * NL), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, g2.data());
-    CUDA_CHECK_LAUNCH();
-    for (int64_t s0 = 0; s0 < g.N; s0 += G) {
-      const int64_t gs = std::min(G, g.N - s0);
-      im2col(g, gs, x + s0 * chw, col.data(), L, gs * L);
-      gemm(false, true, g.OC, CKK, gs * L, 1.f, g2.data() + s0 * L, NL, 0, col.data(), gs * L, 0,
-           s0 == 0 ? 0.f : 1.f, gw, CKK, 0, 1);
-    }
-    if (g.N == 0) fill(kFloat32, g.OC * CKK, 0.0, gw);  // no group wrote it
+    auto by_im2col = [&] {
+      Scratch<float> g2(g.OC * NL), col(G * CKK * L);
+      swap01_kernel<<<blocks_for(g.OC * NL), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, g2.data());
+      CUDA_CHECK_LAUNCH();
+      for (int64_t s0 = 0; s0 < g.N; s0 += G) {
+        const int64_t gs = std::min(G, g.N - s0);
+        im2col(g, gs, x + s0 * chw, col.data(), L, gs * L);
+        gemm(false, true, g.OC, CKK, gs * L, 1.f, g2.data() + s0 * L, NL, 0, col.data(), gs * L, 0,
+             s0 == 0 ? 0.f : 1.f, gw, CKK, 0, 1);
+      }
+      if (g.N == 0) fill(kFloat32, g.OC * CKK, 0.0, gw);  // no group wrote it
+    };
+    if (!cudnn_conv(ConvPass::WeightGrad, g, {x, nullptr, gy, gw}, by_im2col)) by_im2col();
   }
   if (gx && g.N * chw > 0) {
-    Scratch<float> col(G * CKK * L);
-    for (int64_t s0 = 0; s0 < g.N; s0 += G) {
-      const int64_t gs = std::min(G, g.N - s0);
-      gemm(true, false, CKK, L, g.OC, 1.f, w, CKK, 0, gy + s0 * g.OC * L, L, g.OC * L, 0.f,
-           col.data(), L, CKK * L, gs);
-      const int64_t n = gs * chw;
-      col2im_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, gs, col.data(), CKK * L, L,
-                                                              gx + s0 * chw);
-      CUDA_CHECK_LAUNCH();
-    }
+    auto by_im2col = [&] {
+      Scratch<float> col(G * CKK * L);
+      for (int64_t s0 = 0; s0 < g.N; s0 += G) {
+        const int64_t gs = std::min(G, g.N - s0);
+        gemm(true, false, CKK, L, g.OC, 1.f, w, CKK, 0, gy + s0 * g.OC * L, L, g.OC * L, 0.f,
+             col.data(), L, CKK * L, gs);
+        col2im_kernel<<<blocks_for(gs * chw), kThreads, 0, stream()>>>(g, gs, col.data(), CKK * L,
+                                                                       L, gx + s0 * chw);
+        CUDA_CHECK_LAUNCH();
+      }
+    };
+    if (!cudnn_conv(ConvPass::InputGrad, g, {nullptr, w, gy, gx}, by_im2col)) by_im2col();
   }
 }
 

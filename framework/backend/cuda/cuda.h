@@ -10,6 +10,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "framework/backend/kernels.h"
 
@@ -60,11 +63,33 @@ void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, 
             float* y);
 void transpose(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst);
 
-// ---- conv.cu: im2col + cuBLAS ----
+// ---- conv.cu: im2col + cuBLAS, or cuDNN where conv_cudnn.cpp's plan says ----
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                     float* y);
 void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                      float* gx, float* gw, float* gb);
+
+// ---- conv_cudnn.cpp: the per-shape choice (cuda::set_conv_algorithm) ----
+// A pass's operands: x [N, C, H, W], w [OC, C, KH, KW], y [N, OC, OH, OW]
+// (for the gradients, gy); `out` is what the pass writes (forward: y;
+// InputGrad: gx; WeightGrad: gw) and that pass's own input slot is null.
+enum class ConvPass { Forward, InputGrad, WeightGrad };
+struct ConvTensors {
+  const float* x;
+  const float* w;
+  const float* y;
+  float* out;
+};
+// Runs the pass with cuDNN and returns true when the plan for (pass, g)
+// says so; false: the caller runs its im2col path. The first call for a
+// shape makes the plan, which under ConvAlgorithm::Auto times `im2col`
+// (it must compute the pass into t.out) against cuDNN's algorithms.
+bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
+                const std::function<void()>& im2col);
+std::vector<std::string> conv_choice_lines();  // one per plan made
+// Creates cuDNN's handle when the setting is Cudnn (graph.cpp calls it before
+// a capture begins: making the handle inside one could synchronise).
+void prepare_cudnn_for_capture();
 
 // ---- pool.cu ----
 void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);

@@ -4,6 +4,8 @@
 // optimizer arguments (runtime.h, ArgSlot).
 #include <deque>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,8 @@ struct GraphState {
   cudaEvent_t replayed = nullptr;  // recorded after each replay
   int64_t kernels = 0;             // kernel nodes (launches) in the graph
   bool launched = false;
+  std::unordered_set<void*> made;  // pool blocks allocated in the capture, not yet freed
+  std::vector<void*> older;        // made before it, freed during it: freed at its end
 
   ~GraphState() {  // from destroy_graph and error paths: reports, never throws
     if (launched) CUDA_WARN(cudaEventSynchronize(replayed));
@@ -34,8 +38,34 @@ struct GraphState {
 
 GraphState* capturing = nullptr;  // one capture at a time, on the one stream
 GraphState* feeding = nullptr;
+std::mutex blocks_mutex;             // guards capturing's two sets and `never`
+std::unordered_set<void*> never;     // made in a capture and live at its end
+
+// Ends the capture's bookkeeping of pool blocks (blocks_mutex held): the
+// blocks freed during it are freed now, in stream order; the ones still live
+// never existed.
+void settle_blocks(GraphState& g) {
+  for (void* p : g.older) CUDA_WARN(cudaFreeAsync(p, stream()));
+  g.older.clear();
+  never.insert(g.made.begin(), g.made.end());
+  g.made.clear();
+}
 
 }  // namespace
+
+void note_allocated(void* p) {
+  std::lock_guard lock(blocks_mutex);
+  never.erase(p);  // the address is a real block again (a later graph's)
+  if (capturing) capturing->made.insert(p);
+}
+
+bool free_later(void* p) {
+  std::lock_guard lock(blocks_mutex);
+  if (never.erase(p)) return true;
+  if (!capturing || capturing->made.erase(p)) return false;
+  capturing->older.push_back(p);
+  return true;
+}
 
 ArgSlot* graph_args(size_t bytes) {
   if (GraphState* g = feeding) {
@@ -60,15 +90,28 @@ ArgSlot* graph_args(size_t bytes) {
 void capture_begin() {
   MINIDL_CHECK(!capturing, "CUDA graph: a capture is already in progress");
   auto g = std::make_unique<GraphState>();
+  // handles made now, not in the capture (creating one may synchronise)
+  (void)blas_handle();
+  prepare_cudnn_for_capture();
   CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+  std::lock_guard lock(blocks_mutex);
   capturing = g.release();
 }
 
 void* capture_end() {
-  std::unique_ptr<GraphState> g(std::exchange(capturing, nullptr));
+  std::unique_ptr<GraphState> g;
+  {
+    std::lock_guard lock(blocks_mutex);
+    g.reset(std::exchange(capturing, nullptr));
+  }
   MINIDL_CHECK(g, "CUDA graph: capture_end without capture_begin");
   cudaGraph_t graph = nullptr;
-  CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  {
+    std::lock_guard lock(blocks_mutex);
+    settle_blocks(*g);
+  }
+  CUDA_CHECK(ended);
   size_t count = 0;
   cudaError_t e = cudaGraphGetNodes(graph, nullptr, &count);
   std::vector<cudaGraphNode_t> nodes(count);

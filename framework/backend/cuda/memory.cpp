@@ -122,12 +122,13 @@ void* allocate(size_t bytes) {
   }
   CUDA_CHECK(e);
   counted.add(static_cast<int64_t>(bytes));
+  note_allocated(p);
   return p;
 }
 
 // Called from destructors: reports a failure instead of throwing.
 void deallocate(void* p, size_t bytes) {
-  CUDA_WARN(cudaFreeAsync(p, stream()));
+  if (!free_later(p)) CUDA_WARN(cudaFreeAsync(p, stream()));
   counted.add(-static_cast<int64_t>(bytes));
 }
 
@@ -146,8 +147,8 @@ void copy(void* dst, const void* src, size_t n, CopyKind kind) {
 // hands out no block the compute stream may still be using; the compute
 // stream then waits for the copy, uses the block and frees it in its order.
 void* upload(const void* src, size_t n) {
+  bind();  // this thread's current device, before the pool and the copy
   static cudaStream_t copies = [] {
-    bind();
     cudaStream_t created = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
     return created;

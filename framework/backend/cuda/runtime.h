@@ -79,6 +79,17 @@ struct ArgSlot {
 };
 ArgSlot* graph_args(size_t bytes);
 
+// ---- graphs (graph.cpp), for memory.cpp: pool blocks and a capture ----
+// A free inside a capture becomes a node of the graph, and CUDA lets such a
+// node free only a block allocated in that capture. So while capturing,
+// memory.cpp notes each block it allocates (note_allocated), and asks
+// free_later(p) before freeing one: true when graph.cpp takes it instead,
+// either a block made before the capture (freed when the capture ends) or
+// one made in a capture and still live at its end (the graph is never
+// launched, the front end refuses it, so that block never existed).
+void note_allocated(void* p);
+bool free_later(void* p);
+
 // ---- graphs (graph.cpp): the table's capture and replay entries ----
 void capture_begin();
 void* capture_end();

@@ -1,0 +1,409 @@
+// The per-shape choice between conv.cu's im2col + cuBLAS and cuDNN 9, and
+// cuDNN's three convolution passes. COMPILED, NOT YET RUN ON A GPU.
+//
+// A plan is made once per (pass, geometry, algorithm setting, TF32) and kept:
+//   Im2col  never cuDNN.
+//   Cudnn   cuDNN's heuristic (no timing, so it also works inside a CUDA graph
+//           capture): its first deterministic algorithm within the workspace cap.
+//   Auto    outside a capture: times the im2col path (CUDA events) and every
+//           deterministic cuDNN algorithm (cudnnFind*Ex) and keeps the faster;
+//           inside a capture, where nothing may be timed, im2col, kept as well,
+//           so eager steps and replays compute the same bits.
+// With TF32 off only CUDNN_FMA_MATH algorithms qualify (no tensor cores).
+// libcudnn.so.9 is opened at first use, as cuBLAS is; without cudnn.h at build
+// time (MINIDL_CUDNN undefined) Auto means im2col and Cudnn throws.
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "framework/backend/cuda/runtime.h"
+#include "framework/device.h"
+#include "framework/error.h"
+
+#ifdef MINIDL_CUDNN
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+// The convolution entries are cuDNN 9's "legacy" API, marked deprecated in
+// favour of its graph API; they are what minidl needs and are still shipped.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+
+namespace minidl::cuda {
+namespace {
+
+const char* pass_name(ConvPass p) {
+  return p == ConvPass::Forward ? "forward" : p == ConvPass::InputGrad ? "input gradient"
+                                                                       : "weight gradient";
+}
+
+std::string describe(ConvPass pass, const ConvGeometry& g) {
+  return cat(pass_name(pass), " x[", g.N, ",", g.C, ",", g.H, ",", g.W, "] w[", g.OC, ",", g.C, ",",
+             g.KH, ",", g.KW, "] stride ", g.stride, " pad ", g.pad);
+}
+
+struct Key {
+  ConvPass pass;
+  ConvAlgorithm setting;
+  bool tf32;
+  int64_t dims[11];
+  bool operator<(const Key& o) const {
+    return std::tie(pass, setting, tf32) < std::tie(o.pass, o.setting, o.tf32) ||
+           (std::tie(pass, setting, tf32) == std::tie(o.pass, o.setting, o.tf32) &&
+            std::lexicographical_compare(dims, dims + 11, o.dims, o.dims + 11));
+  }
+};
+
+Key key_of(ConvPass pass, const ConvGeometry& g) {
+  return {pass, conv_algorithm(), allow_tf32(),
+          {g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.stride, g.pad, g.OH, g.OW}};
+}
+
+// The GPU time of one run of `work` (after one untimed run), in milliseconds.
+float time_ms(const std::function<void()>& work) {
+  constexpr int kRuns = 3;
+  work();
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start, stream()));
+  for (int i = 0; i < kRuns; ++i) work();
+  CUDA_CHECK(cudaEventRecord(stop, stream()));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_WARN(cudaEventDestroy(start));
+  CUDA_WARN(cudaEventDestroy(stop));
+  return ms / kRuns;
+}
+
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+#ifdef MINIDL_CUDNN
+
+// The entries minidl calls, from libcudnn.so.<major> opened at first use.
+struct Cudnn {
+  decltype(&cudnnCreate) create;
+  decltype(&cudnnSetStream) set_stream;
+  decltype(&cudnnGetErrorString) error_string;
+  decltype(&cudnnCreateTensorDescriptor) create_tensor;
+  decltype(&cudnnSetTensor4dDescriptor) set_tensor;
+  decltype(&cudnnCreateFilterDescriptor) create_filter;
+  decltype(&cudnnSetFilter4dDescriptor) set_filter;
+  decltype(&cudnnCreateConvolutionDescriptor) create_conv;
+  decltype(&cudnnSetConvolution2dDescriptor) set_conv;
+  decltype(&cudnnSetConvolutionMathType) set_math;
+  decltype(&cudnnGetConvolutionForwardAlgorithm_v7) heuristic_fwd;
+  decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7) heuristic_data;
+  decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) heuristic_filter;
+  decltype(&cudnnFindConvolutionForwardAlgorithmEx) find_fwd;
+  decltype(&cudnnFindConvolutionBackwardDataAlgorithmEx) find_data;
+  decltype(&cudnnFindConvolutionBackwardFilterAlgorithmEx) find_filter;
+  decltype(&cudnnConvolutionForward) forward;
+  decltype(&cudnnConvolutionBackwardData) backward_data;
+  decltype(&cudnnConvolutionBackwardFilter) backward_filter;
+};
+
+// The table, or null with `failure` saying why the library cannot be used.
+std::string failure;
+const Cudnn* cudnn() {
+  static const Cudnn* table = []() -> const Cudnn* {
+    const std::string library = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      failure = cat("cannot open ", library, ": ", dlerror());
+      return nullptr;
+    }
+    static Cudnn t{};
+    bool complete = true;
+    auto entry = [&](auto& slot, const char* name) {
+      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, name));
+      if (!slot && complete) failure = cat(library, " has no ", name), complete = false;
+    };
+    entry(t.create, "cudnnCreate");
+    entry(t.set_stream, "cudnnSetStream");
+    entry(t.error_string, "cudnnGetErrorString");
+    entry(t.create_tensor, "cudnnCreateTensorDescriptor");
+    entry(t.set_tensor, "cudnnSetTensor4dDescriptor");
+    entry(t.create_filter, "cudnnCreateFilterDescriptor");
+    entry(t.set_filter, "cudnnSetFilter4dDescriptor");
+    entry(t.create_conv, "cudnnCreateConvolutionDescriptor");
+    entry(t.set_conv, "cudnnSetConvolution2dDescriptor");
+    entry(t.set_math, "cudnnSetConvolutionMathType");
+    entry(t.heuristic_fwd, "cudnnGetConvolutionForwardAlgorithm_v7");
+    entry(t.heuristic_data, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    entry(t.heuristic_filter, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    entry(t.find_fwd, "cudnnFindConvolutionForwardAlgorithmEx");
+    entry(t.find_data, "cudnnFindConvolutionBackwardDataAlgorithmEx");
+    entry(t.find_filter, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+    entry(t.forward, "cudnnConvolutionForward");
+    entry(t.backward_data, "cudnnConvolutionBackwardData");
+    entry(t.backward_filter, "cudnnConvolutionBackwardFilter");
+    return complete ? &t : nullptr;
+  }();
+  return table;
+}
+
+void check(cudnnStatus_t s, const char* call, const char* file, int line) {
+  if (s != CUDNN_STATUS_SUCCESS)
+    fail(file, line, call, "cuDNN error", cudnn()->error_string(s));
+}
+#define CUDNN_CHECK(call) check((call), #call, __FILE__, __LINE__)
+
+cudnnHandle_t handle() {
+  static cudnnHandle_t h = [] {
+    cudnnHandle_t created = nullptr;
+    CUDNN_CHECK(cudnn()->create(&created));
+    CUDNN_CHECK(cudnn()->set_stream(created, stream()));
+    return created;
+  }();
+  return h;
+}
+
+constexpr size_t kWorkspaceCap = size_t{256} << 20;
+
+// What a plan keeps for cuDNN: the descriptors (made once, never destroyed,
+// like the handle), the algorithm and its workspace.
+struct Descriptors {
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+};
+
+Descriptors describe_for_cudnn(const ConvGeometry& g, cudnnMathType_t math) {
+  const Cudnn& c = *cudnn();
+  Descriptors d{};
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  CUDNN_CHECK(c.create_tensor(&d.x));
+  CUDNN_CHECK(c.set_tensor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.C), i(g.H), i(g.W)));
+  CUDNN_CHECK(c.create_tensor(&d.y));
+  CUDNN_CHECK(
+      c.set_tensor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.OC), i(g.OH), i(g.OW)));
+  CUDNN_CHECK(c.create_filter(&d.w));
+  CUDNN_CHECK(
+      c.set_filter(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.OC), i(g.C), i(g.KH), i(g.KW)));
+  CUDNN_CHECK(c.create_conv(&d.conv));
+  CUDNN_CHECK(c.set_conv(d.conv, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
+                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(c.set_math(d.conv, math));
+  return d;
+}
+
+// cuDNN's 4-d descriptors take int sizes and need every size positive.
+bool fits_cudnn(const ConvGeometry& g) {
+  const int64_t biggest = std::max({g.N * g.C * g.H * g.W, g.N * g.OC * g.OH * g.OW,
+                                    g.OC * g.C * g.KH * g.KW});
+  return g.N > 0 && g.C > 0 && g.OC > 0 && g.OH > 0 && g.OW > 0 && biggest < INT_MAX;
+}
+
+#endif  // MINIDL_CUDNN
+
+struct Plan {
+  bool cudnn = false;
+#ifdef MINIDL_CUDNN
+  Descriptors d{};
+  int algo = 0;
+  size_t workspace = 0;
+#endif
+  std::string line;  // for conv_choice_lines()
+};
+
+std::mutex plans_mutex;
+std::map<Key, Plan>& plans() {
+  static std::map<Key, Plan> p;
+  return p;
+}
+
+#ifdef MINIDL_CUDNN
+
+// The first result that succeeded, is deterministic, uses no tensor cores
+// unless TF32 is allowed, and needs at most the workspace cap; null if none.
+// Results come fastest first.
+template <class Perf>
+const Perf* first_usable(const Perf* results, int count, bool tf32) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = results[i];
+    const bool math_ok = tf32 || r.mathType == CUDNN_FMA_MATH || r.mathType == CUDNN_DEFAULT_MATH;
+    if (r.status == CUDNN_STATUS_SUCCESS && r.determinism == CUDNN_DETERMINISTIC && math_ok &&
+        r.memory <= kWorkspaceCap)
+      return &r;
+  }
+  return nullptr;
+}
+
+// Asks cuDNN for the pass's algorithms: measured (cudnnFind*Ex, which runs
+// them on `t`) or by heuristic; the usable fastest in *plan. False if none.
+bool pick_cudnn(ConvPass pass, const ConvGeometry& g, const ConvTensors& t, bool measure,
+                Plan* plan, float* ms) {
+  const Cudnn& c = *cudnn();
+  // TF32 off: the descriptor stays at FMA math, so no result uses tensor
+  // cores; on: each result runs with the math it was measured with
+  const bool tf32 = allow_tf32();
+  plan->d = describe_for_cudnn(g, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  const Descriptors& d = plan->d;
+  constexpr int kMax = 16;
+  int count = 0;
+  auto take = [&](const auto* r) {
+    if (!r) return false;
+    plan->algo = static_cast<int>(r->algo);
+    plan->workspace = r->memory;
+    *ms = r->time;
+    if (tf32) CUDNN_CHECK(c.set_math(d.conv, r->mathType));
+    return true;
+  };
+  Scratch<char> workspace(measure ? static_cast<int64_t>(kWorkspaceCap) : 0);
+  void* ws = workspace.data();
+  float* out = t.out;
+  switch (pass) {
+    case ConvPass::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t r[kMax];
+      CUDNN_CHECK(measure ? c.find_fwd(handle(), d.x, t.x, d.w, t.w, d.conv, d.y, out, kMax,
+                                       &count, r, ws, kWorkspaceCap)
+                          : c.heuristic_fwd(handle(), d.x, d.w, d.conv, d.y, kMax, &count, r));
+      return take(first_usable(r, count, tf32));
+    }
+    case ConvPass::InputGrad: {
+      cudnnConvolutionBwdDataAlgoPerf_t r[kMax];
+      CUDNN_CHECK(measure ? c.find_data(handle(), d.w, t.w, d.y, t.y, d.conv, d.x, out, kMax,
+                                        &count, r, ws, kWorkspaceCap)
+                          : c.heuristic_data(handle(), d.w, d.y, d.conv, d.x, kMax, &count, r));
+      return take(first_usable(r, count, tf32));
+    }
+    case ConvPass::WeightGrad: {
+      cudnnConvolutionBwdFilterAlgoPerf_t r[kMax];
+      CUDNN_CHECK(measure ? c.find_filter(handle(), d.x, t.x, d.y, t.y, d.conv, d.w, out, kMax,
+                                          &count, r, ws, kWorkspaceCap)
+                          : c.heuristic_filter(handle(), d.x, d.y, d.conv, d.w, kMax, &count, r));
+      return take(first_usable(r, count, tf32));
+    }
+  }
+  return false;
+}
+
+// Runs the planned algorithm: out = the pass's result (overwritten, beta 0).
+void run_cudnn(ConvPass pass, const Plan& plan, const ConvTensors& t) {
+  const Cudnn& c = *cudnn();
+  const Descriptors& d = plan.d;
+  const float one = 1.f, zero = 0.f;
+  Scratch<char> workspace(static_cast<int64_t>(plan.workspace));
+  switch (pass) {
+    case ConvPass::Forward:
+      CUDNN_CHECK(c.forward(handle(), &one, d.x, t.x, d.w, t.w, d.conv,
+                            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace.data(),
+                            plan.workspace, &zero, d.y, t.out));
+      return;
+    case ConvPass::InputGrad:
+      CUDNN_CHECK(c.backward_data(handle(), &one, d.w, t.w, d.y, t.y, d.conv,
+                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                  workspace.data(), plan.workspace, &zero, d.x, t.out));
+      return;
+    case ConvPass::WeightGrad:
+      CUDNN_CHECK(c.backward_filter(handle(), &one, d.x, t.x, d.y, t.y, d.conv,
+                                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo),
+                                    workspace.data(), plan.workspace, &zero, d.w, t.out));
+      return;
+  }
+}
+
+// A new plan for (pass, g) under the current setting.
+Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
+               const std::function<void()>& im2col) {
+  const ConvAlgorithm setting = conv_algorithm();
+  const std::string what = describe(pass, g);
+  Plan plan;
+  if (!cudnn() || !fits_cudnn(g)) {
+    MINIDL_CHECK(setting != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for (",
+                 "cuda::set_conv_algorithm) but ", !cudnn() ? failure : "the sizes exceed its int range",
+                 " (", what, ")");
+    plan.line = cat(what, ": im2col (", !cudnn() ? failure : "sizes beyond cuDNN's", ")");
+    return plan;
+  }
+  float cudnn_ms = 0;
+  if (setting == ConvAlgorithm::Cudnn) {
+    MINIDL_CHECK(pick_cudnn(pass, g, t, false, &plan, &cudnn_ms), "conv2d on CUDA: cuDNN offers ",
+                 "no deterministic algorithm", allow_tf32() ? "" : " without TF32", " for ", what);
+    plan.cudnn = true;
+    plan.line = cat(what, ": cudnn algo ", plan.algo, " (heuristic)");
+    return plan;
+  }
+  if (capturing()) {  // Auto inside a capture: nothing can be timed
+    plan.line = cat(what, ": im2col (first met inside a CUDA graph capture)");
+    return plan;
+  }
+  const float im2col_ms = time_ms(im2col);
+  std::string why_not = "cuDNN: no deterministic algorithm";
+  bool found = false;
+  try {  // Auto takes im2col when cuDNN refuses the shape
+    found = pick_cudnn(pass, g, t, true, &plan, &cudnn_ms);
+  } catch (const Error& e) {
+    why_not = e.what();
+  }
+  plan.cudnn = found && cudnn_ms < im2col_ms;
+  char figures[96];
+  std::snprintf(figures, sizeof figures, "im2col %.1f us, cudnn %.1f us", im2col_ms * 1e3,
+                found ? cudnn_ms * 1e3 : 0.0);
+  plan.line = cat(what, ": ", plan.cudnn ? cat("cudnn algo ", plan.algo) : std::string("im2col"),
+                  " (", found ? std::string(figures) : why_not, ")");
+  return plan;
+}
+
+#else  // no cudnn.h at build time
+
+Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors&,
+               const std::function<void()>&) {
+  MINIDL_CHECK(conv_algorithm() != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for ",
+               "(cuda::set_conv_algorithm) but minidl was built without cudnn.h");
+  return {false, cat(describe(pass, g), ": im2col (built without cuDNN)")};
+}
+
+#endif
+
+}  // namespace
+
+bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
+                const std::function<void()>& im2col) {
+  if (conv_algorithm() == ConvAlgorithm::Im2col) return false;
+  const Key key = key_of(pass, g);
+  const Plan* plan = nullptr;
+  {
+    std::lock_guard lock(plans_mutex);
+    auto it = plans().find(key);
+    if (it != plans().end()) plan = &it->second;
+  }
+  if (!plan) {  // planning may run the GPU (Auto): outside the lock
+    Plan made = make_plan(pass, g, t, im2col);
+    std::lock_guard lock(plans_mutex);
+    plan = &plans().emplace(key, std::move(made)).first->second;
+  }
+  if (!plan->cudnn) return false;
+#ifdef MINIDL_CUDNN
+  run_cudnn(pass, *plan, t);
+#endif
+  return true;
+}
+
+void prepare_cudnn_for_capture() {
+#ifdef MINIDL_CUDNN
+  if (conv_algorithm() == ConvAlgorithm::Cudnn && cudnn()) (void)handle();
+#endif
+}
+
+std::vector<std::string> conv_choice_lines() {
+  std::lock_guard lock(plans_mutex);
+  std::vector<std::string> lines;
+  for (const auto& [key, plan] : plans()) lines.push_back(plan.line);
+  return lines;
+}
+
+}  // namespace minidl::cuda
