@@ -1,7 +1,6 @@
 // NCCL communicator (see nccl.h). COMPILED, NOT YET RUN ON A GPU.
 #include "parallel/backend/nccl.h"
 
-#include <dlfcn.h>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -9,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "framework/backend/cuda/runtime.h"
@@ -43,34 +41,25 @@ struct Nccl {
 const Nccl* nccl(std::string* why = nullptr) {
   static std::string failure;
   static const Nccl* table = []() -> const Nccl* {
-    const std::string library = "libnccl.so." + std::to_string(NCCL_MAJOR);
-    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      failure = cat("cannot open ", library, ": ", dlerror());
-      return nullptr;
-    }
+    cuda::Library lib("libnccl.so." + std::to_string(NCCL_MAJOR));
     static Nccl t{};
-    bool complete = true;
-    auto entry = [&](auto& slot, const char* name) {
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, name));
-      if (!slot && complete) failure = cat(library, " has no ", name), complete = false;
-    };
-    entry(t.get_version, "ncclGetVersion");
-    entry(t.get_unique_id, "ncclGetUniqueId");
-    entry(t.comm_init_rank, "ncclCommInitRank");
-    entry(t.comm_destroy, "ncclCommDestroy");
-    entry(t.comm_abort, "ncclCommAbort");
-    entry(t.comm_get_async_error, "ncclCommGetAsyncError");
-    entry(t.get_error_string, "ncclGetErrorString");
-    entry(t.all_reduce, "ncclAllReduce");
-    entry(t.broadcast, "ncclBroadcast");
-    entry(t.all_gather, "ncclAllGather");
-    entry(t.reduce_scatter, "ncclReduceScatter");
-    entry(t.send, "ncclSend");
-    entry(t.recv, "ncclRecv");
-    entry(t.group_start, "ncclGroupStart");
-    entry(t.group_end, "ncclGroupEnd");
-    return complete ? &t : nullptr;
+    lib.get(t.get_version, "ncclGetVersion");
+    lib.get(t.get_unique_id, "ncclGetUniqueId");
+    lib.get(t.comm_init_rank, "ncclCommInitRank");
+    lib.get(t.comm_destroy, "ncclCommDestroy");
+    lib.get(t.comm_abort, "ncclCommAbort");
+    lib.get(t.comm_get_async_error, "ncclCommGetAsyncError");
+    lib.get(t.get_error_string, "ncclGetErrorString");
+    lib.get(t.all_reduce, "ncclAllReduce");
+    lib.get(t.broadcast, "ncclBroadcast");
+    lib.get(t.all_gather, "ncclAllGather");
+    lib.get(t.reduce_scatter, "ncclReduceScatter");
+    lib.get(t.send, "ncclSend");
+    lib.get(t.recv, "ncclRecv");
+    lib.get(t.group_start, "ncclGroupStart");
+    lib.get(t.group_end, "ncclGroupEnd");
+    failure = lib.failure();
+    return failure.empty() ? &t : nullptr;
   }();
   if (!table && why) *why = failure;
   return table;

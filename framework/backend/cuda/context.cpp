@@ -33,25 +33,32 @@ void warn(cudaError_t e, const char* call, const char* file, int line) {
                cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+Library::Library(const std::string& name)
+    : name_(name), handle_(dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+  if (!handle_) failure_ = cat("cannot open ", name, ": ", dlerror());
+}
+
+void* Library::find(const char* entry) {
+  if (!handle_) return nullptr;
+  void* p = dlsym(handle_, entry);
+  if (!p && failure_.empty()) failure_ = cat(name_, " has no ", entry);
+  return p;
+}
+
 const Cublas& cublas() {
   static const Cublas table = [] {
-    const std::string library = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle)
-      throw Error(cat("CUDA backend: cannot open ", library, " (cuBLAS ", CUBLAS_VER_MAJOR,
-                      ", which this build was compiled against): ", dlerror()));
-    auto entry = [&](auto& slot, const char* name) {
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, name));
-      if (!slot) throw Error(cat("CUDA backend: ", library, " has no ", name));
-    };
+    Library lib("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR));
     Cublas t{};
-    entry(t.create, "cublasCreate_v2");
-    entry(t.set_stream, "cublasSetStream_v2");
-    entry(t.set_math_mode, "cublasSetMathMode");
-    entry(t.set_workspace, "cublasSetWorkspace_v2");
-    entry(t.sgemm_strided_batched, "cublasSgemmStridedBatched_64");
-    entry(t.status_name, "cublasGetStatusName");
-    entry(t.status_string, "cublasGetStatusString");
+    lib.get(t.create, "cublasCreate_v2");
+    lib.get(t.set_stream, "cublasSetStream_v2");
+    lib.get(t.set_math_mode, "cublasSetMathMode");
+    lib.get(t.set_workspace, "cublasSetWorkspace_v2");
+    lib.get(t.sgemm_strided_batched, "cublasSgemmStridedBatched_64");
+    lib.get(t.status_name, "cublasGetStatusName");
+    lib.get(t.status_string, "cublasGetStatusString");
+    if (!lib.failure().empty())
+      throw Error(cat("CUDA backend: cuBLAS ", CUBLAS_VER_MAJOR, ", which this build was compiled "
+                      "against: ", lib.failure()));
     return t;
   }();
   return table;

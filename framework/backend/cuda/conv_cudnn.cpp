@@ -26,11 +26,9 @@
 
 #ifdef MINIDL_CUDNN
 #include <cudnn.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 // The convolution entries are cuDNN 9's "legacy" API, marked deprecated in
 // favour of its graph API; they are what minidl needs and are still shipped.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -119,38 +117,29 @@ struct Cudnn {
 std::string failure;
 const Cudnn* cudnn() {
   static const Cudnn* table = []() -> const Cudnn* {
-    const std::string library = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
-    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      failure = cat("cannot open ", library, ": ", dlerror());
-      return nullptr;
-    }
+    Library lib("libcudnn.so." + std::to_string(CUDNN_MAJOR));
     static Cudnn t{};
-    bool complete = true;
-    auto entry = [&](auto& slot, const char* name) {
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(handle, name));
-      if (!slot && complete) failure = cat(library, " has no ", name), complete = false;
-    };
-    entry(t.create, "cudnnCreate");
-    entry(t.set_stream, "cudnnSetStream");
-    entry(t.error_string, "cudnnGetErrorString");
-    entry(t.create_tensor, "cudnnCreateTensorDescriptor");
-    entry(t.set_tensor, "cudnnSetTensor4dDescriptor");
-    entry(t.create_filter, "cudnnCreateFilterDescriptor");
-    entry(t.set_filter, "cudnnSetFilter4dDescriptor");
-    entry(t.create_conv, "cudnnCreateConvolutionDescriptor");
-    entry(t.set_conv, "cudnnSetConvolution2dDescriptor");
-    entry(t.set_math, "cudnnSetConvolutionMathType");
-    entry(t.heuristic_fwd, "cudnnGetConvolutionForwardAlgorithm_v7");
-    entry(t.heuristic_data, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    entry(t.heuristic_filter, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    entry(t.find_fwd, "cudnnFindConvolutionForwardAlgorithmEx");
-    entry(t.find_data, "cudnnFindConvolutionBackwardDataAlgorithmEx");
-    entry(t.find_filter, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
-    entry(t.forward, "cudnnConvolutionForward");
-    entry(t.backward_data, "cudnnConvolutionBackwardData");
-    entry(t.backward_filter, "cudnnConvolutionBackwardFilter");
-    return complete ? &t : nullptr;
+    lib.get(t.create, "cudnnCreate");
+    lib.get(t.set_stream, "cudnnSetStream");
+    lib.get(t.error_string, "cudnnGetErrorString");
+    lib.get(t.create_tensor, "cudnnCreateTensorDescriptor");
+    lib.get(t.set_tensor, "cudnnSetTensor4dDescriptor");
+    lib.get(t.create_filter, "cudnnCreateFilterDescriptor");
+    lib.get(t.set_filter, "cudnnSetFilter4dDescriptor");
+    lib.get(t.create_conv, "cudnnCreateConvolutionDescriptor");
+    lib.get(t.set_conv, "cudnnSetConvolution2dDescriptor");
+    lib.get(t.set_math, "cudnnSetConvolutionMathType");
+    lib.get(t.heuristic_fwd, "cudnnGetConvolutionForwardAlgorithm_v7");
+    lib.get(t.heuristic_data, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    lib.get(t.heuristic_filter, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    lib.get(t.find_fwd, "cudnnFindConvolutionForwardAlgorithmEx");
+    lib.get(t.find_data, "cudnnFindConvolutionBackwardDataAlgorithmEx");
+    lib.get(t.find_filter, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+    lib.get(t.forward, "cudnnConvolutionForward");
+    lib.get(t.backward_data, "cudnnConvolutionBackwardData");
+    lib.get(t.backward_filter, "cudnnConvolutionBackwardFilter");
+    failure = lib.failure();
+    return failure.empty() ? &t : nullptr;
   }();
   return table;
 }

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "framework/backend/cuda/cuda.h"
 
@@ -18,6 +19,25 @@ namespace minidl::cuda {
 inline void check(cudaError_t e, const char* call, const char* file, int line) {
   if (e != cudaSuccess) fail(file, line, call, cudaGetErrorName(e), cudaGetErrorString(e));
 }
+// A shared library opened by name (dlopen) and its functions looked up by
+// name: cuBLAS, cuDNN and NCCL are opened at their first use, not linked.
+// failure() names the first thing missing, the library or an entry; empty
+// when all were found.
+class Library {
+ public:
+  explicit Library(const std::string& name);
+  template <class F>
+  void get(F*& slot, const char* entry) {
+    slot = reinterpret_cast<F*>(find(entry));
+  }
+  const std::string& failure() const { return failure_; }
+
+ private:
+  void* find(const char* entry);
+  std::string name_, failure_;
+  void* handle_;
+};
+
 // cuBLAS is opened at its first use (dlopen of libcublas.so.<major>), not
 // linked: loading it costs a process about 150 MB of resident memory (a
 // program linked with -lcublas starts at 155 MB, with -lcudart at 1.5 MB),
