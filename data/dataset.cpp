@@ -147,6 +147,11 @@ struct Epoch::State {
                    b.data.defined() ? to_string(b.data.shape()) : "an undefined tensor",
                    "; it must keep dim 0 (the ", count, " samples)");
     }
+    if (pin_for != Device::CPU && !b.data.is_pinned()) {  // a transform made a new tensor
+      Tensor pinned = Tensor::empty_pinned(b.data.shape(), b.data.dtype(), pin_for);
+      pinned.copy_(b.data);
+      b.data = pinned;
+    }
     return b;
   }
 

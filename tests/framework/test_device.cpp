@@ -428,6 +428,18 @@ SEAM_CASE("batches gathered into pinned blocks for the device hold the same valu
     CHECK(i == want.size());
     CHECK(Emulated::pinned_allocs - allocs == 2 * static_cast<int64_t>(want.size()));
   }
+  // an augmentation returns a new tensor: the batch is pinned after it
+  const data::BatchDataset shifted = set.augment(data::RandomShift(1, 7, -1)).shuffle(5).batch(4);
+  std::vector<data::Batch> want;
+  for (auto& b : shifted.epoch(2)) want.push_back(b);
+  size_t i = 0;
+  for (auto& b : shifted.prefetch(2).pin_memory(kDev).epoch(2)) {
+    REQUIRE(i < want.size());
+    CHECK(b.data.is_pinned());
+    CHECK(!want[i].data.is_pinned());
+    CHECK(b.data.to_float_vector() == want[i++].data.to_float_vector());
+  }
+  CHECK(i == want.size());
   // pinning for the CPU is no pinning at all
   CHECK(!Tensor::empty_pinned({3}, kFloat32, Device::CPU).is_pinned());
   Tensor t = Tensor::empty_pinned({2, 3}, kInt64, kDev);
