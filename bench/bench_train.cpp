@@ -9,8 +9,10 @@
 // --device cuda trains on the GPU (the timed chunks end with a device
 // synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
 // Prints minidl's `samples/s=R`, `peak_rss_mb=M` (and on a GPU `peak_device_mb`,
-// the live tensors' peak) and `gflops=G` (samples/s
-// times the model's FLOPs per training sample), then, in a single process,
+// the live tensors' peak after the warm-up, and `graph_pool_mb`, what graph
+// replays held) and
+// `gflops=G` (samples/s times the model's FLOPs per training sample), then,
+// in a single process,
 // `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
 // after training), `ceiling_share=G/S`, and `floor_step_us` (a step's FLOPs
 // at that rate) beside `step_us`; then runs the twin after it (never
@@ -73,6 +75,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
   for (const std::string& style : styles)
     for (long i = 0; i < warmup; ++i) step(style);
   device.synchronize();
+  reset_peak_memory(x.device());  // the steady state's peak, as the Python twin's
   const long chunk = std::max(1L, steps / 10);
   std::vector<std::vector<double>> rates(styles.size());
   for (long done = 0; done < steps; done += chunk) {
@@ -228,7 +231,9 @@ int main(int argc, char** argv) {
   if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
   if (device != Device::CPU)  // tensors' bytes at their peak (the allocator's pool holds more)
-    std::printf("peak_device_mb=%.1f\n", memory_stats(device).peak_bytes / 1048576.0);
+    std::printf("peak_device_mb=%.1f\ngraph_pool_mb=%.1f\n",
+                memory_stats(device).peak_bytes / 1048576.0,
+                memory_stats(device).graph_bytes / 1048576.0);
   // Achieved GFLOP/s against the sgemm ceiling measured now, on the same threads
   // (one process; under mpirun the ranks share the cores, so no ceiling there).
   const double gflops = ours * flops_per_sample(model) * 1e-9;

@@ -6,7 +6,7 @@ batch (inputs [B, 1, 28, 28] for lenet, [B, 784] for mlp; labels uniform in
 0..9), W untimed then N timed steps of Momentum SGD (lr 0.01, momentum 0.9)
 on cross entropy, in about ten chunks; prints `samples/s=R` (the median chunk
 rate), `peak_rss_mb=M` and, on a GPU, `peak_device_mb=D` (the most bytes
-tensors held, torch.cuda.max_memory_allocated). Each chunk ends with a device
+tensors held after the warm-up, torch.cuda.max_memory_allocated). Each chunk ends with a device
 synchronisation, as bench_train's do. This is PyTorch as its users run it
 (Python, eager); it is the twin for --device cuda, where the C++ twin would
 need a libtorch built for the GPU:
@@ -73,6 +73,8 @@ def main():
     for _ in range(1, a.warmup):
         step()
     sync()
+    if a.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()  # the steady state's peak, as bench_train's
     chunk = max(1, a.steps // 10)
     rates, done, loss = [], 0, None
     while done < a.steps:

@@ -44,8 +44,8 @@ void Graph::capture(const std::function<void()>& work) {
   MINIDL_CHECK(!active, "cuda::Graph::capture: a capture is already in progress on this thread");
   reset();
   Capture c;
-  active = &c;
   k.capture_begin();
+  active = &c;
   try {
     work();
   } catch (...) {

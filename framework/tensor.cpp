@@ -37,7 +37,7 @@ int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
 // ---- storage ----
 MemoryStats memory_stats(Device d) {
   const Kernels& k = kernels(d);
-  return {k.current_bytes(), k.peak_bytes()};
+  return {k.current_bytes(), k.peak_bytes(), k.graph_bytes ? k.graph_bytes() : 0};
 }
 void reset_peak_memory(Device d) { kernels(d).reset_peak(); }
 

@@ -43,8 +43,11 @@ struct Storage {
 
 // Bytes held by live tensor storages (owned ones) on a device, and the peak
 // since the last reset: a measure of activation memory for tests and benchmarks.
+// Live tensors' bytes now and at their peak. graph_bytes: the most memory
+// CUDA graph replays have held at once (their own pool, apart from the
+// tensors' bytes; 0 elsewhere).
 struct MemoryStats {
-  int64_t current_bytes = 0, peak_bytes = 0;
+  int64_t current_bytes = 0, peak_bytes = 0, graph_bytes = 0;
 };
 MemoryStats memory_stats(Device device = Device::CPU);
 void reset_peak_memory(Device device = Device::CPU);  // peak := current

@@ -212,6 +212,9 @@ struct Kernels {
   void (*feed_end)(void* graph);
   void (*destroy_graph)(void* graph);  // waits for its replays to finish
   int64_t (*graph_kernels)(void* graph);  // the kernel launches one replay makes
+  // The most device memory the graphs' replays have held at once (CUDA's
+  // graph memory pool), apart from current/peak_bytes; null: 0.
+  int64_t (*graph_bytes)();
 };
 
 namespace cuda {

@@ -73,6 +73,7 @@ const Kernels& table() {
       .feed_end = nullptr,
       .destroy_graph = nullptr,
       .graph_kernels = nullptr,
+      .graph_bytes = nullptr,
   };
   return k;
 }

@@ -86,6 +86,7 @@ cudaStream_t stream() {
 
 cublasHandle_t blas_handle() {
   static cublasHandle_t h = [] {
+    (void)stream();  // binds this thread to the process's GPU first
     cublasHandle_t created = nullptr;
     CUBLAS_CHECK(cublas().create(&created));
     CUBLAS_CHECK(cublas().set_stream(created, stream()));

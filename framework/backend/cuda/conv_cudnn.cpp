@@ -152,6 +152,7 @@ void check(cudnnStatus_t s, const char* call, const char* file, int line) {
 
 cudnnHandle_t handle() {
   static cudnnHandle_t h = [] {
+    (void)stream();  // binds this thread to the process's GPU first
     cudnnHandle_t created = nullptr;
     CUDNN_CHECK(cudnn()->create(&created));
     CUDNN_CHECK(cudnn()->set_stream(created, stream()));
@@ -223,7 +224,8 @@ template <class Perf>
 const Perf* first_usable(const Perf* results, int count, bool tf32) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
-    const bool math_ok = tf32 || r.mathType == CUDNN_FMA_MATH || r.mathType == CUDNN_DEFAULT_MATH;
+    const bool math_ok = r.mathType == CUDNN_FMA_MATH || r.mathType == CUDNN_DEFAULT_MATH ||
+                         (tf32 && r.mathType == CUDNN_TENSOR_OP_MATH);  // never down to float16
     if (r.status == CUDNN_STATUS_SUCCESS && r.determinism == CUDNN_DETERMINISTIC && math_ok &&
         r.memory <= kWorkspaceCap)
       return &r;
@@ -231,51 +233,67 @@ const Perf* first_usable(const Perf* results, int count, bool tf32) {
   return nullptr;
 }
 
-// Asks cuDNN for the pass's algorithms: measured (cudnnFind*Ex, which runs
-// them on `t`) or by heuristic; the usable fastest in *plan. False if none.
+// One pass's pick: cuDNN's heuristic ranks the algorithms (host only); to
+// measure, cudnnFind*Ex then runs every one whose workspace fits (the most
+// any ranked algorithm asks, within the cap) and ranks them by time. The
+// first usable one goes into *plan; false if none.
+template <class Perf, class Heuristic, class Find>
+bool pick(const Heuristic& heuristic, const Find& find, bool measure, cudnnConvolutionDescriptor_t conv,
+          Plan* plan, float* ms) {
+  constexpr int kMax = 16;
+  Perf r[kMax];
+  int count = 0;
+  CUDNN_CHECK(heuristic(kMax, &count, r));
+  if (measure) {
+    size_t bytes = 0;
+    for (int i = 0; i < count; ++i)
+      if (r[i].status == CUDNN_STATUS_SUCCESS && r[i].memory <= kWorkspaceCap)
+        bytes = std::max(bytes, r[i].memory);
+    Scratch<char> workspace(static_cast<int64_t>(bytes));
+    CUDNN_CHECK(find(kMax, &count, r, workspace.data(), bytes));
+  }
+  const bool tf32 = allow_tf32();
+  const Perf* best = first_usable(r, count, tf32);
+  if (!best) return false;
+  plan->algo = static_cast<int>(best->algo);
+  plan->workspace = best->memory;
+  *ms = best->time;
+  // TF32 off: the descriptor stays at FMA math, so no pick uses tensor
+  // cores; on: the pick runs with the math it was ranked with
+  if (tf32) CUDNN_CHECK(cudnn()->set_math(conv, best->mathType));
+  return true;
+}
+
+// Asks cuDNN for the pass's algorithm (measured or by heuristic, see pick)
+// and makes the plan's descriptors.
 bool pick_cudnn(ConvPass pass, const ConvGeometry& g, const ConvTensors& t, bool measure,
                 Plan* plan, float* ms) {
   const Cudnn& c = *cudnn();
-  // TF32 off: the descriptor stays at FMA math, so no result uses tensor
-  // cores; on: each result runs with the math it was measured with
-  const bool tf32 = allow_tf32();
-  plan->d = describe_for_cudnn(g, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  plan->d = describe_for_cudnn(g, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
   const Descriptors& d = plan->d;
-  constexpr int kMax = 16;
-  int count = 0;
-  auto take = [&](const auto* r) {
-    if (!r) return false;
-    plan->algo = static_cast<int>(r->algo);
-    plan->workspace = r->memory;
-    *ms = r->time;
-    if (tf32) CUDNN_CHECK(c.set_math(d.conv, r->mathType));
-    return true;
-  };
-  Scratch<char> workspace(measure ? static_cast<int64_t>(kWorkspaceCap) : 0);
-  void* ws = workspace.data();
-  float* out = t.out;
+  cudnnHandle_t h = handle();
   switch (pass) {
-    case ConvPass::Forward: {
-      cudnnConvolutionFwdAlgoPerf_t r[kMax];
-      CUDNN_CHECK(measure ? c.find_fwd(handle(), d.x, t.x, d.w, t.w, d.conv, d.y, out, kMax,
-                                       &count, r, ws, kWorkspaceCap)
-                          : c.heuristic_fwd(handle(), d.x, d.w, d.conv, d.y, kMax, &count, r));
-      return take(first_usable(r, count, tf32));
-    }
-    case ConvPass::InputGrad: {
-      cudnnConvolutionBwdDataAlgoPerf_t r[kMax];
-      CUDNN_CHECK(measure ? c.find_data(handle(), d.w, t.w, d.y, t.y, d.conv, d.x, out, kMax,
-                                        &count, r, ws, kWorkspaceCap)
-                          : c.heuristic_data(handle(), d.w, d.y, d.conv, d.x, kMax, &count, r));
-      return take(first_usable(r, count, tf32));
-    }
-    case ConvPass::WeightGrad: {
-      cudnnConvolutionBwdFilterAlgoPerf_t r[kMax];
-      CUDNN_CHECK(measure ? c.find_filter(handle(), d.x, t.x, d.y, t.y, d.conv, d.w, out, kMax,
-                                          &count, r, ws, kWorkspaceCap)
-                          : c.heuristic_filter(handle(), d.x, d.y, d.conv, d.w, kMax, &count, r));
-      return take(first_usable(r, count, tf32));
-    }
+    case ConvPass::Forward:
+      return pick<cudnnConvolutionFwdAlgoPerf_t>(
+          [&](int max, int* n, auto* r) { return c.heuristic_fwd(h, d.x, d.w, d.conv, d.y, max, n, r); },
+          [&](int max, int* n, auto* r, void* ws, size_t bytes) {
+            return c.find_fwd(h, d.x, t.x, d.w, t.w, d.conv, d.y, t.out, max, n, r, ws, bytes);
+          },
+          measure, d.conv, plan, ms);
+    case ConvPass::InputGrad:
+      return pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+          [&](int max, int* n, auto* r) { return c.heuristic_data(h, d.w, d.y, d.conv, d.x, max, n, r); },
+          [&](int max, int* n, auto* r, void* ws, size_t bytes) {
+            return c.find_data(h, d.w, t.w, d.y, t.y, d.conv, d.x, t.out, max, n, r, ws, bytes);
+          },
+          measure, d.conv, plan, ms);
+    case ConvPass::WeightGrad:
+      return pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+          [&](int max, int* n, auto* r) { return c.heuristic_filter(h, d.x, d.y, d.conv, d.w, max, n, r); },
+          [&](int max, int* n, auto* r, void* ws, size_t bytes) {
+            return c.find_filter(h, d.x, t.x, d.y, t.y, d.conv, d.w, t.out, max, n, r, ws, bytes);
+          },
+          measure, d.conv, plan, ms);
   }
   return false;
 }
@@ -337,6 +355,8 @@ Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
     found = pick_cudnn(pass, g, t, true, &plan, &cudnn_ms);
   } catch (const Error& e) {
     why_not = e.what();
+  } catch (const std::bad_alloc&) {
+    why_not = "cuDNN: no device memory for its workspace";
   }
   plan.cudnn = found && cudnn_ms < im2col_ms;
   char figures[96];
@@ -362,7 +382,8 @@ Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors&,
 
 bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
                 const std::function<void()>& im2col) {
-  if (conv_algorithm() == ConvAlgorithm::Im2col) return false;
+  const bool empty = g.N * g.C * g.OC * g.OH * g.OW == 0;  // im2col's fills handle these
+  if (conv_algorithm() == ConvAlgorithm::Im2col || empty) return false;
   const Key key = key_of(pass, g);
   const Plan* plan = nullptr;
   {
@@ -370,7 +391,9 @@ bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
     auto it = plans().find(key);
     if (it != plans().end()) plan = &it->second;
   }
-  if (!plan) {  // planning may run the GPU (Auto): outside the lock
+  if (!plan) {  // planning may run the GPU (Auto): outside the lookup's lock, one at a time
+    static std::mutex planning;  // the cuDNN handle is not for two threads at once
+    std::lock_guard one_at_a_time(planning);
     Plan made = make_plan(pass, g, t, im2col);
     std::lock_guard lock(plans_mutex);
     plan = &plans().emplace(key, std::move(made)).first->second;

@@ -53,10 +53,10 @@ void settle_blocks(GraphState& g) {
 
 }  // namespace
 
-void note_allocated(void* p) {
+void note_allocated(void* p, bool on_compute_stream) {
   std::lock_guard lock(blocks_mutex);
-  never.erase(p);  // the address is a real block again (a later graph's)
-  if (capturing) capturing->made.insert(p);
+  never.erase(p);  // the address is a real block again
+  if (capturing && on_compute_stream) capturing->made.insert(p);
 }
 
 bool free_later(void* p) {
@@ -149,5 +149,11 @@ void feed_end(void*) { feeding = nullptr; }
 void destroy_graph(void* graph) { delete static_cast<GraphState*>(graph); }
 
 int64_t graph_kernels(void* graph) { return static_cast<GraphState*>(graph)->kernels; }
+
+int64_t graph_bytes() {
+  uint64_t high = 0;
+  CUDA_CHECK(cudaDeviceGetGraphMemAttribute(bind(), cudaGraphMemAttrUsedMemHigh, &high));
+  return static_cast<int64_t>(high);
+}
 
 }  // namespace minidl::cuda

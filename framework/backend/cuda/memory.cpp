@@ -161,6 +161,7 @@ void* upload(const void* src, size_t n) {
   }
   CUDA_CHECK(e);
   counted.add(static_cast<int64_t>(n));
+  note_allocated(p, false);
   cudaEvent_t copied = nullptr;
   e = n ? cudaMemcpyAsync(p, src, n, cudaMemcpyHostToDevice, copies) : cudaSuccess;
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);

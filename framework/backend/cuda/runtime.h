@@ -107,7 +107,9 @@ ArgSlot* graph_args(size_t bytes);
 // either a block made before the capture (freed when the capture ends) or
 // one made in a capture and still live at its end (the graph is never
 // launched, the front end refuses it, so that block never existed).
-void note_allocated(void* p);
+// An upload's block is on the copy stream, never captured: note_allocated(p,
+// false) only tells graph.cpp the address is a real block again.
+void note_allocated(void* p, bool on_compute_stream = true);
 bool free_later(void* p);
 
 // ---- graphs (graph.cpp): the table's capture and replay entries ----
@@ -118,6 +120,7 @@ void feed_begin(void* graph);
 void feed_end(void* graph);
 void destroy_graph(void* graph);
 int64_t graph_kernels(void* graph);
+int64_t graph_bytes();
 
 // Threads per block for the simple kernels, and a grid for a grid-stride loop
 // over n items (capped: each thread then takes several).

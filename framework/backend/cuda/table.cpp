@@ -60,6 +60,7 @@ const Kernels* table_if_present() {
       .feed_end = feed_end,
       .destroy_graph = destroy_graph,
       .graph_kernels = graph_kernels,
+      .graph_bytes = graph_bytes,
   };
   return &k;
 }
