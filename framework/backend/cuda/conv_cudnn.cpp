@@ -9,9 +9,10 @@
 //           deterministic cuDNN algorithm (cudnnFind*Ex) and keeps the faster;
 //           inside a capture, where nothing may be timed, im2col, kept as well,
 //           so eager steps and replays compute the same bits.
-// With TF32 off only CUDNN_FMA_MATH algorithms qualify (no tensor cores).
+// With TF32 off the descriptors ask for FMA math: no tensor cores.
 // libcudnn.so.9 is opened at first use, as cuBLAS is; without cudnn.h at build
 // time (MINIDL_CUDNN undefined) Auto means im2col and Cudnn throws.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -27,7 +28,6 @@
 #ifdef MINIDL_CUDNN
 #include <cudnn.h>
 
-#include <algorithm>
 #include <climits>
 // The convolution entries are cuDNN 9's "legacy" API, marked deprecated in
 // favour of its graph API; they are what minidl needs and are still shipped.
