@@ -230,10 +230,11 @@ int main(int argc, char** argv) {
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
   std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
-  if (device != Device::CPU)  // tensors' bytes at their peak (the allocator's pool holds more)
-    std::printf("peak_device_mb=%.1f\ngraph_pool_mb=%.1f\n",
-                memory_stats(device).peak_bytes / 1048576.0,
-                memory_stats(device).graph_bytes / 1048576.0);
+  if (device != Device::CPU) {  // tensors' bytes at their peak (the allocator's pool holds more)
+    const MemoryStats used = memory_stats(device);
+    std::printf("peak_device_mb=%.1f\ngraph_pool_mb=%.1f\n", used.peak_bytes / 1048576.0,
+                used.graph_bytes / 1048576.0);
+  }
   // Achieved GFLOP/s against the sgemm ceiling measured now, on the same threads
   // (one process; under mpirun the ranks share the cores, so no ceiling there).
   const double gflops = ours * flops_per_sample(model) * 1e-9;

@@ -136,7 +136,9 @@ struct Epoch::State {
   Batch make(int64_t step) const {
     const int64_t start = step * batch_size;
     const int64_t count = std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - start);
-    Batch b{gather_rows(data, order.data() + start, count, pin_for),
+    // data is pinned once: after the transforms, when there are some (each returns a new tensor)
+    const Device data_pin = augments.empty() ? pin_for : Device::CPU;
+    Batch b{gather_rows(data, order.data() + start, count, data_pin),
             gather_rows(labels, order.data() + start, count, pin_for)};
     const std::span<const int64_t> index(order.data() + start, static_cast<size_t>(count));
     for (const BatchTransform& augment : augments) {
@@ -147,7 +149,7 @@ struct Epoch::State {
                    b.data.defined() ? to_string(b.data.shape()) : "an undefined tensor",
                    "; it must keep dim 0 (the ", count, " samples)");
     }
-    if (pin_for != Device::CPU && !b.data.is_pinned()) {  // a transform made a new tensor
+    if (pin_for != Device::CPU && !b.data.is_pinned()) {
       Tensor pinned = Tensor::empty_pinned(b.data.shape(), b.data.dtype(), pin_for);
       pinned.copy_(b.data);
       b.data = pinned;

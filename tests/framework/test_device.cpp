@@ -433,6 +433,7 @@ SEAM_CASE("batches gathered into pinned blocks for the device hold the same valu
   std::vector<data::Batch> want;
   for (auto& b : shifted.epoch(2)) want.push_back(b);
   size_t i = 0;
+  const int64_t allocs = Emulated::pinned_allocs;
   for (auto& b : shifted.prefetch(2).pin_memory(kDev).epoch(2)) {
     REQUIRE(i < want.size());
     CHECK(b.data.is_pinned());
@@ -440,6 +441,7 @@ SEAM_CASE("batches gathered into pinned blocks for the device hold the same valu
     CHECK(b.data.to_float_vector() == want[i++].data.to_float_vector());
   }
   CHECK(i == want.size());
+  CHECK(Emulated::pinned_allocs - allocs == 2 * static_cast<int64_t>(want.size()));  // data once
   // pinning for the CPU is no pinning at all
   CHECK(!Tensor::empty_pinned({3}, kFloat32, Device::CPU).is_pinned());
   Tensor t = Tensor::empty_pinned({2, 3}, kInt64, kDev);

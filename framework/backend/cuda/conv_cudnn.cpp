@@ -13,6 +13,7 @@
 // libcudnn.so.9 is opened at first use, as cuBLAS is; without cudnn.h at build
 // time (MINIDL_CUDNN undefined) Auto means im2col and Cudnn throws.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -51,11 +52,9 @@ struct Key {
   ConvPass pass;
   ConvAlgorithm setting;
   bool tf32;
-  int64_t dims[11];
+  std::array<int64_t, 11> dims;
   bool operator<(const Key& o) const {
-    return std::tie(pass, setting, tf32) < std::tie(o.pass, o.setting, o.tf32) ||
-           (std::tie(pass, setting, tf32) == std::tie(o.pass, o.setting, o.tf32) &&
-            std::lexicographical_compare(dims, dims + 11, o.dims, o.dims + 11));
+    return std::tie(pass, setting, tf32, dims) < std::tie(o.pass, o.setting, o.tf32, o.dims);
   }
 };
 
@@ -80,12 +79,6 @@ float time_ms(const std::function<void()>& work) {
   CUDA_WARN(cudaEventDestroy(start));
   CUDA_WARN(cudaEventDestroy(stop));
   return ms / kRuns;
-}
-
-bool capturing() {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(stream(), &status));
-  return status != cudaStreamCaptureStatusNone;
 }
 
 #ifdef MINIDL_CUDNN
@@ -330,10 +323,10 @@ Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
   const std::string what = describe(pass, g);
   Plan plan;
   if (!cudnn() || !fits_cudnn(g)) {
+    const std::string why = cudnn() ? "the sizes exceed cuDNN's int range" : failure;
     MINIDL_CHECK(setting != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for (",
-                 "cuda::set_conv_algorithm) but ", !cudnn() ? failure : "the sizes exceed its int range",
-                 " (", what, ")");
-    plan.line = cat(what, ": im2col (", !cudnn() ? failure : "sizes beyond cuDNN's", ")");
+                 "cuda::set_conv_algorithm) but ", why, " (", what, ")");
+    plan.line = cat(what, ": im2col (", why, ")");
     return plan;
   }
   float cudnn_ms = 0;
@@ -344,7 +337,7 @@ Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
     plan.line = cat(what, ": cudnn algo ", plan.algo, " (heuristic)");
     return plan;
   }
-  if (capturing()) {  // Auto inside a capture: nothing can be timed
+  if (capture_in_progress()) {  // Auto inside a capture: nothing can be timed
     plan.line = cat(what, ": im2col (first met inside a CUDA graph capture)");
     return plan;
   }

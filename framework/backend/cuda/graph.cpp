@@ -59,6 +59,11 @@ void note_allocated(void* p, bool on_compute_stream) {
   if (capturing && on_compute_stream) capturing->made.insert(p);
 }
 
+bool capture_in_progress() {
+  std::lock_guard lock(blocks_mutex);
+  return capturing != nullptr;
+}
+
 bool free_later(void* p) {
   std::lock_guard lock(blocks_mutex);
   if (never.erase(p)) return true;

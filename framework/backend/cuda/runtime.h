@@ -111,6 +111,7 @@ ArgSlot* graph_args(size_t bytes);
 // false) only tells graph.cpp the address is a real block again.
 void note_allocated(void* p, bool on_compute_stream = true);
 bool free_later(void* p);
+bool capture_in_progress();  // between capture_begin and capture_end
 
 // ---- graphs (graph.cpp): the table's capture and replay entries ----
 void capture_begin();
