@@ -24,6 +24,10 @@
 #include <vector>
 
 #include "framework/backend/kernels.h"
+#ifdef MINIDL_CUDA_ON_CPU
+#include "cuda_on_cpu/emulator.h"
+#include "cuda_on_cpu/runtime.h"
+#endif
 
 using namespace minidl;
 
@@ -55,7 +59,7 @@ void check_match(const Tensor& on_cuda, const Tensor& on_cpu, const char* what, 
   CHECK(on_cuda.device() == kCuda);
   CHECK(on_cuda.dtype() == on_cpu.dtype());
   const double err = rel_error(on_cuda, on_cpu);
-  INFO(what << " " << on_cpu.shape() << ": max relative error " << err);
+  INFO(std::string(what) << " " << on_cpu.shape() << ": max relative error " << err);
   CHECK(err <= tol);
 }
 
@@ -64,7 +68,7 @@ using Op = std::function<Tensor(const std::vector<Tensor>&)>;
 // Runs op on CPU inputs and on CUDA copies of them and compares the outputs,
 // then backpropagates sum(out * r) (r random, the same on both) and compares
 // the gradients of every float32 input.
-void check_op(const char* name, const Op& op, const std::vector<Tensor>& inputs,
+void check_op(const std::string& name, const Op& op, const std::vector<Tensor>& inputs,
               double tol = 1e-5) {
   CAPTURE(name);
   std::vector<Tensor> on_cpu, on_cuda;
@@ -314,7 +318,7 @@ TEST_CASE("cuda: conv2d by cuDNN, and Auto's choice per shape and pass") {
                  Tensor::ones({1, 1, 2, 2}, kFloat32, kCuda), Tensor());
   } catch (const Error& e) {  // no libcudnn.so.9 here, or a build without cudnn.h
     cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
-    MESSAGE("cuda: cuDNN unavailable, its conv2d case skipped: " << e.what());
+    MESSAGE("cuda: cuDNN unavailable, its conv2d case skipped: " << std::string(e.what()));
     return;
   }
   check_conv2d();
@@ -405,7 +409,7 @@ TEST_CASE("cuda: SGD, Momentum, Adam and AdamW take the same steps") {
       {"AdamW", [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
   };
   for (const auto& entry : optimizers) {
-    const auto& name = entry.first;
+    const std::string name = entry.first;
     const auto& make = entry.second;
     CAPTURE(name);
     std::vector<Tensor> on_cpu, on_cuda;
@@ -572,7 +576,19 @@ REGISTER_REPORTER("count", 1, CountReporter);
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (device_available(kCuda)) return doctest::Context(argc, argv).run();
+#ifdef MINIDL_CUDA_ON_CPU
+  testing::install_cuda_on_cpu();  // the backend's kernel code, run by the emulator
+#endif
+  if (device_available(kCuda)) {
+    const int status = doctest::Context(argc, argv).run();
+#ifdef MINIDL_CUDA_ON_CPU
+    const gpu_emu::Counts c = gpu_emu::counts();
+    std::printf("cuda_on_cpu: %lld kernel launches, %lld GPU threads emulated, %lld switches\n",
+                static_cast<long long>(c.launches), static_cast<long long>(c.threads),
+                static_cast<long long>(c.switches));
+#endif
+    return status;
+  }
   const char* listing[] = {argv[0], "--list-test-cases", "--reporters=count"};
   doctest::Context(3, listing).run();
   std::printf("cuda: no CUDA device, %u cases skipped\n", CountReporter::cases);

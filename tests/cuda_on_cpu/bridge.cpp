@@ -1,0 +1,11 @@
+// The two settings the emulated kernels read from the library's public API
+// (framework/device.h). This file is compiled without runtime.cpp's renaming
+// of `cuda`, so it reaches the library's own minidl::cuda.
+#include "framework/device.h"
+
+namespace minidl::cuda_on_cpu {
+
+bool allow_tf32() { return cuda::allow_tf32(); }
+bool cudnn_forced() { return cuda::conv_algorithm() == cuda::ConvAlgorithm::Cudnn; }
+
+}  // namespace minidl::cuda_on_cpu

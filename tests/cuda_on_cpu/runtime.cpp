@@ -1,0 +1,151 @@
+// The host side of the CUDA backend for the CUDA-on-CPU emulator
+// (emulator.h): what framework/backend/cuda/runtime.h and cuda.h declare and
+// context.cpp, memory.cpp and conv_cudnn.cpp define on a GPU, here on host
+// memory and OpenBLAS, and the kernel table of the emulated kernels.
+//
+// Like the rewritten .cu files, this file is compiled with -Dcuda=cuda_on_cpu:
+// every `minidl::cuda` below is minidl::cuda_on_cpu, apart from the library's
+// real CUDA backend that the same program may also hold.
+#include "cuda_on_cpu/runtime.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "framework/backend/cuda/cuda.h"
+#include "framework/backend/cuda/runtime.h"
+#include "framework/error.h"
+
+namespace minidl::cuda {
+
+bool cudnn_forced();  // bridge.cpp
+
+namespace {
+
+std::atomic<int64_t> live{0}, peak{0};
+
+// C = alpha op(A) op(B) + beta C, column-major, per batch; the argument
+// checks cuBLAS makes (its documentation of cublas<t>gemm) come first.
+cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
+                     int64_t n, int64_t k, const float* alpha, const float* a, int64_t lda,
+                     long long stride_a, const float* b, int64_t ldb, long long stride_b,
+                     const float* beta, float* c, int64_t ldc, long long stride_c,
+                     int64_t batch) {
+  const bool na = ta == CUBLAS_OP_N, nb = tb == CUBLAS_OP_N;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max<int64_t>(1, na ? m : k) ||
+      ldb < std::max<int64_t>(1, nb ? k : n) || ldc < std::max<int64_t>(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int64_t i = 0; i < batch; ++i)
+    cblas_sgemm(CblasColMajor, na ? CblasNoTrans : CblasTrans, nb ? CblasNoTrans : CblasTrans,
+                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), *alpha,
+                a + i * stride_a, static_cast<int>(lda), b + i * stride_b, static_cast<int>(ldb),
+                *beta, c + i * stride_c, static_cast<int>(ldc));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+[[noreturn]] void fail(const char* file, int line, const char* call, const char* name,
+                       const char* description) {
+  throw Error(cat(file, ":", line, ": ", call, ": ", name, " (", description, ")"));
+}
+
+int bind() { return 0; }
+cudaStream_t stream() { return nullptr; }
+cublasHandle_t blas_handle() {
+  static int handle;
+  return reinterpret_cast<cublasHandle_t>(&handle);
+}
+
+const Cublas& cublas() {
+  static const Cublas table{
+      .create = [](cublasHandle_t*) { return CUBLAS_STATUS_SUCCESS; },
+      .set_stream = [](cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; },
+      .set_math_mode = [](cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; },
+      .set_workspace = [](cublasHandle_t, void*, size_t) { return CUBLAS_STATUS_SUCCESS; },
+      .sgemm_strided_batched = sgemm,
+      .status_name = [](cublasStatus_t s) {
+        return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
+      },
+      .status_string = [](cublasStatus_t s) {
+        return s == CUBLAS_STATUS_SUCCESS ? "success" : "an invalid numeric value was used as an argument";
+      },
+  };
+  return table;
+}
+
+// No CUDA graphs here: kernels stage their own arguments.
+ArgSlot* graph_args(size_t) { return nullptr; }
+
+// Exactly n bytes (64-byte aligned), so that AddressSanitizer sees a kernel
+// that reads or writes past a buffer's end.
+void* allocate(size_t bytes) {
+  live += static_cast<int64_t>(bytes);
+  int64_t p = peak.load();
+  while (p < live.load() && !peak.compare_exchange_weak(p, live.load())) {
+  }
+  return ::operator new(bytes, std::align_val_t{64});
+}
+void deallocate(void* p, size_t bytes) {
+  live -= static_cast<int64_t>(bytes);
+  ::operator delete(p, std::align_val_t{64});
+}
+
+// The im2col path always; forcing cuDNN fails as it does where cuDNN is missing.
+bool cudnn_conv(ConvPass, const ConvGeometry&, const ConvTensors&, const std::function<void()>&) {
+  MINIDL_CHECK(!cudnn_forced(), "CUDA backend: cuDNN is not emulated on the CPU (tests/cuda_on_cpu)");
+  return false;
+}
+
+}  // namespace minidl::cuda
+
+namespace minidl::testing {
+
+void install_cuda_on_cpu() {
+  namespace k = minidl::cuda;
+  static const Kernels table = [] {
+    Kernels t{};
+    t.name = "cuda on cpu";
+    t.allocate = k::allocate;
+    t.deallocate = k::deallocate;
+    t.copy = [](void* dst, const void* src, size_t n, CopyKind) { std::memmove(dst, src, n); };
+    t.upload = nullptr;  // the front end allocates and copies
+    t.allocate_pinned = [](size_t n) { return ::operator new(n, std::align_val_t{64}); };
+    t.deallocate_pinned = [](void* p, size_t) { ::operator delete(p, std::align_val_t{64}); };
+    t.synchronize = [] {};
+    t.current_bytes = [] { return k::live.load(); };
+    t.peak_bytes = [] { return k::peak.load(); };
+    t.reset_peak = [] { k::peak = k::live.load(); };
+    t.fill = k::fill;
+    t.cast = k::cast;
+    t.permute = k::permute;
+    t.unary = k::unary;
+    t.binary = k::binary;
+    t.dropout = k::dropout;
+    t.reduce = k::reduce;
+    t.argmax = k::argmax;
+    t.softmax = k::softmax;
+    t.softmax_backward = k::softmax_backward;
+    t.gemm = k::gemm;
+    t.linear = k::linear;
+    t.transpose = k::transpose;
+    t.conv2d_forward = k::conv2d_forward;
+    t.conv2d_backward = k::conv2d_backward;
+    t.max_pool_forward = k::max_pool_forward;
+    t.max_pool_backward = k::max_pool_backward;
+    t.avg_pool_forward = k::avg_pool_forward;
+    t.avg_pool_backward = k::avg_pool_backward;
+    t.gather = k::gather;
+    t.gather_backward = k::gather_backward;
+    t.cross_entropy_forward = k::cross_entropy_forward;
+    t.cross_entropy_backward = k::cross_entropy_backward;
+    t.update = k::update;
+    return t;
+  }();
+  set_kernels(Device::CUDA, &table);
+}
+
+}  // namespace minidl::testing
