@@ -550,6 +550,19 @@ TEST_CASE("cuda: pinned host blocks copy to the device asynchronously and are no
   CHECK(i == want.size());
 }
 
+TEST_CASE("cuda: grid-stride kernels cover a tensor larger than one grid") {
+  // blocks_for caps a grid at 65536 blocks of 256 threads (2^24 threads), so
+  // here the last 1000 elements fall to threads on their second turn
+  manual_seed(12);
+  const int64_t n = (int64_t{1} << 24) + 1000;
+  Tensor x = Tensor::randn({n}), y = Tensor::randn({n});
+  Tensor dx = x.cuda(), dy = y.cuda();
+  check_match(relu(dx), relu(x), "relu");
+  check_match(dx * dy, x * y, "mul");
+  check_match(dx.to(kFloat16), x.to(kFloat16), "to float16", 1e-3);
+  check_match(Tensor::full({n}, 0.5, kFloat32, kCuda), Tensor::full({n}, 0.5), "full");
+}
+
 // ---- main: skip everything, in one line, without a device ----
 
 namespace {

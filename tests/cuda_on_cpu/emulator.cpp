@@ -12,7 +12,6 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -73,7 +72,7 @@ thread_local int last_error = 0;
 std::atomic<int64_t> launches{0}, threads_run{0}, switches{0};
 
 std::string where(const Config& c) {
-  return std::string(c.at.file_name()) + ":" + std::to_string(c.at.line()) + ": kernel launch";
+  return std::string(c.file) + ":" + std::to_string(c.line) + ": kernel launch";
 }
 
 // Ends the current fiber for good; run() reports `why` once it regains control.
@@ -178,15 +177,15 @@ Block& fibered() {
   return b;
 }
 
-// Launch sites (file, line, column) whose kernel reached no __syncthreads
-// or shuffle on its first launch: later launches there call their threads
-// one after another, without fibers (most kernels; fibers cost a few
-// microseconds a thread).
+// Launch sites (file, line) whose kernel reached no __syncthreads or
+// shuffle in the first block it ran: their other blocks, and later launches
+// there, call their threads one after another without fibers (most kernels;
+// a fiber costs a few microseconds).
 std::mutex sites_mu;
-std::set<std::tuple<std::string, unsigned, unsigned>> barrier_free;
+std::set<std::pair<std::string, unsigned>> barrier_free;
 
 auto site(const Config& c) {
-  return std::make_tuple(std::string(c.at.file_name()), c.at.line(), c.at.column());
+  return std::make_pair(std::string(c.file), c.line);
 }
 
 }  // namespace
@@ -216,13 +215,16 @@ void run(const Config& config, const std::function<void()>& body) {
   try {
     for (unsigned z = 0; z < g.z; ++z)
       for (unsigned y = 0; y < g.y; ++y)
-        for (unsigned x = 0; x < g.x; ++x) run_block(b, {x, y, z});
+        for (unsigned x = 0; x < g.x; ++x) {
+          run_block(b, {x, y, z});
+          b.direct = b.direct || !b.synced;  // no barrier in the first block: none later
+        }
   } catch (...) {
     running = nullptr;
     throw;
   }
   running = nullptr;
-  if (!b.direct && !b.synced) {
+  if (!b.synced) {
     std::lock_guard lock(sites_mu);
     barrier_free.insert(site(config));
   }

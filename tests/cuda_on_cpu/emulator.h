@@ -4,8 +4,9 @@
 // gpu_emu::launch; the headers in shim/ stand in for cuda_runtime.h,
 // cuda_fp16.h and cublas_v2.h. This is a test tool, not a CUDA: it runs one
 // block after another, and a block's threads as fibers on the calling thread
-// (ucontext), switching only at __syncthreads and warp shuffles. It checks
-// what it can see:
+// (ucontext), switching only at __syncthreads and warp shuffles; a kernel
+// whose first block reaches neither runs its threads as plain calls. It
+// checks what it can see:
 //   - a launch configuration CUDA would refuse: cudaErrorInvalidConfiguration
 //     from cudaGetLastError, the kernel not run;
 //   - a __syncthreads or __shfl_xor_sync that not every thread of the block
@@ -20,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <source_location>
 #include <tuple>
 #include <type_traits>
 
@@ -39,14 +39,16 @@ inline thread_local dim3 blockDim, gridDim;
 
 namespace gpu_emu {
 
-// A launch's <<<grid, block, shared bytes, stream>>> and where it was written.
+// A launch's <<<grid, block, shared bytes, stream>>> and where it was written
+// (the builtins, not std::source_location, which clang 14 lacks).
 struct Config {
   Config(dim3 grid_, dim3 block_, size_t shared_ = 0, cudaStream_t = nullptr,
-         std::source_location at_ = std::source_location::current())
-      : grid(grid_), block(block_), shared(shared_), at(at_) {}
+         const char* file_ = __builtin_FILE(), unsigned line_ = __builtin_LINE())
+      : grid(grid_), block(block_), shared(shared_), file(file_), line(line_) {}
   dim3 grid, block;
   size_t shared;
-  std::source_location at;
+  const char* file;
+  unsigned line;
 };
 
 // Runs body once for every thread of the grid (see the top of this file).
