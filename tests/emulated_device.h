@@ -18,6 +18,9 @@
 #include <mutex>
 
 #include "emulated_graphs.h"
+#ifdef MINIDL_CUDA_ON_CPU
+#include "cuda_on_cpu/runtime.h"
+#endif
 #include "framework/backend/kernels.h"
 
 namespace minidl::testing {
@@ -86,8 +89,14 @@ struct Emulated {
 };
 
 // Installs the emulated device for the process, unless a real one is here;
-// false when a real one is (tests then use it, or step aside).
+// false when a real one is (tests then use it, or step aside). Built with
+// MINIDL_CUDA_ON_CPU, the device is the CUDA backend's own kernel code run by
+// tests/cuda_on_cpu, which the tests treat as a real one.
 inline bool emulate() {
+#ifdef MINIDL_CUDA_ON_CPU
+  static const bool installed = (install_cuda_on_cpu(), true);
+  return !installed;
+#endif
   static const bool real = device_available(Device::CUDA);
   static Emulated emulated;
   if (!real) set_kernels(Device::CUDA, &emulated.table);

@@ -1,7 +1,8 @@
 // The host side of the CUDA backend for the CUDA-on-CPU emulator
 // (emulator.h): what framework/backend/cuda/runtime.h and cuda.h declare and
 // context.cpp, memory.cpp and conv_cudnn.cpp define on a GPU, here on host
-// memory and OpenBLAS, and the kernel table of the emulated kernels.
+// memory and OpenBLAS, and the kernel table of the emulated kernels (CUDA
+// graphs as tests/emulated_graphs.h records them).
 //
 // Like the rewritten .cu files, this file is compiled with -Dcuda=cuda_on_cpu:
 // every `minidl::cuda` below is minidl::cuda_on_cpu, apart from the library's
@@ -18,6 +19,7 @@
 #include "framework/backend/cuda/cuda.h"
 #include "framework/backend/cuda/runtime.h"
 #include "framework/error.h"
+#include "emulated_graphs.h"
 
 namespace minidl::cuda {
 
@@ -143,6 +145,7 @@ void install_cuda_on_cpu() {
     t.cross_entropy_forward = k::cross_entropy_forward;
     t.cross_entropy_backward = k::cross_entropy_backward;
     t.update = k::update;
+    testing::emulate_graphs(t);  // graphs recorded and replayed as on the emulated device
     return t;
   }();
   set_kernels(Device::CUDA, &table);
