@@ -3,24 +3,26 @@
 # order) from the same --init weights on a tiny learnable set: the CUDA
 # losses within 1e-4 relative of the CPU's (issue 10's LeNet check).
 # Without a GPU it prints one line and exits 77 (ctest: skipped).
-# usage: check_cuda_lenet.sh BIN_DIR [DEVICE]   (DEVICE cpu checks the check)
+# usage: check_cuda_lenet.sh BIN_DIR [DEVICE [PROGRAM]]   (DEVICE cpu checks
+# the check; PROGRAM lenet_mnist_cuda_on_cpu runs the CUDA kernels on the CPU,
+# tests/cuda_on_cpu)
 set -eu
-bin=$1 device=${2:-cuda}
+bin=$1 device=${2:-cuda} program=${3:-lenet_mnist}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 "$(dirname "$0")/../tiny_mnist.py" "$tmp" 64 16 0 --learnable
-if ! "$bin/lenet_mnist" --data "$tmp" --steps 0 --device "$device" >"$tmp/probe" 2>&1; then
+if ! "$bin/$program" --data "$tmp" --steps 0 --device "$device" >"$tmp/probe" 2>&1; then
   grep -q "no CUDA device" "$tmp/probe" && { echo "cuda: no CUDA device, examples_cuda_lenet skipped"; exit 77; }
   cat "$tmp/probe"
   exit 1
 fi
 "$bin/lenet_mnist" --data "$tmp" --steps 0 --save "$tmp/init.safetensors" >/dev/null
-run() {  # $1: device, $2: the output file
-  timeout 120 "$bin/lenet_mnist" --data "$tmp" --init "$tmp/init.safetensors" --steps 20 \
-    --no-shuffle --batch 16 --log-every 1 --threads 1 --device "$1" >"$2"
+run() {  # $1: program, $2: device, $3: the output file
+  timeout 120 "$bin/$1" --data "$tmp" --init "$tmp/init.safetensors" --steps 20 \
+    --no-shuffle --batch 16 --log-every 1 --threads 1 --device "$2" >"$3"
 }
-run cpu "$tmp/cpu"
-run "$device" "$tmp/other"
+run lenet_mnist cpu "$tmp/cpu"
+run "$program" "$device" "$tmp/other"
 python3 - "$tmp/cpu" "$tmp/other" "$device" <<'PY'
 import re, sys
 def losses(path):
