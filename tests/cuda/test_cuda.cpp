@@ -258,6 +258,9 @@ TEST_CASE("cuda: matmul, linear and transpose") {
   check_op("transpose 0, 2 (strided copy)",
            [](const std::vector<Tensor>& in) { return transpose(in[0], 0, 2); }, {x3});
   check_op("t", [](const std::vector<Tensor>& in) { return in[0].t(); }, {Tensor::randn({65, 33})});
+  check_op("transpose 0, 1 of 4 dims (the last two merge into one strided dim)",
+           [](const std::vector<Tensor>& in) { return transpose(in[0], 0, 1); },
+           {Tensor::randn({2, 3, 4, 5})});
   Tensor ints = Tensor::randint(0, 100, {3, 4, 5}, kInt64);
   CHECK(transpose(ints.cuda(), 0, 1).cpu().to_vector<int64_t>() ==
         transpose(ints, 0, 1).to_vector<int64_t>());

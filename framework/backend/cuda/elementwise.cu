@@ -160,9 +160,7 @@ void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, co
                                                              static_cast<T*>(dst));
     CUDA_CHECK_LAUNCH();
   };
-  switch (es) {
-    case 1:
-      return launch(uint8_t{});
+  switch (es) {  // the dtypes' sizes
     case 2:
       return launch(uint16_t{});
     case 4:
