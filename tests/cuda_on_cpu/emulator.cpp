@@ -172,7 +172,7 @@ Block& fibered() {
   Block& b = *running;
   if (b.direct)
     throw std::runtime_error(where(*b.config) + ": the kernel reached __syncthreads or a shuffle, "
-                             "which its first launch here did not: the emulator ran it without "
+                             "which the first block it ran did not: the emulator runs it without "
                              "fibers and cannot go on");
   return b;
 }

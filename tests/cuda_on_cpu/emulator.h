@@ -16,7 +16,8 @@
 // Out-of-bounds reads and writes show under AddressSanitizer (the sanitizer
 // build runs this suite), since the device memory is exact-sized host memory.
 // It cannot see races between threads of a block (they never run at once),
-// nor anything of timing, streams or TF32.
+// shared memory read before it is written (it holds the previous block's
+// values, not garbage), nor anything of timing, streams or TF32.
 #pragma once
 #include <cstddef>
 #include <cstdint>
