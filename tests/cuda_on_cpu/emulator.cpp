@@ -8,8 +8,6 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -56,7 +54,7 @@ struct Barrier {
 struct Block {
   const Config* config = nullptr;
   const std::function<void()>* body = nullptr;
-  ucontext_t scheduler;
+  ucontext_t scheduler{};
   std::vector<Fiber> fibers;
   std::vector<Barrier> barriers;  // the block's, then one per warp
   std::vector<uint64_t> lanes;    // one shuffle slot per thread
@@ -172,20 +170,9 @@ Block& fibered() {
   Block& b = *running;
   if (b.direct)
     throw std::runtime_error(where(*b.config) + ": the kernel reached __syncthreads or a shuffle, "
-                             "which the first block it ran did not: the emulator runs it without "
-                             "fibers and cannot go on");
+                             "which its first block did not: the emulator runs the other blocks "
+                             "without fibers and cannot go on");
   return b;
-}
-
-// Launch sites (file, line) whose kernel reached no __syncthreads or
-// shuffle in the first block it ran: their other blocks, and later launches
-// there, call their threads one after another without fibers (most kernels;
-// a fiber costs a few microseconds).
-std::mutex sites_mu;
-std::set<std::pair<std::string, unsigned>> barrier_free;
-
-auto site(const Config& c) {
-  return std::make_pair(std::string(c.file), c.line);
 }
 
 }  // namespace
@@ -205,10 +192,6 @@ void run(const Config& config, const std::function<void()>& body) {
   Block b;
   b.config = &config;
   b.body = &body;
-  {
-    std::lock_guard lock(sites_mu);
-    b.direct = barrier_free.count(site(config)) > 0;
-  }
   running = &b;
   gridDim = g;
   blockDim = d;
@@ -224,10 +207,6 @@ void run(const Config& config, const std::function<void()>& body) {
     throw;
   }
   running = nullptr;
-  if (!b.synced) {
-    std::lock_guard lock(sites_mu);
-    barrier_free.insert(site(config));
-  }
 }
 
 void sync_block() {
@@ -245,7 +224,7 @@ void exchange_xor(void* value, size_t bytes, int lane_mask, unsigned mask) {
   std::memcpy(&b.lanes[static_cast<size_t>(tid)], value, bytes);
   arrive(1 + warp, lanes);
   const int from = lane ^ lane_mask;
-  if (from < lanes) std::memcpy(value, &b.lanes[static_cast<size_t>(warp * kWarp + from)], bytes);
+  if (from >= 0 && from < lanes) std::memcpy(value, &b.lanes[static_cast<size_t>(warp * kWarp + from)], bytes);
   arrive(1 + warp, lanes);  // every lane has read before the slots are written again
 }
 

@@ -4,8 +4,9 @@
 // gpu_emu::launch; the headers in shim/ stand in for cuda_runtime.h,
 // cuda_fp16.h and cublas_v2.h. This is a test tool, not a CUDA: it runs one
 // block after another, and a block's threads as fibers on the calling thread
-// (ucontext), switching only at __syncthreads and warp shuffles; a kernel
-// whose first block reaches neither runs its threads as plain calls. It
+// (ucontext), switching only at __syncthreads and warp shuffles; when a
+// launch's first block reaches neither, its other blocks run their threads
+// as plain calls. It
 // checks what it can see:
 //   - a launch configuration CUDA would refuse: cudaErrorInvalidConfiguration
 //     from cudaGetLastError, the kernel not run;

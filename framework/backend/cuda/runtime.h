@@ -125,10 +125,17 @@ int64_t graph_bytes();
 
 // Threads per block for the simple kernels, and a grid for a grid-stride loop
 // over n items (capped: each thread then takes several).
+// (The CUDA-on-CPU tests lower the cap, so that grid-stride loops and the
+// barriers between their turns run on small tensors.)
+#ifndef MINIDL_CUDA_MAX_BLOCKS
+#define MINIDL_CUDA_MAX_BLOCKS 65536
+#endif
 inline constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   const int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65536 ? 65536 : blocks);
+  return static_cast<unsigned>(blocks < 1                        ? 1
+                               : blocks > MINIDL_CUDA_MAX_BLOCKS ? MINIDL_CUDA_MAX_BLOCKS
+                                                                 : blocks);
 }
 
 // An uninitialised device buffer of n T's from the allocator (counted like a
