@@ -224,7 +224,8 @@ void exchange_xor(void* value, size_t bytes, int lane_mask, unsigned mask) {
   std::memcpy(&b.lanes[static_cast<size_t>(tid)], value, bytes);
   arrive(1 + warp, lanes);
   const int from = lane ^ lane_mask;
-  if (from >= 0 && from < lanes) std::memcpy(value, &b.lanes[static_cast<size_t>(warp * kWarp + from)], bytes);
+  if (from >= 0 && from < lanes)
+    std::memcpy(value, &b.lanes[static_cast<size_t>(warp * kWarp + from)], bytes);
   arrive(1 + warp, lanes);  // every lane has read before the slots are written again
 }
 

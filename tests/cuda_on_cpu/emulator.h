@@ -6,8 +6,7 @@
 // block after another, and a block's threads as fibers on the calling thread
 // (ucontext), switching only at __syncthreads and warp shuffles; when a
 // launch's first block reaches neither, its other blocks run their threads
-// as plain calls. It
-// checks what it can see:
+// as plain calls. It checks what it can see:
 //   - a launch configuration CUDA would refuse: cudaErrorInvalidConfiguration
 //     from cudaGetLastError, the kernel not run;
 //   - a __syncthreads or __shfl_xor_sync that not every thread of the block
