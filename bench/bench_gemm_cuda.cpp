@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
+#include "framework/cuda.h"
 
 using namespace minidl;
 
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   NoGradGuard no_grad;
   Tensor a = Tensor::randn({n, n}).cuda(), b = Tensor::randn({n, n}).cuda();
   Tensor c = Tensor::empty({n, n}, kFloat32, Device::CUDA);
-  const Kernels& k = kernels(Device::CUDA);
+  const Allocator& k = allocator(Device::CUDA);
   cublasHandle_t handle;
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -37,7 +37,8 @@
 
 #include "../examples/models.h"
 #include "bench_common.h"
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
+#include "framework/cuda.h"
 
 using namespace minidl;
 
@@ -51,7 +52,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
                                        long warmup, long steps,
                                        const std::vector<std::string>& styles,
                                        size_t bucket_bytes, int64_t* kernels_per_step) {
-  const Kernels& device = kernels(x.device());  // its synchronize() ends a timed chunk
+  const Allocator& device = allocator(x.device());  // its synchronize() ends a timed chunk
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
@@ -123,7 +124,7 @@ double sgemm_ceiling_gflops(Device d) {
   NoGradGuard no_grad;
   const int n = d == Device::CPU ? 2048 : 4096;
   Tensor a = Tensor::randn({n, n}).to(d), b = Tensor::randn({n, n}).to(d);
-  const Kernels& k = kernels(d);
+  const Allocator& k = allocator(d);
   const double s = bench::median_seconds([&] { k.synchronize(); }, [&] {
     Tensor c = matmul(a, b);
     k.synchronize();

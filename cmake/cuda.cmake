@@ -43,18 +43,17 @@ if(MINIDL_CUDA_ENABLED)
 endif()
 
 # Adds the backend's sources to `target` (a library) and links the toolkit
-# privately: minidl's public headers need no CUDA header.
+# privately: minidl's public headers need no CUDA header. Without CUDA, the
+# stub (framework/backend/no_cuda) answers framework/cuda.h instead.
 function(minidl_add_cuda_backend target)
   if(NOT MINIDL_CUDA_ENABLED)
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/framework/backend/no_cuda/cuda.cpp)
     return()
   endif()
   file(GLOB cuda_sources CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/framework/backend/cuda/*.cu
        ${PROJECT_SOURCE_DIR}/framework/backend/cuda/*.cpp)
   target_sources(${target} PRIVATE ${cuda_sources})
-  # Only the registration point (backend/registry.cpp) tests this macro.
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/framework/backend/registry.cpp
-                              TARGET_DIRECTORY ${target} PROPERTIES COMPILE_DEFINITIONS MINIDL_CUDA)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra>)
   # cuDNN (backend/cuda/conv_cudnn.cpp) where cudnn.h is found; libcudnn.so.9

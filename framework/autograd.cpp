@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 #include "framework/ops.h"
 
 namespace minidl {

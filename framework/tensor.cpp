@@ -4,8 +4,7 @@
 #include <cstring>
 #include <iomanip>
 
-#include "framework/backend/kernels.h"
-#include "framework/graph.h"
+#include "framework/backend/backend.h"
 #include "framework/ops.h"
 #include "framework/random.h"
 
@@ -36,19 +35,17 @@ int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
 
 // ---- storage ----
 MemoryStats memory_stats(Device d) {
-  const Kernels& k = kernels(d);
-  return {k.current_bytes(), k.peak_bytes(), k.graph_bytes ? k.graph_bytes() : 0};
+  const Allocator& a = allocator(d);
+  const GraphOps* g = graph_ops(d);
+  return {a.current_bytes(), a.peak_bytes(), g && g->pool_bytes ? g->pool_bytes() : 0};
 }
-void reset_peak_memory(Device d) { kernels(d).reset_peak(); }
+void reset_peak_memory(Device d) { allocator(d).reset_peak(); }
 
-Storage::Storage(size_t n, Device d) : data(kernels(d).allocate(n)), nbytes(n), device(d) {
-  if (d != Device::CPU) cuda::note_made(data);
-}
+Storage::Storage(size_t n, Device d) : data(allocator(d).allocate(n)), nbytes(n), device(d) {}
 Storage::Storage(void* external, size_t n) : data(external), nbytes(n), owned(false) {}
 std::shared_ptr<Storage> Storage::pinned(size_t n, Device for_device) {
   if (for_device == Device::CPU) return std::make_shared<Storage>(n, Device::CPU);
-  const Kernels& k = kernels(for_device);
-  auto s = std::make_shared<Storage>(k.allocate_pinned(n), n);
+  auto s = std::make_shared<Storage>(allocator(for_device).allocate_pinned(n), n);
   s->owned = true;
   s->pinned_for = for_device;
   return s;
@@ -56,11 +53,10 @@ std::shared_ptr<Storage> Storage::pinned(size_t n, Device for_device) {
 Storage::~Storage() {
   if (!owned) return;
   if (pinned_for != Device::CPU) {
-    kernels(pinned_for).deallocate_pinned(data, nbytes);
+    allocator(pinned_for).deallocate_pinned(data, nbytes);
     return;
   }
-  if (device != Device::CPU) cuda::note_freed(data);
-  kernels(device).deallocate(data, nbytes);
+  allocator(device).deallocate(data, nbytes);
 }
 
 namespace {
@@ -68,17 +64,17 @@ namespace {
 // Copies n bytes between any two devices.
 void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n) {
   if (n == 0) return;
-  if (dd == sd) return kernels(dd).copy(dst, src, n, CopyKind::DeviceToDevice);
-  MINIDL_CHECK(!cuda::is_capturing(), "copy from ", device_name(sd), " to ", device_name(dd),
-               " inside a CUDA graph capture: ",
+  if (dd == sd) return allocator(dd).copy(dst, src, n, CopyKind::DeviceToDevice);
+  MINIDL_CHECK(!capturing(sd == Device::CPU ? dd : sd), "copy from ", device_name(sd), " to ",
+               device_name(dd), " inside a CUDA graph capture: ",
                sd == Device::CPU ? "every replay would read that host memory again; copy inputs "
                                    "into the graph's tensors before replay()"
                                  : "the host cannot read the GPU while its work is recorded, not "
                                    "run (item(), cpu(), to_vector(), printing)");
-  if (sd == Device::CPU) return kernels(dd).copy(dst, src, n, CopyKind::HostToDevice);
+  if (sd == Device::CPU) return allocator(dd).copy(dst, src, n, CopyKind::HostToDevice);
   MINIDL_CHECK(dd == Device::CPU, "copy: from ", device_name(sd), " to ", device_name(dd),
                " is not supported");
-  kernels(sd).copy(dst, src, n, CopyKind::DeviceToHost);
+  allocator(sd).copy(dst, src, n, CopyKind::DeviceToHost);
 }
 
 // t itself on the CPU, else a host copy.
@@ -327,11 +323,11 @@ Tensor Tensor::to(DType t) const { return cast(*this, t); }
 Tensor Tensor::to(Device d) const {
   if (device() == d) return *this;
   Tensor out;
-  const Kernels& k = kernels(d);
-  if (impl().storage->pinned_for == d && k.upload && !cuda::is_capturing()) {
+  const Allocator& a = allocator(d);
+  if (impl().storage->pinned_for == d && a.upload && !capturing(d)) {
     // a batch pinned for d goes up on d's copy stream, overlapping its compute
     out = make_empty("to", shape(), dtype(), d, [&](size_t n) {
-      auto s = std::make_shared<Storage>(k.upload(raw_data_ptr(), n), n);
+      auto s = std::make_shared<Storage>(a.upload(raw_data_ptr(), n), n);
       s->device = d, s->owned = true;
       return s;
     });

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "framework/autograd.h"
+#include "framework/backend/backend.h"
 
 namespace minidl::optim {
 
@@ -75,7 +76,7 @@ void Optimizer::apply(UpdateRule rule, const UpdateArgs& args, const std::vector
                  device_name(params_[i].device()), "; move the model before creating the optimizer");
     return t.data_ptr<float>();
   };
-  for (Device d : {Device::CPU, Device::CUDA}) {
+  for (Device d : present_devices()) {
     std::vector<UpdateSlice> slices;
     for (size_t i : ready) {
       const Tensor& p = params_[i];

@@ -41,7 +41,7 @@ class Optimizer {
   void step();
   // Drops every parameter's gradient (PyTorch's set_to_none); with false,
   // fills the gradients that exist with zeros in place instead, keeping their
-  // memory (what a CUDA graph's captured step needs, framework/graph.h).
+  // memory (what a CUDA graph's captured step needs, framework/cuda_graph.h).
   void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }

@@ -1,6 +1,6 @@
 #include "parallel/graphed_step.h"
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 
 namespace minidl::parallel {
 
@@ -10,7 +10,7 @@ GraphedStep::GraphedStep(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer&
       device_(optimizer.parameters().front().device()) {
   MINIDL_CHECK(warmup >= 1, "GraphedStep: expected warmup >= 1 (the first step makes the "
                "gradients and the optimizer's state), got ", warmup);
-  MINIDL_CHECK(device_ != Device::CPU && kernels(device_).capture_begin, "GraphedStep: the "
+  MINIDL_CHECK(device_ != Device::CPU && graph_ops(device_), "GraphedStep: the "
                "parameters are on ", device_name(device_), ", which cannot capture CUDA graphs; "
                "move the network to CUDA first (net.to(Device::CUDA))");
 }

@@ -1,6 +1,6 @@
 // GraphedStep: one whole training step (zero the gradients in place,
 // loss_fn(network(data), labels), backward, optimizer step) captured as a
-// CUDA graph and replayed (framework/graph.h), for a loop a user drives by
+// CUDA graph and replayed (framework/cuda_graph.h), for a loop a user drives by
 // hand. Model does the same with ModelOptions::cuda_graph.
 //
 //   parallel::GraphedStep step(net, loss_fn, optimizer);   // parameters on CUDA
@@ -22,12 +22,12 @@
 // by the next call: clone what you keep.
 // Throws minidl::Error when the parameters are not on a device that can
 // capture graphs, or when the step cannot be captured (dropout in training
-// mode, a host read inside the network: framework/graph.h says what).
+// mode, a host read inside the network: framework/cuda_graph.h says what).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "framework/graph.h"
+#include "framework/cuda_graph.h"
 #include "nn/cell.h"
 #include "optim/optimizer.h"
 #include "parallel/train_step.h"

@@ -10,6 +10,7 @@
 #include <sched.h>
 #endif
 
+#include "framework/cuda.h"
 #include "framework/threads.h"
 #include "parallel/backend/local.h"
 #include "parallel/backend/mpi.h"

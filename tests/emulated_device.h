@@ -1,6 +1,6 @@
 // An emulated CUDA device for machines without a GPU: the CPU's kernel
 // table over its own allocator (counted), installed under Device::CUDA with
-// set_kernels, so CUDA code paths above the kernels (allocation, copies
+// register_backend, so CUDA code paths above the kernels (allocation, copies
 // between devices, pinned staging, host reads) run here and must give the
 // CPU's bits exactly. Shared by tests/framework/test_device.cpp and the
 // multi-rank suites in tests/parallel.
@@ -21,7 +21,7 @@
 #ifdef MINIDL_CUDA_ON_CPU
 #include "cuda_on_cpu/runtime.h"
 #endif
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 
 namespace minidl::testing {
 
@@ -47,44 +47,48 @@ struct Emulated {
     std::lock_guard lock(pinned_mu);
     ++(in_pinned(src) ? from_pinned : from_pageable);
   }
+  Allocator memory{};
   Kernels table;
+  GraphOps graphs;
+  Backend backend;
   Emulated() : table(kernels(Device::CPU)) {
-    table.name = "emulated";
-    table.allocate = allocate;
-    table.deallocate = [](void* p, size_t n) {
+    memory.allocate = allocate;
+    memory.deallocate = [](void* p, size_t n) {
       live -= static_cast<int64_t>(n);
       std::free(p);
     };
-    table.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
+    memory.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
       if (kind == CopyKind::DeviceToHost) ++to_host;
       if (kind == CopyKind::HostToDevice) count_upload(src);
       std::memmove(dst, src, n);
     };
-    table.upload = [](const void* src, size_t n) {  // the same, as one call here
+    memory.upload = [](const void* src, size_t n) {  // the same, as one call here
       count_upload(src);
       ++uploads;
       void* p = allocate(n);
       std::memcpy(p, src, n);
       return p;
     };
-    table.allocate_pinned = [](size_t n) {
+    memory.allocate_pinned = [](size_t n) {
       void* p = std::aligned_alloc(64, (n + 63) / 64 * 64 + 64);
       std::lock_guard lock(pinned_mu);
       pinned_live[static_cast<const char*>(p)] = n;
       ++pinned_allocs;
       return p;
     };
-    table.deallocate_pinned = [](void* p, size_t) {
+    memory.deallocate_pinned = [](void* p, size_t) {
       {
         std::lock_guard lock(pinned_mu);
         bad_frees += pinned_live.erase(static_cast<const char*>(p)) != 1;
       }
       std::free(p);
     };
-    table.current_bytes = [] { return live.load(); };
-    table.peak_bytes = [] { return peak.load(); };
-    table.reset_peak = [] { peak = live.load(); };
-    emulate_graphs(table);
+    memory.current_bytes = [] { return live.load(); };
+    memory.peak_bytes = [] { return peak.load(); };
+    memory.reset_peak = [] { peak = live.load(); };
+    memory.synchronize = [] {};
+    graphs = emulate_graphs(memory, table);
+    backend = {"emulated", &memory, &table, &graphs};
   }
 };
 
@@ -99,7 +103,7 @@ inline bool emulate() {
 #endif
   static const bool real = device_available(Device::CUDA);
   static Emulated emulated;
-  if (!real) set_kernels(Device::CUDA, &emulated.table);
+  if (!real) register_backend(Device::CUDA, &emulated.backend);
   return !real;
 }
 

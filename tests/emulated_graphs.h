@@ -1,22 +1,25 @@
 // CUDA graphs on the emulated device (tests/emulated_device.h), with CUDA's
-// semantics as backend/kernels.h states them, so the host logic above them
-// (framework/graph.h, GraphedStep, Model's captured steps) runs here:
+// semantics as backend/graphs.h states them, so the host logic above them
+// (framework/cuda_graph.h, GraphedStep, Model's captured steps) runs here:
 // - while capturing, an entry called by the capturing thread is recorded as a
 //   closure (its arguments copied, host arrays included), not run;
 //   synchronize, and copies between host and device, throw;
 // - memory freed inside a capture is kept until the graph dies (the tape
 //   still writes it at each replay), as a CUDA graph owns its allocations;
+//   blocks made inside and live at its end, and blocks from before freed
+//   inside, are counted for capture_end (CaptureCounts);
 // - an update is recorded reading its arguments from the graph's feed, which
 //   feed_begin/feed_end refresh; while feeding, any other entry throws.
 #pragma once
 #include <functional>
 #include <memory>
+#include <set>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 #include "framework/error.h"
 
 namespace minidl::testing {
@@ -30,6 +33,8 @@ struct Tape {
   std::vector<std::function<void()>> ops;
   std::vector<std::unique_ptr<Feed>> feeds;  // in capture order
   std::vector<std::pair<void*, size_t>> freed;  // blocks freed inside the capture
+  std::set<void*> made;                          // blocks made inside, still live
+  int64_t freed_older = 0;                       // blocks from before, freed inside
   size_t next_feed = 0;
 };
 
@@ -63,7 +68,9 @@ void record(Kernels& t) {
   t.*M = &Recorded<M, F>::call;
 }
 
-inline void emulate_graphs(Kernels& t) {
+// Wraps the entries of `t` and `a` so that they record while capturing, and
+// returns the graph entries that drive them.
+inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::fill>(t), record<&Kernels::cast>(t), record<&Kernels::unary>(t);
   record<&Kernels::binary>(t), record<&Kernels::dropout>(t), record<&Kernels::reduce>(t);
   record<&Kernels::argmax>(t), record<&Kernels::softmax>(t);
@@ -87,22 +94,30 @@ inline void emulate_graphs(Kernels& t) {
     Graphs::recording->ops.push_back(
         [=] { permute(size, nd, sh.data(), st.data(), src, dst); });
   };
-  static void (*copy)(void*, const void*, size_t, CopyKind) = t.copy;
-  t.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
+  static void (*copy)(void*, const void*, size_t, CopyKind) = a.copy;
+  a.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
     Graphs::refuse("copy");
     if (!Graphs::recording_here()) return copy(dst, src, n, kind);
     if (kind != CopyKind::DeviceToDevice) throw Error("emulated graph: a host copy while capturing");
     Graphs::recording->ops.push_back([=] { copy(dst, src, n, kind); });
   };
-  static void (*synchronize)() = t.synchronize;
-  t.synchronize = [] {
+  static void (*synchronize)() = a.synchronize;
+  a.synchronize = [] {
     if (Graphs::recording_here()) throw Error("emulated graph: synchronize while capturing");
     synchronize();
   };
-  static void (*deallocate)(void*, size_t) = t.deallocate;
-  t.deallocate = [](void* p, size_t n) {
+  static void* (*allocate)(size_t) = a.allocate;
+  a.allocate = [](size_t n) {
+    void* p = allocate(n);
+    if (Graphs::recording_here()) Graphs::recording->made.insert(p);
+    return p;
+  };
+  static void (*deallocate)(void*, size_t) = a.deallocate;
+  a.deallocate = [](void* p, size_t n) {
     if (!Graphs::recording_here()) return deallocate(p, n);
-    Graphs::recording->freed.emplace_back(p, n);  // freed when the graph dies
+    Tape& tape = *Graphs::recording;
+    if (tape.made.erase(p) == 0) ++tape.freed_older;
+    tape.freed.emplace_back(p, n);  // freed when the graph dies
   };
   static void (*update)(UpdateRule, const UpdateArgs&, const UpdateSlice*, int) = t.update;
   t.update = [](UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count) {
@@ -126,28 +141,35 @@ inline void emulate_graphs(Kernels& t) {
     });
   };
 
-  t.capture_begin = [] {
+  GraphOps g{};
+  g.capture_begin = [] {
     if (Graphs::recording) throw Error("emulated graph: a capture is already in progress");
     Graphs::recording = new Tape;
     Graphs::recorder = std::this_thread::get_id();
   };
-  t.capture_end = []() -> void* { return std::exchange(Graphs::recording, nullptr); };
-  t.replay = [](void* g) {
-    ++Graphs::replays;
-    for (auto& op : static_cast<Tape*>(g)->ops) op();
+  g.capture_end = [](CaptureCounts* counts) -> void* {
+    Tape* tape = std::exchange(Graphs::recording, nullptr);
+    *counts = {static_cast<int64_t>(tape->made.size()), tape->freed_older};
+    return tape;
   };
-  t.feed_begin = [](void* g) {
-    Graphs::feeding = static_cast<Tape*>(g);
+  g.capturing = [] { return Graphs::recording != nullptr; };
+  g.replay = [](void* graph) {
+    ++Graphs::replays;
+    for (auto& op : static_cast<Tape*>(graph)->ops) op();
+  };
+  g.feed_begin = [](void* graph) {
+    Graphs::feeding = static_cast<Tape*>(graph);
     Graphs::feeding->next_feed = 0;
   };
-  t.feed_end = [](void*) { Graphs::feeding = nullptr; };
-  t.graph_kernels = [](void* g) -> int64_t {  // every entry recorded counts as one
-    return static_cast<int64_t>(static_cast<Tape*>(g)->ops.size());
-  };
-  t.destroy_graph = [](void* g) {
-    std::unique_ptr<Tape> tape(static_cast<Tape*>(g));
+  g.feed_end = [](void*) { Graphs::feeding = nullptr; };
+  g.destroy = [](void* graph) {
+    std::unique_ptr<Tape> tape(static_cast<Tape*>(graph));
     for (auto [p, n] : tape->freed) deallocate(p, n);
   };
+  g.kernel_launches = [](void* graph) -> int64_t {  // every entry recorded counts as one
+    return static_cast<int64_t>(static_cast<Tape*>(graph)->ops.size());
+  };
+  return g;
 }
 
 }  // namespace minidl::testing

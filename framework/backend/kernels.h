@@ -1,4 +1,5 @@
-// The device seam: one table of raw-pointer kernels per device.
+// The device seam's compute half: one table of raw-pointer kernels per device
+// (its memory is backend/allocator.h; the registry, backend/backend.h).
 //
 // Op front ends (framework/ops/*.cpp) check arguments, compute shapes and
 // record the backward; the loops behind them are entries of this table, filled
@@ -12,12 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "framework/device.h"
 #include "framework/dtype.h"
 
 namespace minidl {
-
-enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // out = f(x, s): Pow x^s; PowGrad s*x^(s-1).
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad };
@@ -65,37 +63,6 @@ struct UpdateArgs {
 };
 
 struct Kernels {
-  const char* name;  // "cpu", "cuda"
-
-  // ---- memory ----
-  void* (*allocate)(size_t bytes);  // 64-byte aligned at least; throws std::bad_alloc
-  void (*deallocate)(void* p, size_t bytes);
-  // n bytes; host memory on the side `kind` names. Queued on the device's
-  // stream: DeviceToHost waits for it, the others need not. HostToDevice from
-  // ordinary (pageable) host memory returns once the source has been read
-  // (CUDA stages it); from a pinned block (allocate_pinned) it returns at
-  // once and the copy runs in stream order, the block kept valid by
-  // deallocate_pinned.
-  void (*copy)(void* dst, const void* src, size_t n, CopyKind kind);
-  // A new block of n bytes (as allocate) holding a copy of the pinned block
-  // src, copied on a stream of the device's own so that it overlaps the
-  // work queued before; work queued after the call sees the data. Null
-  // where the device has no such stream (the front end then allocates and
-  // copies).
-  void* (*upload)(const void* src, size_t n);
-  // Host memory for staging copies to this device (64-byte aligned at least;
-  // throws std::bad_alloc): page-locked on CUDA (counted in no device's
-  // bytes), on the CPU the ordinary allocate (counted as usual).
-  void* (*allocate_pinned)(size_t bytes);
-  // Stream-ordered: the block is handed out again only after the device has
-  // finished the work queued before this call (a copy from it included).
-  void (*deallocate_pinned)(void* p, size_t bytes);
-  void (*synchronize)();  // waits until the device has finished all queued work
-  // Bytes this device's allocator holds for live storages, and the peak.
-  int64_t (*current_bytes)();
-  int64_t (*peak_bytes)();
-  void (*reset_peak)();
-
   // ---- data movement, any dtype ----
   void (*fill)(DType dtype, int64_t n, double value, void* dst);
   void (*cast)(DType from, DType to, int64_t n, const void* src, void* dst);
@@ -189,45 +156,6 @@ struct Kernels {
 
   // ---- optimizers: every slice of a step in one call (host array of slices) ----
   void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
-
-  // ---- graphs (CUDA graphs; null on a device without them, e.g. the CPU) ----
-  // Between capture_begin and capture_end the calling thread's entries are
-  // recorded, not run: the same kernels on the same pointers, host arguments
-  // as given (baked in), memory allocated in between the graph's own (the
-  // same addresses at each replay). An update's per-step arguments (args,
-  // the slices' steps) are the exception: they sit in the graph's feed,
-  // which holds the capture's values until feed_begin/feed_end replaces them.
-  // The front end (framework/graph.h) keeps host reads and copies from host
-  // memory out of a capture.
-  void (*capture_begin)();
-  // The recorded graph, ready to replay; throws minidl::Error naming the
-  // library's error when the capture failed (then nothing is left recording).
-  void* (*capture_end)();
-  void (*replay)(void* graph);  // queues the graph on the device's stream
-  // Until feed_end: each update call writes its arguments into the graph's
-  // next update in capture order (same rule, slices and sizes, or it throws
-  // minidl::Error) instead of running; the next replay uses them. Waits for
-  // the previous replay to have read the feed.
-  void (*feed_begin)(void* graph);
-  void (*feed_end)(void* graph);
-  void (*destroy_graph)(void* graph);  // waits for its replays to finish
-  int64_t (*graph_kernels)(void* graph);  // the kernel launches one replay makes
-  // The most device memory the graphs' replays have held at once (CUDA's
-  // graph memory pool), apart from current/peak_bytes; null: 0.
-  int64_t (*graph_bytes)();
 };
-
-namespace cuda {
-// The GPU the CUDA backend runs on, on a host of `count` GPUs: cuda::device()
-// at its first call, fixed from then on; for the backend only.
-int claim_device(int count);
-}  // namespace cuda
-
-// The table of `d`; throws minidl::Error when the device is not available.
-const Kernels& kernels(Device d);
-// Installs (or, with null, removes) the table of a non-CPU device. minidl's
-// own registration point does this for CUDA; tests use it to run the seam
-// against an emulated device.
-void set_kernels(Device d, const Kernels* table);
 
 }  // namespace minidl

@@ -2,7 +2,6 @@
 // backward beside it; the loops are the device's unary and binary kernels.
 #include <cstdint>
 
-#include "framework/graph.h"
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 #include "framework/random.h"
@@ -235,7 +234,7 @@ Tensor masked(const Tensor& x, float keep, uint64_t seed) {
 // key is the default generator's next 64 bits
 Tensor dropout(const Tensor& x, double p) {
   MINIDL_CHECK(p >= 0 && p < 1, "dropout: expected 0 <= p < 1, got ", p);
-  MINIDL_CHECK(x.device() == Device::CPU || !cuda::is_capturing(), "dropout: cannot be captured "
+  MINIDL_CHECK(!capturing(x.device()), "dropout: cannot be captured "
                "in a CUDA graph (every replay would draw the capture's mask); run steps with "
                "dropout in training mode without a graph");
   MINIDL_HALF_UNARY(dropout, x, p);

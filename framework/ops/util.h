@@ -1,6 +1,6 @@
 // Checks shared by the op files, and the way an op reaches its device's kernels.
 #pragma once
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 #include "framework/tensor.h"
 
 namespace minidl {

@@ -1,7 +1,8 @@
 // minidl: the one header a user includes.
 #pragma once
 #include "framework/autograd.h"
-#include "framework/graph.h"
+#include "framework/cuda.h"
+#include "framework/cuda_graph.h"
 #include "framework/ops.h"
 #include "framework/output_file.h"
 #include "framework/random.h"

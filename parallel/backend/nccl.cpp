@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "framework/backend/cuda/runtime.h"
-#include "framework/device.h"
+#include "framework/cuda.h"
 #include "parallel/backend/mpi.h"
 #include "parallel/backend/timeout.h"
 

@@ -23,7 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
+#include "framework/cuda.h"
 #ifdef MINIDL_CUDA_ON_CPU
 #include "cuda_on_cpu/emulator.h"
 #include "cuda_on_cpu/runtime.h"

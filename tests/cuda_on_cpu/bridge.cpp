@@ -1,7 +1,7 @@
 // The two settings the emulated kernels read from the library's public API
-// (framework/device.h). This file is compiled without runtime.cpp's renaming
+// (framework/cuda.h). This file is compiled without runtime.cpp's renaming
 // of `cuda`, so it reaches the library's own minidl::cuda.
-#include "framework/device.h"
+#include "framework/cuda.h"
 
 namespace minidl::cuda_on_cpu {
 

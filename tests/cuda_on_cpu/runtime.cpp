@@ -108,47 +108,51 @@ namespace minidl::testing {
 
 void install_cuda_on_cpu() {
   namespace k = minidl::cuda;
-  static const Kernels table = [] {
-    Kernels t{};
-    t.name = "cuda on cpu";
-    t.allocate = k::allocate;
-    t.deallocate = k::deallocate;
-    t.copy = [](void* dst, const void* src, size_t n, CopyKind) { std::memmove(dst, src, n); };
-    t.upload = nullptr;  // the front end allocates and copies
-    t.allocate_pinned = [](size_t n) { return ::operator new(n, std::align_val_t{64}); };
-    t.deallocate_pinned = [](void* p, size_t) { ::operator delete(p, std::align_val_t{64}); };
-    t.synchronize = [] {};
-    t.current_bytes = [] { return k::live.load(); };
-    t.peak_bytes = [] { return k::peak.load(); };
-    t.reset_peak = [] { k::peak = k::live.load(); };
-    t.fill = k::fill;
-    t.cast = k::cast;
-    t.permute = k::permute;
-    t.unary = k::unary;
-    t.binary = k::binary;
-    t.dropout = k::dropout;
-    t.reduce = k::reduce;
-    t.argmax = k::argmax;
-    t.softmax = k::softmax;
-    t.softmax_backward = k::softmax_backward;
-    t.gemm = k::gemm;
-    t.linear = k::linear;
-    t.transpose = k::transpose;
-    t.conv2d_forward = k::conv2d_forward;
-    t.conv2d_backward = k::conv2d_backward;
-    t.max_pool_forward = k::max_pool_forward;
-    t.max_pool_backward = k::max_pool_backward;
-    t.avg_pool_forward = k::avg_pool_forward;
-    t.avg_pool_backward = k::avg_pool_backward;
-    t.gather = k::gather;
-    t.gather_backward = k::gather_backward;
-    t.cross_entropy_forward = k::cross_entropy_forward;
-    t.cross_entropy_backward = k::cross_entropy_backward;
-    t.update = k::update;
-    testing::emulate_graphs(t);  // graphs recorded and replayed as on the emulated device
-    return t;
-  }();
-  set_kernels(Device::CUDA, &table);
+  static Allocator memory{
+      .allocate = k::allocate,
+      .deallocate = k::deallocate,
+      .copy = [](void* dst, const void* src, size_t n, CopyKind) { std::memmove(dst, src, n); },
+      .upload = nullptr,  // the front end allocates and copies
+      .allocate_pinned = [](size_t n) { return ::operator new(n, std::align_val_t{64}); },
+      .deallocate_pinned = [](void* p, size_t) { ::operator delete(p, std::align_val_t{64}); },
+      .synchronize = [] {},
+      .current_bytes = [] { return k::live.load(); },
+      .peak_bytes = [] { return k::peak.load(); },
+      .reset_peak = [] { k::peak = k::live.load(); },
+  };
+  static Kernels table{
+      .fill = k::fill,
+      .cast = k::cast,
+      .permute = k::permute,
+      .unary = k::unary,
+      .binary = k::binary,
+      .dropout = k::dropout,
+      .reduce = k::reduce,
+      .argmax = k::argmax,
+      .softmax = k::softmax,
+      .softmax_backward = k::softmax_backward,
+      .gemm = k::gemm,
+      .linear = k::linear,
+      .transpose = k::transpose,
+      .conv2d_forward = k::conv2d_forward,
+      .conv2d_backward = k::conv2d_backward,
+      .max_pool_forward = k::max_pool_forward,
+      .max_pool_backward = k::max_pool_backward,
+      .avg_pool_forward = k::avg_pool_forward,
+      .avg_pool_backward = k::avg_pool_backward,
+      .conv2d_relu_pool_state_bytes = nullptr,
+      .conv2d_relu_pool_forward = nullptr,
+      .conv2d_relu_pool_backward = nullptr,
+      .gather = k::gather,
+      .gather_backward = k::gather_backward,
+      .cross_entropy_forward = k::cross_entropy_forward,
+      .cross_entropy_backward = k::cross_entropy_backward,
+      .update = k::update,
+  };
+  // graphs recorded and replayed as on the emulated device
+  static const GraphOps graphs = testing::emulate_graphs(memory, table);
+  static const Backend backend{"cuda on cpu", &memory, &table, &graphs};
+  register_backend(Device::CUDA, &backend);
 }
 
 }  // namespace minidl::testing

@@ -2,7 +2,7 @@
 // copies between devices, host reads) and must give the CPU's results;
 // host-only access, mixed devices and host synchronisation are checked on
 // the way. Without a GPU the device is emulated: the CPU's kernels over its
-// own allocator, installed with set_kernels, so the results must be the
+// own allocator, installed with register_backend, so the results must be the
 // CPU's bits exactly, and the emulation's counters (host reads, pinned
 // blocks, uploads) are checked too. With a real CUDA device present the same
 // cases run on it, results within a relative 1e-5 of the CPU's (1e-4 after
@@ -19,7 +19,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
+#include "framework/cuda.h"
 #include "framework/ops.h"
 #include "framework/random.h"
 #include "data/dataset.h"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 #include "framework/backend/philox.h"
 #include "helpers.h"
 

@@ -1,4 +1,4 @@
-// CUDA graphs (framework/graph.h) and the captured training step
+// CUDA graphs (framework/cuda_graph.h) and the captured training step
 // (parallel/graphed_step.h, Model's cuda_graph) on the emulated device, whose
 // graphs record closures with CUDA's semantics (tests/emulated_graphs.h):
 // a capture runs nothing, a replay reruns it on the same memory, the
@@ -13,7 +13,7 @@
 
 #include "data/dataset.h"
 #include "emulated_device.h"
-#include "framework/graph.h"
+#include "framework/cuda_graph.h"
 #include "framework/ops.h"
 #include "framework/random.h"
 #include "helpers.h"

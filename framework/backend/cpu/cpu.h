@@ -1,14 +1,14 @@
-// CPU kernels on raw pointers: the entries of the CPU table (backend/kernels.h)
+// CPU kernels on raw pointers: the entries of the CPU's backend (backend/backend.h)
 // and the helpers they share (GEMM through CBLAS, im2col/col2im). Letters as
 // in kernels.h. All arrays are contiguous row-major.
 #pragma once
 #include <cstdint>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 
 namespace minidl::cpu {
 
-const Kernels& table();
+const Backend& backend();
 
 // ---- memory (memory.cpp): 64-byte aligned blocks, freed ones cached for reuse ----
 void* allocate(size_t bytes);

@@ -1,4 +1,5 @@
-// The CPU's kernel table: every entry of backend/kernels.h, filled from cpu.h.
+// The CPU's backend: its allocator (backend/allocator.h) and every entry of
+// its kernel table (backend/kernels.h), filled from cpu.h; no graphs.
 #include <cstring>
 
 #include "framework/backend/cpu/cpu.h"
@@ -25,9 +26,8 @@ void gemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
 
 }  // namespace
 
-const Kernels& table() {
-  static const Kernels k{
-      .name = "cpu",
+const Backend& backend() {
+  static const Allocator memory{
       .allocate = allocate,
       .deallocate = deallocate,
       .copy = copy,
@@ -38,6 +38,8 @@ const Kernels& table() {
       .current_bytes = current_bytes,
       .peak_bytes = peak_bytes,
       .reset_peak = reset_peak,
+  };
+  static const Kernels k{
       .fill = fill,
       .cast = cast,
       .permute = permute,
@@ -65,17 +67,9 @@ const Kernels& table() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
-      // no graphs on the CPU
-      .capture_begin = nullptr,
-      .capture_end = nullptr,
-      .replay = nullptr,
-      .feed_begin = nullptr,
-      .feed_end = nullptr,
-      .destroy_graph = nullptr,
-      .graph_kernels = nullptr,
-      .graph_bytes = nullptr,
   };
-  return k;
+  static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
+  return b;
 }
 
 }  // namespace minidl::cpu

@@ -4,7 +4,7 @@
 // swaps the operands (B first) and the sizes (N before M) and keeps the flags.
 // float32 GEMMs use TF32 tensor cores only when minidl::cuda::allow_tf32().
 #include "framework/backend/cuda/device.cuh"
-#include "framework/device.h"
+#include "framework/cuda.h"
 
 namespace minidl::cuda {
 namespace {

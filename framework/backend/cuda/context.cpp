@@ -9,7 +9,7 @@
 
 #include "framework/backend/cuda/cuda.h"
 #include "framework/backend/cuda/runtime.h"
-#include "framework/backend/kernels.h"
+#include "framework/cuda.h"
 #include "framework/error.h"
 
 namespace minidl::cuda {

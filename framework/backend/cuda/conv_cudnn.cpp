@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "framework/backend/cuda/runtime.h"
-#include "framework/device.h"
+#include "framework/cuda.h"
 #include "framework/error.h"
 
 #ifdef MINIDL_CUDNN

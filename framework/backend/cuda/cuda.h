@@ -1,6 +1,6 @@
-// CUDA kernels on raw device pointers: the entries of the CUDA table
-// (backend/kernels.h, whose contracts they follow) and the probe that
-// registry.cpp calls. Letters as in kernels.h. This header needs no CUDA
+// CUDA kernels on raw device pointers: the entries of the CUDA backend's
+// kernel table and allocator (backend/kernels.h and allocator.h, whose
+// contracts they follow). Letters as in kernels.h. This header needs no CUDA
 // header; runtime.h (checks, stream, cuBLAS handle, scratch buffers) and
 // device.cuh (device-side helpers) are for the backend's own files.
 //
@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "framework/backend/kernels.h"
+#include "framework/backend/backend.h"
 
 namespace minidl::cuda {
 
-// The filled table when a CUDA device is present, else nullptr (a failing
-// cudaGetDeviceCount counts as none). Never throws, prints nothing.
-const Kernels* table_if_present();
-int gpu_count();  // cudaGetDeviceCount, 0 on any error
+int gpu_count();  // cudaGetDeviceCount, 0 on any error (table.cpp)
+// The GPU the backend runs on, on a host of `count` GPUs: cuda::device() at
+// its first call, fixed from then on (settings.cpp).
+int claim_device(int count);
 
 // ---- memory (memory.cpp): CUDA's stream-ordered allocator on a pool ----
 void* allocate(size_t bytes);

@@ -1,7 +1,9 @@
 // CUDA graphs: stream capture of the compute stream (relaxed mode, so the
 // capturing thread may still allocate the slots below), instantiation,
-// replay, and the argument slots through which a replay gets each step's
-// optimizer arguments (runtime.h, ArgSlot).
+// replay, the argument slots through which a replay gets each step's
+// optimizer arguments (runtime.h, ArgSlot), and the bookkeeping of the pool
+// blocks a capture makes and frees, which capture_end reports
+// (backend/graphs.h, CaptureCounts).
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -103,7 +105,7 @@ void capture_begin() {
   capturing = g.release();
 }
 
-void* capture_end() {
+void* capture_end(CaptureCounts* counts) {
   std::unique_ptr<GraphState> g;
   {
     std::lock_guard lock(blocks_mutex);
@@ -114,6 +116,7 @@ void* capture_end() {
   const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
   {
     std::lock_guard lock(blocks_mutex);
+    *counts = {static_cast<int64_t>(g->made.size()), static_cast<int64_t>(g->older.size())};
     settle_blocks(*g);
   }
   CUDA_CHECK(ended);
@@ -155,7 +158,7 @@ void destroy_graph(void* graph) { delete static_cast<GraphState*>(graph); }
 
 int64_t graph_kernels(void* graph) { return static_cast<GraphState*>(graph)->kernels; }
 
-int64_t graph_bytes() {
+int64_t graph_pool_bytes() {
   uint64_t high = 0;
   CUDA_CHECK(cudaDeviceGetGraphMemAttribute(bind(), cudaGraphMemAttrUsedMemHigh, &high));
   return static_cast<int64_t>(high);

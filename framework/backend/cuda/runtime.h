@@ -113,15 +113,15 @@ void note_allocated(void* p, bool on_compute_stream = true);
 bool free_later(void* p);
 bool capture_in_progress();  // between capture_begin and capture_end
 
-// ---- graphs (graph.cpp): the table's capture and replay entries ----
+// ---- graphs (graph.cpp): the backend's GraphOps entries (backend/graphs.h) ----
 void capture_begin();
-void* capture_end();
+void* capture_end(CaptureCounts* counts);
 void replay(void* graph);
 void feed_begin(void* graph);
 void feed_end(void* graph);
 void destroy_graph(void* graph);
 int64_t graph_kernels(void* graph);
-int64_t graph_bytes();
+int64_t graph_pool_bytes();
 
 // Threads per block for the simple kernels, and a grid for a grid-stride loop
 // over n items (capped: each thread then takes several).

@@ -1,5 +1,6 @@
-// The CUDA kernel table: every entry of backend/kernels.h, filled from cuda.h,
-// and the probe registry.cpp calls once.
+// The CUDA backend: its allocator, every entry of its kernel table and its
+// graph entries, filled from cuda.h and runtime.h, and the probe
+// registry.cpp calls once.
 #include "framework/backend/cuda/runtime.h"
 
 namespace minidl::cuda {
@@ -11,10 +12,11 @@ int gpu_count() {
   return 0;
 }
 
-const Kernels* table_if_present() {
+const char* absent_reason() { return "no CUDA GPU found"; }
+
+const Backend* backend_if_present() {
   if (gpu_count() == 0) return nullptr;
-  static const Kernels k{
-      .name = "cuda",
+  static const Allocator memory{
       .allocate = allocate,
       .deallocate = deallocate,
       .copy = copy,
@@ -25,6 +27,8 @@ const Kernels* table_if_present() {
       .current_bytes = current_bytes,
       .peak_bytes = peak_bytes,
       .reset_peak = reset_peak,
+  };
+  static const Kernels k{
       .fill = fill,
       .cast = cast,
       .permute = permute,
@@ -53,16 +57,20 @@ const Kernels* table_if_present() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+  };
+  static const GraphOps graphs{
       .capture_begin = capture_begin,
       .capture_end = capture_end,
+      .capturing = capture_in_progress,
       .replay = replay,
       .feed_begin = feed_begin,
       .feed_end = feed_end,
-      .destroy_graph = destroy_graph,
-      .graph_kernels = graph_kernels,
-      .graph_bytes = graph_bytes,
+      .destroy = destroy_graph,
+      .kernel_launches = graph_kernels,
+      .pool_bytes = graph_pool_bytes,
   };
-  return &k;
+  static const Backend b{.name = "cuda", .allocator = &memory, .kernels = &k, .graphs = &graphs};
+  return &b;
 }
 
 }  // namespace minidl::cuda

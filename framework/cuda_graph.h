@@ -50,12 +50,7 @@ class Graph {
   void* graph_ = nullptr;
 };
 
-// True on this thread inside Graph::capture.
+// True while a capture is in progress (inside Graph::capture).
 bool is_capturing();
-
-// For Storage (framework/tensor.cpp): device memory made and freed, so that
-// a capture can tell what outlives it and what it frees from before.
-void note_made(const void* p);
-void note_freed(const void* p);
 
 }  // namespace minidl::cuda
