@@ -38,8 +38,11 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor argmax(const Tensor& x);
 
 // ---- linear algebra (cblas_sgemm) ----
-// a [M, K] x b [K, N] -> [M, N]; a [B, M, K] x b [B, K, N] or [K, N] -> [B, M, N].
-Tensor matmul(const Tensor& a, const Tensor& b);
+// op(a) x op(b), op(t) = t, or t with its last two dims swapped where the
+// flag is set (no copy: the GEMM reads it transposed; flashlight's matmulNT/TN):
+// op(a) [M, K] x op(b) [K, N] -> [M, N];
+// op(a) [B, M, K] x op(b) [B, K, N] -> [B, M, N]; a [B, M, K] x op(b) [K, N] -> [B, M, N].
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [N, IN] . w[OUT, IN]^T + b [OUT] -> [N, OUT] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);

@@ -7,45 +7,37 @@
 
 namespace minidl {
 
-// a [M, K] x b [K, N] -> [M, N]
-// a [B, M, K] x b [B, K, N] -> [B, M, N];  a [B, M, K] x b [K, N] -> [B, M, N]
-Tensor matmul(const Tensor& a, const Tensor& b) {
+// op(a) [B, M, K] x op(b) [B, K, N] -> [B, M, N] (B = 1 for 2-D operands); the
+// gradients are products again: C = op(A) op(B) gives dA = g op(B)^T (A^T:
+// op(B) g^T) and dB = op(A)^T g (B^T: g^T op(A)).
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   require_f32("matmul", a, "left operand");
   require_f32("matmul", b, "right operand");
   const bool batched = a.dim() == 3;
   MINIDL_CHECK((a.dim() == 2 && b.dim() == 2) || (batched && (b.dim() == 3 || b.dim() == 2)),
                "matmul: ", a.shape(), " x ", b.shape(),
                ": expected 2-D x 2-D, or 3-D x 3-D or 2-D (batched)");
-  const int64_t batch = batched ? a.size(0) : 1, m = a.size(-2), k = a.size(-1);
-  const int64_t kb = b.size(-2), n = b.size(-1);
-  MINIDL_CHECK(k == kb, "matmul: ", a.shape(), " x ", b.shape(), ": inner dimensions ", k,
-               " and ", kb, " differ");
+  const int64_t batch = batched ? a.size(0) : 1;
+  const int64_t m = a.size(ta ? -1 : -2), k = a.size(ta ? -2 : -1);
+  const int64_t kb = b.size(tb ? -1 : -2), n = b.size(tb ? -2 : -1);
+  MINIDL_CHECK(k == kb, "matmul: ", a.shape(), (ta ? "^T" : ""), " x ", b.shape(),
+               (tb ? "^T" : ""), ": inner dimensions ", k, " and ", kb, " differ");
   const bool b_batched = b.dim() == 3;
   MINIDL_CHECK(!b_batched || b.size(0) == batch, "matmul: ", a.shape(), " x ", b.shape(),
                ": batch sizes ", batch, " and ", b.size(0), " differ");
   if (batched && !b_batched) {  // one GEMM over the stacked rows
-    Tensor out = matmul(a.reshape({batch * m, k}), b);
-    return out.reshape({batch, m, n});
+    MINIDL_CHECK(!ta, "matmul: ", a.shape(), "^T x ", b.shape(), ": a batched left operand "
+                 "against a 2-D right one cannot be transposed");
+    return matmul(a.reshape({batch * m, k}), b, false, tb).reshape({batch, m, n});
   }
   const Kernels& kern = kernels_for("matmul", a, {&b});
   Tensor out = empty_like(a, batched ? Shape{batch, m, n} : Shape{m, n});
-  kern.gemm(false, false, m, n, k, 1.f, a.data_ptr<float>(), k, m * k, b.data_ptr<float>(), n,
-            k * n, 0.f, out.data_ptr<float>(), n, m * n, batch);
-  return record(out, "matmul", {a, b}, [a, b, batch, m, n, k](const Tensor& g) {
-    // ga = g b^T [M, K]; gb = a^T g [K, N]
-    const Kernels& kern = kernels_for("matmul backward", g, {&a, &b});
+  kern.gemm(ta, tb, m, n, k, 1.f, a.data_ptr<float>(), a.size(-1), m * k, b.data_ptr<float>(),
+            b.size(-1), k * n, 0.f, out.data_ptr<float>(), n, m * n, batch);
+  return record(out, "matmul", {a, b}, [a, b, ta, tb](const Tensor& g) {
     Tensor ga, gb;
-    const float *pg = g.data_ptr<float>(), *pa = a.data_ptr<float>(), *pb = b.data_ptr<float>();
-    if (a.requires_grad()) {
-      ga = empty_like(g, a.shape());
-      kern.gemm(false, true, m, k, n, 1.f, pg, n, m * n, pb, n, k * n, 0.f, ga.data_ptr<float>(),
-                k, m * k, batch);
-    }
-    if (b.requires_grad()) {
-      gb = empty_like(g, b.shape());
-      kern.gemm(true, false, k, n, m, 1.f, pa, k, m * k, pg, n, m * n, 0.f, gb.data_ptr<float>(),
-                n, k * n, batch);
-    }
+    if (a.requires_grad()) ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
+    if (b.requires_grad()) gb = tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false);
     return std::vector<Tensor>{ga, gb};
   });
 }
@@ -68,24 +60,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor out = empty_like(x, {n, out_f});
   kern.linear(n, in, out_f, x.data_ptr<float>(), w.data_ptr<float>(),
               b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>());
-  return record(out, "linear", {x, w, b}, [x, w, b, n, in, out_f](const Tensor& g) {
-    const Kernels& kern = kernels(g.device());
+  return record(out, "linear", {x, w, b}, [x, w, b](const Tensor& g) {
     Tensor gx, gw, gb;
-    const float* pg = g.data_ptr<float>();
-    if (x.requires_grad()) {  // gx [N, IN] = g [N, OUT] w [OUT, IN]
-      gx = empty_like(g, x.shape());
-      kern.gemm(false, false, n, in, out_f, 1.f, pg, out_f, 0, w.data_ptr<float>(), in, 0, 0.f,
-                gx.data_ptr<float>(), in, 0, 1);
-    }
-    if (w.requires_grad()) {  // gw [OUT, IN] = g^T [OUT, N] x [N, IN]
-      gw = empty_like(g, w.shape());
-      kern.gemm(true, false, out_f, in, n, 1.f, pg, out_f, 0, x.data_ptr<float>(), in, 0, 0.f,
-                gw.data_ptr<float>(), in, 0, 1);
-    }
-    if (b.defined() && b.requires_grad()) {  // gb [OUT] = column sums of g
-      gb = empty_like(g, {out_f});
-      kern.reduce(ReduceOp::Sum, 1, n, out_f, pg, gb.data_ptr<float>());
-    }
+    if (x.requires_grad()) gx = matmul(g, w);                   // [N, OUT] x [OUT, IN]
+    if (w.requires_grad()) gw = matmul(g, x, /*trans_a=*/true);  // [N, OUT]^T x [N, IN]
+    if (b.defined() && b.requires_grad()) gb = sum(g, {0});     // column sums
     return std::vector<Tensor>{gx, gw, gb};
   });
 }

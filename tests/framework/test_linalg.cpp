@@ -1,4 +1,4 @@
-// matmul (2-D, 3-D x 3-D, 3-D x 2-D), linear and transpose: hand-computed
+// matmul (2-D, 3-D x 3-D, 3-D x 2-D, transpose flags), linear and transpose: hand-computed
 // products, a naive reference, and gradient checks.
 #include <doctest/doctest.h>
 
@@ -76,6 +76,60 @@ TEST_CASE("gradients of matmul: 2-D, 3-D x 3-D and 3-D x 2-D") {
   CHECK_GRADCHECK(mm, {Tensor::randn({3, 4}), Tensor::randn({4, 2})});
   CHECK_GRADCHECK(mm, {Tensor::randn({2, 3, 4}), Tensor::randn({2, 4, 2})});
   CHECK_GRADCHECK(mm, {Tensor::randn({2, 3, 4}), Tensor::randn({4, 2})});
+}
+
+TEST_CASE("matmul with transpose flags: op(a) op(b) without a copy (hand-computed)") {
+  Tensor a = Tensor::of({1, 2, 3, 4}, {2, 2}), b = Tensor::of({5, 6, 7, 8}, {2, 2});
+  check_values(matmul(a, b, /*trans_a=*/false, /*trans_b=*/true), {17, 23, 39, 53});  // a b^T
+  check_values(matmul(a, b, /*trans_a=*/true, /*trans_b=*/false), {26, 30, 38, 44});  // a^T b
+  check_values(matmul(a, b, true, true), {23, 31, 34, 46});                           // a^T b^T
+  // non-square: p [2, 3]^T x q [2, 2] -> [3, 2]; p [2, 3] x r [4, 3]^T -> [2, 4]
+  Tensor p = Tensor::of({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor q = Tensor::of({1, 0, 0, 1}, {2, 2});
+  check_values(matmul(p, q, true, false), {1, 4, 2, 5, 3, 6});
+  Tensor r = Tensor::of({1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, {4, 3});
+  check_values(matmul(p, r, false, true), {1, 2, 3, 6, 4, 5, 6, 15});
+  // every combination equals the product of explicitly transposed copies, 2-D and batched
+  manual_seed(44);
+  Tensor x = Tensor::randn({3, 5, 4}), y = Tensor::randn({3, 4, 6});
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      Tensor xa = ta ? transpose(x, 1, 2).clone() : x, yb = tb ? transpose(y, 1, 2).clone() : y;
+      check_same(matmul(xa, yb, ta, tb), naive_bmm(x, y));
+      Tensor x2 = x.slice(0, 1).reshape({5, 4}), y2 = y.slice(0, 1).reshape({4, 6});
+      check_same(matmul(ta ? x2.t() : x2, tb ? y2.t() : y2, ta, tb), matmul(x2, y2));
+    }
+  Tensor w = Tensor::randn({6, 4});  // 3-D x 2-D^T: one GEMM over the stacked rows
+  check_same(matmul(x, w, false, true), naive_bmm(x, w.t()));
+}
+
+TEST_CASE("matmul with transpose flags: errors name the transposed shapes") {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({2, 4});
+  CHECK_THROWS_WITH_AS(matmul(a, b), "matmul: [2, 3] x [2, 4]: inner dimensions 3 and 2 differ",
+                       Error);
+  CHECK_NOTHROW(matmul(a, b, true, false));
+  CHECK_THROWS_WITH_AS(matmul(a, b, false, true),
+                       "matmul: [2, 3] x [2, 4]^T: inner dimensions 3 and 4 differ", Error);
+  CHECK_THROWS_WITH_AS(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 5}), true, false),
+                       doctest::Contains("cannot be transposed"), Error);
+}
+
+TEST_CASE("gradients of matmul with transpose flags (products of products)") {
+  manual_seed(45);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      auto mm = [ta, tb](const Inputs& in) { return matmul(in[0], in[1], ta, tb); };
+      CHECK_GRADCHECK(mm, {Tensor::randn(ta ? Shape{4, 3} : Shape{3, 4}),
+                           Tensor::randn(tb ? Shape{2, 4} : Shape{4, 2})});
+      CHECK_GRADCHECK(mm, {Tensor::randn(ta ? Shape{2, 4, 3} : Shape{2, 3, 4}),
+                           Tensor::randn(tb ? Shape{2, 2, 4} : Shape{2, 4, 2})});
+    }
+  auto mm_nt = [](const Inputs& in) { return matmul(in[0], in[1], false, true); };
+  CHECK_GRADCHECK(mm_nt, {Tensor::randn({2, 3, 4}), Tensor::randn({5, 4})});
 }
 
 TEST_CASE("matmul gradient only for the operand that requires it") {
