@@ -1,4 +1,4 @@
-// CPU convolution and linear. conv2d's entries hand the geometries the direct
+// CPU convolution: im2col/col2im and conv2d's entries. conv2d's entries hand the geometries the direct
 // lanes kernel takes (conv_lanes.cpp: stride 1, padding below the kernel,
 // batches of 16 and more) to it; the rest run here as im2col + GEMM, the batch
 // split between threads.
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 
 namespace minidl::cpu {
 namespace {
@@ -45,6 +46,99 @@ void swap01(int64_t A, int64_t B, int64_t L, const float* src, const float* bias
 }
 
 }  // namespace
+
+// im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
+MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
+  if (g.stride == 1) {  // rows are plain copies from a zero-padded plane
+    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
+    thread_local std::vector<float> padded;
+    for (int64_t c = 0; c < g.C; ++c) {
+      const float* plane = im + c * g.H * g.W;
+      if (g.pad > 0) {
+        padded.assign(PH * PW, 0.f);
+        for (int64_t h = 0; h < g.H; ++h)
+          std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.pad) * PW + g.pad);
+        plane = padded.data();
+      }
+      for (int64_t ki = 0; ki < g.KH; ++ki)
+        for (int64_t kj = 0; kj < g.KW; ++kj) {
+          float* __restrict out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            const float* __restrict src = plane + (oh + ki) * PW + kj;
+            for (int64_t ow = 0; ow < g.OW; ++ow) out[oh * g.OW + ow] = src[ow];
+          }
+        }
+    }
+    return;
+  }
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ki = 0; ki < g.KH; ++ki)
+      for (int64_t kj = 0; kj < g.KW; ++kj) {
+        float* out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
+        const float* src = im + c * g.H * g.W;
+        // Output columns whose input column ow*stride - pad + kj lies inside [0, W).
+        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
+        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          const int64_t h = oh * g.stride - g.pad + ki;
+          float* row = out + oh * g.OW;
+          if (h < 0 || h >= g.H) {
+            for (int64_t ow = 0; ow < g.OW; ++ow) row[ow] = 0.f;
+            continue;
+          }
+          const float* srow = src + h * g.W - g.pad + kj;
+          for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
+          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.stride];
+          for (int64_t ow = hi; ow < g.OW; ++ow) row[ow] = 0.f;
+        }
+      }
+}
+
+// col [C*KH*KW, OH*OW], row stride ld -> im [C, H, W] (accumulates)
+MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
+  if (g.stride == 1) {  // rows add into a zero-padded plane, cropped into im
+    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
+    thread_local std::vector<float> padded;
+    for (int64_t c = 0; c < g.C; ++c) {
+      float* plane = im + c * g.H * g.W;
+      if (g.pad > 0) {
+        padded.assign(PH * PW, 0.f);
+        plane = padded.data();
+      }
+      for (int64_t ki = 0; ki < g.KH; ++ki)
+        for (int64_t kj = 0; kj < g.KW; ++kj) {
+          const float* __restrict in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            float* __restrict dst = plane + (oh + ki) * PW + kj;
+            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] += in[oh * g.OW + ow];
+          }
+        }
+      if (g.pad > 0)
+        for (int64_t h = 0; h < g.H; ++h)
+          for (int64_t w = 0; w < g.W; ++w)
+            im[(c * g.H + h) * g.W + w] += padded[(h + g.pad) * PW + w + g.pad];
+    }
+    return;
+  }
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ki = 0; ki < g.KH; ++ki)
+      for (int64_t kj = 0; kj < g.KW; ++kj) {
+        const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
+        float* dst = im + c * g.H * g.W;
+        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
+        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          const int64_t h = oh * g.stride - g.pad + ki;
+          if (h < 0 || h >= g.H) continue;
+          const float* row = in + oh * g.OW;
+          float* drow = dst + h * g.W - g.pad + kj;
+          if (g.stride == 1)
+            for (int64_t ow = lo; ow < hi; ++ow) drow[ow] += row[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.stride] += row[ow];
+        }
+      }
+}
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
 // Letters: L = OH*OW, CKK = C*KH*KW. The batch is split between threads
@@ -119,26 +213,6 @@ void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, 
       for (size_t t = 0; t < bias_parts.size() / OC; ++t) s += bias_parts[t * OC + o];
       gb[o] = static_cast<float>(s);
     }
-}
-
-// x [N, IN], w [OUT, IN], b [OUT] or null -> y [N, OUT]
-void linear(int64_t n, int64_t in, int64_t out_f, const float* x, const float* w, const float* pb,
-            float* po) {
-  if (n <= 32 && out_f > n) {
-    // Small batch: out^T [OUT, N] = w [OUT, IN] x^T [IN, N], then transposed.
-    // OpenBLAS is faster with the weight in that place (784->512 at N 32: 153
-    // vs 204 us on 1 thread, 110 vs 127 on 2; from N 48 on it is not, and on
-    // 2 threads slower). bench_ops' linear_b32 case measures it.
-    std::vector<float> t(static_cast<size_t>(out_f * n), 0.f);
-    if (pb)
-      for (int64_t o = 0; o < out_f; ++o) std::fill_n(t.data() + o * n, n, pb[o]);
-    gemm(false, true, out_f, n, in, 1.f, w, x, pb ? 1.f : 0.f, t.data());
-    transpose(t.data(), out_f, n, po);
-    return;
-  }
-  if (pb)
-    for (int64_t i = 0; i < n; ++i) std::copy(pb, pb + out_f, po + i * out_f);
-  gemm(false, true, n, out_f, in, 1.f, x, w, pb ? 1.f : 0.f, po);
 }
 
 }  // namespace minidl::cpu

@@ -30,7 +30,7 @@ class Scratch {
   float* data_;
 };
 
-// ---- GEMM (blas.cpp) ----
+// ---- GEMM and transpose (blas.cpp) ----
 // C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (cblas_sgemm).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c);
@@ -41,6 +41,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // src [R, C] -> dst [C, R]
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 
+// ---- im2col (conv.cpp) ----
 // im: [C, H, W] -> col: [C*KH*KW, OH*OW] with row stride ld >= OH*OW (zero
 // where the window hits padding). A batch writes sample n at col + n*OH*OW.
 void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld);
@@ -64,7 +65,8 @@ void lanes_relu_pool_forward(const ConvGeometry& g, const float* x, const float*
 void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float* w,
                               const float* gy, const void* state, float* gx, float* gw, float* gb);
 
-// ---- table entries (see kernels.h for each contract) ----
+// ---- table entries (see kernels.h for each contract), by file as in backend/cuda ----
+// elementwise.cpp
 void fill(DType t, int64_t n, double value, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);
 void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
@@ -72,21 +74,26 @@ void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
 void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);
+// reduce.cpp
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx);
+// blas.cpp (with gemm and transpose above)
 void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, const float* b,
             float* y);
+// conv.cpp
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                     float* y);
 void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                      float* gx, float* gw, float* gb);
+// pool.cpp
 void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax);
 void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* argmax, float* gx);
 void avg_pool_forward(const PoolGeometry& g, const float* x, float* y);
 void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
+// loss.cpp
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out);
 void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
                      float* gx);
@@ -94,6 +101,7 @@ void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void
                            DType lt, float* loss, float* probs);
 void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
                             float* probs);
+// optim.cpp
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 
 }  // namespace minidl::cpu

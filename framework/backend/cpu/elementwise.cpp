@@ -1,11 +1,10 @@
-// CPU kernels for the table's elementwise, reduction, softmax, label and
-// dtype entries (see backend/kernels.h). One templated loop serves every
-// operator; the switch on the enum sits outside it.
+// CPU kernels for the table's elementwise and dtype entries: unary, binary,
+// dropout, fill, cast, permute (see backend/kernels.h). One templated loop
+// serves every operator; the switch on the enum sits outside it.
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -57,14 +56,6 @@ MINIDL_CLONES void broadcast_map(const Broadcast& bc, const float* pa, const flo
       for (int64_t i = 0; i < inner; ++i) o[i] = f(xa[0], xb[0]);
     }
   }
-}
-
-template <class L>
-int64_t label_at(const void* labels, int64_t i) {
-  return static_cast<int64_t>(static_cast<const L*>(labels)[i]);
-}
-int64_t label(const void* labels, DType t, int64_t i) {
-  return t == kInt64 ? label_at<int64_t>(labels, i) : label_at<int32_t>(labels, i);
 }
 
 template <class To, class From>
@@ -137,122 +128,6 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
       return broadcast_map(bc, a, b, out, [](float gv, float y) { return gv * y * (1 - y); });
     case BinaryOp::TanhGrad:
       return broadcast_map(bc, a, b, out, [](float gv, float y) { return gv * (1 - y * y); });
-  }
-}
-
-// x [outer, R, inner] -> out [outer, inner]
-void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
-  auto fold = [&](float init, auto f) {
-    std::fill(out, out + outer * inner, init);
-#pragma omp parallel for if (outer * r * inner > 65536 && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) {
-      float* dst = out + o * inner;
-      for (int64_t k = 0; k < r; ++k) {
-        const float* src = x + (o * r + k) * inner;
-        for (int64_t i = 0; i < inner; ++i) dst[i] = f(dst[i], src[i]);
-      }
-    }
-  };
-  if (op == ReduceOp::Sum) return fold(0.f, [](float a, float b) { return a + b; });
-  fold(-std::numeric_limits<float>::infinity(),
-       [](float a, float b) { return b > a || b != b ? b : a; });
-}
-
-// x [rows, cols] -> out [rows]
-void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {
-  for (int64_t i = 0; i < rows; ++i)
-    out[i] = std::max_element(x + i * cols, x + (i + 1) * cols) - (x + i * cols);
-}
-
-// x [outer, D, inner] -> y
-void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* px, float* py) {
-#pragma omp parallel for collapse(2) if (outer * d * inner > 65536)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const float* xs = px + o * d * inner + i;
-      float* ys = py + o * d * inner + i;
-      float m = xs[0];
-      for (int64_t k = 1; k < d; ++k) m = std::max(m, xs[k * inner]);
-      double s = 0;
-      for (int64_t k = 0; k < d; ++k) s += std::exp(static_cast<double>(xs[k * inner] - m));
-      // (x - m) - log(s), not x - (m + log(s)): m + log(s) rounds to m's
-      // precision (0.001 at 1e4) and would shift every output by that error.
-      const float log_s = static_cast<float>(std::log(s));
-      for (int64_t k = 0; k < d; ++k) {
-        float v = (xs[k * inner] - m) - log_s;
-        ys[k * inner] = log ? v : std::exp(v);
-      }
-    }
-}
-
-// y, gy [outer, D, inner] -> gx. Softmax's sum(gy * y) is taken over sum(y)
-// (1 up to the rounding of y): the float32 probabilities' own errors then move
-// each gx[k] by its own relative size only, where a near-one probability's
-// rounding would otherwise shift every gx of the row by a few 1e-8.
-void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
-                      const float* gy, float* gx) {
-#pragma omp parallel for collapse(2) if (outer * d * inner > 65536)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const int64_t first = o * d * inner + i;
-      const float *ys = y + first, *gs = gy + first;
-      float* out = gx + first;
-      double sum_g = 0, sum_gy = 0, sum_y = 0;
-      for (int64_t k = 0; k < d; ++k) {
-        const double g = gs[k * inner], yk = ys[k * inner];
-        sum_g += g;
-        sum_gy += g * yk;
-        sum_y += yk;
-      }
-      const double dot = sum_gy / sum_y;
-      for (int64_t k = 0; k < d; ++k) {
-        const int64_t j = k * inner;
-        out[j] = log ? static_cast<float>(gs[j] - std::exp(double(ys[j])) * sum_g)
-                     : static_cast<float>(ys[j] * (gs[j] - dot));
-      }
-    }
-}
-
-// x [N, C] -> out [N]
-void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i * c + label(labels, lt, i)];
-}
-
-// g [N] -> gx [N, C]
-void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
-                     float* gx) {
-  std::fill(gx, gx + n * c, 0.f);
-  for (int64_t i = 0; i < n; ++i) gx[i * c + label(labels, lt, i)] = g[i];
-}
-
-// logits [N, C] -> loss [1], probs [N, C] or null
-void cross_entropy_forward(int64_t N, int64_t C, const float* px, const void* labels, DType lt,
-                           float* loss, float* pp) {
-  double total = 0;
-#pragma omp parallel for reduction(+ : total) if (N * C > 65536)
-  for (int64_t i = 0; i < N; ++i) {
-    const float* row = px + i * C;
-    float m = row[0];
-    for (int64_t c = 1; c < C; ++c) m = std::max(m, row[c]);
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(row[c] - m));
-    const double lse = m + std::log(s);
-    total += lse - row[label(labels, lt, i)];
-    if (pp) {
-      const float log_s = static_cast<float>(std::log(s));  // exact for large logits too
-      for (int64_t c = 0; c < C; ++c) pp[i * C + c] = std::exp((row[c] - m) - log_s);
-    }
-  }
-  loss[0] = static_cast<float>(total / N);
-}
-
-// probs [N, C] -> g / N * (probs - onehot), in place
-void cross_entropy_backward(int64_t N, int64_t C, const void* labels, DType lt, const float* g,
-                            float* gp) {
-  const float scale = static_cast<float>(static_cast<double>(g[0]) / N);
-  for (int64_t i = 0; i < N; ++i) {
-    for (int64_t c = 0; c < C; ++c) gp[i * C + c] *= scale;
-    gp[i * C + label(labels, lt, i)] -= scale;
   }
 }
 

@@ -1,3 +1,5 @@
+// CPU pooling kernels: max (a branch-free 2x2 stride-2 path) and average,
+// forward and backward (see backend/kernels.h).
 // GCC 12 warns that its own _mm512_undefined_*, inside some intrinsics, "may
 // be used uninitialized" (a known false positive).
 #pragma GCC diagnostic push
@@ -6,7 +8,6 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -15,108 +16,6 @@
 #include "framework/backend/cpu/max2x2.h"
 
 namespace minidl::cpu {
-
-// src [R, C] -> dst [C, R], in 16x16 tiles so reads and writes both stay in cache lines
-MINIDL_CLONES void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
-  constexpr int64_t kTile = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) dst[c * rows + r] = src[r * cols + c];
-}
-
-// im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
-MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
-  if (g.stride == 1) {  // rows are plain copies from a zero-padded plane
-    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
-    thread_local std::vector<float> padded;
-    for (int64_t c = 0; c < g.C; ++c) {
-      const float* plane = im + c * g.H * g.W;
-      if (g.pad > 0) {
-        padded.assign(PH * PW, 0.f);
-        for (int64_t h = 0; h < g.H; ++h)
-          std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.pad) * PW + g.pad);
-        plane = padded.data();
-      }
-      for (int64_t ki = 0; ki < g.KH; ++ki)
-        for (int64_t kj = 0; kj < g.KW; ++kj) {
-          float* __restrict out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
-          for (int64_t oh = 0; oh < g.OH; ++oh) {
-            const float* __restrict src = plane + (oh + ki) * PW + kj;
-            for (int64_t ow = 0; ow < g.OW; ++ow) out[oh * g.OW + ow] = src[ow];
-          }
-        }
-    }
-    return;
-  }
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t ki = 0; ki < g.KH; ++ki)
-      for (int64_t kj = 0; kj < g.KW; ++kj) {
-        float* out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
-        const float* src = im + c * g.H * g.W;
-        // Output columns whose input column ow*stride - pad + kj lies inside [0, W).
-        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
-        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t h = oh * g.stride - g.pad + ki;
-          float* row = out + oh * g.OW;
-          if (h < 0 || h >= g.H) {
-            for (int64_t ow = 0; ow < g.OW; ++ow) row[ow] = 0.f;
-            continue;
-          }
-          const float* srow = src + h * g.W - g.pad + kj;
-          for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
-          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.stride];
-          for (int64_t ow = hi; ow < g.OW; ++ow) row[ow] = 0.f;
-        }
-      }
-}
-
-// col [C*KH*KW, OH*OW], row stride ld -> im [C, H, W] (accumulates)
-MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
-  if (g.stride == 1) {  // rows add into a zero-padded plane, cropped into im
-    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
-    thread_local std::vector<float> padded;
-    for (int64_t c = 0; c < g.C; ++c) {
-      float* plane = im + c * g.H * g.W;
-      if (g.pad > 0) {
-        padded.assign(PH * PW, 0.f);
-        plane = padded.data();
-      }
-      for (int64_t ki = 0; ki < g.KH; ++ki)
-        for (int64_t kj = 0; kj < g.KW; ++kj) {
-          const float* __restrict in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
-          for (int64_t oh = 0; oh < g.OH; ++oh) {
-            float* __restrict dst = plane + (oh + ki) * PW + kj;
-            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] += in[oh * g.OW + ow];
-          }
-        }
-      if (g.pad > 0)
-        for (int64_t h = 0; h < g.H; ++h)
-          for (int64_t w = 0; w < g.W; ++w)
-            im[(c * g.H + h) * g.W + w] += padded[(h + g.pad) * PW + w + g.pad];
-    }
-    return;
-  }
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t ki = 0; ki < g.KH; ++ki)
-      for (int64_t kj = 0; kj < g.KW; ++kj) {
-        const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
-        float* dst = im + c * g.H * g.W;
-        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
-        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t h = oh * g.stride - g.pad + ki;
-          if (h < 0 || h >= g.H) continue;
-          const float* row = in + oh * g.OW;
-          float* drow = dst + h * g.W - g.pad + kj;
-          if (g.stride == 1)
-            for (int64_t ow = lo; ow < hi; ++ow) drow[ow] += row[ow];
-          else
-            for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.stride] += row[ow];
-        }
-      }
-}
 
 namespace {
 

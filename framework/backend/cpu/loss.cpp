@@ -1,0 +1,64 @@
+// CPU kernels for the table's label entries: gather and its backward, and the
+// fused cross-entropy (see backend/kernels.h). Labels are int32 or int64.
+#include <algorithm>
+#include <cmath>
+
+#include "framework/backend/cpu/cpu.h"
+
+namespace minidl::cpu {
+namespace {
+
+template <class L>
+int64_t label_at(const void* labels, int64_t i) {
+  return static_cast<int64_t>(static_cast<const L*>(labels)[i]);
+}
+int64_t label(const void* labels, DType t, int64_t i) {
+  return t == kInt64 ? label_at<int64_t>(labels, i) : label_at<int32_t>(labels, i);
+}
+
+}  // namespace
+
+// x [N, C] -> out [N]
+void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i * c + label(labels, lt, i)];
+}
+
+// g [N] -> gx [N, C]
+void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
+                     float* gx) {
+  std::fill(gx, gx + n * c, 0.f);
+  for (int64_t i = 0; i < n; ++i) gx[i * c + label(labels, lt, i)] = g[i];
+}
+
+// logits [N, C] -> loss [1], probs [N, C] or null
+void cross_entropy_forward(int64_t N, int64_t C, const float* px, const void* labels, DType lt,
+                           float* loss, float* pp) {
+  double total = 0;
+#pragma omp parallel for reduction(+ : total) if (N * C > 65536)
+  for (int64_t i = 0; i < N; ++i) {
+    const float* row = px + i * C;
+    float m = row[0];
+    for (int64_t c = 1; c < C; ++c) m = std::max(m, row[c]);
+    double s = 0;
+    for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(row[c] - m));
+    const double lse = m + std::log(s);
+    total += lse - row[label(labels, lt, i)];
+    if (pp) {
+      const float log_s = static_cast<float>(std::log(s));  // exact for large logits too
+      for (int64_t c = 0; c < C; ++c) pp[i * C + c] = std::exp((row[c] - m) - log_s);
+    }
+  }
+  loss[0] = static_cast<float>(total / N);
+}
+
+// probs [N, C] -> g / N * (probs - onehot), in place
+void cross_entropy_backward(int64_t N, int64_t C, const void* labels, DType lt, const float* g,
+                            float* gp) {
+  const float scale = static_cast<float>(static_cast<double>(g[0]) / N);
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t c = 0; c < C; ++c) gp[i * C + c] *= scale;
+    gp[i * C + label(labels, lt, i)] -= scale;
+  }
+}
+
+}  // namespace minidl::cpu
