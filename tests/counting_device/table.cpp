@@ -1,0 +1,79 @@
+// The counting device's kernel table: each entry of the CPU's table behind a
+// wrapper that counts its calls by name; no graphs.
+#include <atomic>
+#include <mutex>
+
+#include "counting_device/counting_device.h"
+
+namespace minidl::counting {
+namespace {
+
+std::mutex names_mutex;
+std::map<std::string, std::atomic<int64_t>*>& counters() {
+  static std::map<std::string, std::atomic<int64_t>*> m;
+  return m;
+}
+
+// The entry M of `k`, of signature R(A...): the CPU's, counted under `name`.
+template <auto M, class F>
+struct Counted;
+template <auto M, class R, class... A>
+struct Counted<M, R (*)(A...)> {
+  static inline R (*cpu)(A...) = nullptr;
+  static inline std::atomic<int64_t> calls{0};
+  static R call(A... a) {
+    ++calls;
+    return cpu(a...);
+  }
+};
+template <auto M>
+void count(Kernels& k, const char* name) {
+  using F = std::remove_reference_t<decltype(k.*M)>;
+  Counted<M, F>::cpu = k.*M;
+  k.*M = &Counted<M, F>::call;
+  std::lock_guard lock(names_mutex);
+  counters()[name] = &Counted<M, F>::calls;
+}
+
+Kernels counted_table() {
+  Kernels k = kernels(Device::CPU);
+  count<&Kernels::fill>(k, "fill"), count<&Kernels::cast>(k, "cast");
+  count<&Kernels::permute>(k, "permute"), count<&Kernels::unary>(k, "unary");
+  count<&Kernels::binary>(k, "binary"), count<&Kernels::dropout>(k, "dropout");
+  count<&Kernels::reduce>(k, "reduce"), count<&Kernels::argmax>(k, "argmax");
+  count<&Kernels::softmax>(k, "softmax"), count<&Kernels::softmax_backward>(k, "softmax_backward");
+  count<&Kernels::gemm>(k, "gemm"), count<&Kernels::linear>(k, "linear");
+  count<&Kernels::transpose>(k, "transpose");
+  count<&Kernels::conv2d_forward>(k, "conv2d_forward");
+  count<&Kernels::conv2d_backward>(k, "conv2d_backward");
+  count<&Kernels::max_pool_forward>(k, "max_pool_forward");
+  count<&Kernels::max_pool_backward>(k, "max_pool_backward");
+  count<&Kernels::avg_pool_forward>(k, "avg_pool_forward");
+  count<&Kernels::avg_pool_backward>(k, "avg_pool_backward");
+  count<&Kernels::conv2d_relu_pool_state_bytes>(k, "conv2d_relu_pool_state_bytes");
+  count<&Kernels::conv2d_relu_pool_forward>(k, "conv2d_relu_pool_forward");
+  count<&Kernels::conv2d_relu_pool_backward>(k, "conv2d_relu_pool_backward");
+  count<&Kernels::gather>(k, "gather"), count<&Kernels::gather_backward>(k, "gather_backward");
+  count<&Kernels::cross_entropy_forward>(k, "cross_entropy_forward");
+  count<&Kernels::cross_entropy_backward>(k, "cross_entropy_backward");
+  count<&Kernels::update>(k, "update");
+  return k;
+}
+
+}  // namespace
+
+const Backend& backend() {
+  static const Kernels table = counted_table();
+  static const Backend b{.name = "counting", .allocator = &allocator(), .kernels = &table,
+                         .graphs = nullptr};
+  return b;
+}
+
+std::map<std::string, int64_t> kernel_calls() {
+  std::lock_guard lock(names_mutex);
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, calls] : counters()) out[name] = calls->load();
+  return out;
+}
+
+}  // namespace minidl::counting
