@@ -17,7 +17,7 @@
 #include <map>
 #include <mutex>
 
-#include "emulated_graphs.h"
+#include "cuda_on_cpu/graphs.h"
 #ifdef MINIDL_CUDA_ON_CPU
 #include "cuda_on_cpu/runtime.h"
 #endif
@@ -95,7 +95,7 @@ struct Emulated {
 // Installs the emulated device for the process, unless a real one is here;
 // false when a real one is (tests then use it, or step aside). Built with
 // MINIDL_CUDA_ON_CPU, the device is the CUDA backend's own kernel code run by
-// tests/cuda_on_cpu, which the tests treat as a real one.
+// tools/cuda_on_cpu, which the tests treat as a real one.
 inline bool emulate() {
 #ifdef MINIDL_CUDA_ON_CPU
   static const bool installed = (install_cuda_on_cpu(), true);

@@ -5,7 +5,7 @@
 # Without a GPU it prints one line and exits 77 (ctest: skipped).
 # usage: check_cuda_lenet.sh BIN_DIR [DEVICE [PROGRAM]]   (DEVICE cpu checks
 # the check; PROGRAM lenet_mnist_cuda_on_cpu runs the CUDA kernels on the CPU,
-# tests/cuda_on_cpu)
+# tools/cuda_on_cpu)
 set -eu
 bin=$1 device=${2:-cuda} program=${3:-lenet_mnist}
 tmp=$(mktemp -d)

@@ -1,6 +1,6 @@
 // CUDA graphs (framework/cuda_graph.h) and the captured training step
 // (parallel/graphed_step.h, Model's cuda_graph) on the emulated device, whose
-// graphs record closures with CUDA's semantics (tests/emulated_graphs.h):
+// graphs record closures with CUDA's semantics (tools/cuda_on_cpu/graphs.h):
 // a capture runs nothing, a replay reruns it on the same memory, the
 // optimizer's arguments come from the feed, and host reads, host copies,
 // dropout and tensors crossing the capture's edge throw. The captured step

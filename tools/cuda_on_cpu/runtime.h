@@ -1,4 +1,4 @@
-// The CUDA-on-CPU emulator's one entry for tests (tests/cuda_on_cpu).
+// The CUDA-on-CPU emulator's one entry for tests (tools/cuda_on_cpu).
 #pragma once
 
 namespace minidl::testing {
@@ -6,7 +6,7 @@ namespace minidl::testing {
 // Installs, under Device::CUDA, a kernel table whose entries are the CUDA
 // backend's own kernel code (framework/backend/cuda/*.cu) run by the
 // emulator on host memory: GEMM on OpenBLAS, no cuDNN, CUDA graphs recorded
-// and replayed by tests/emulated_graphs.h.
+// and replayed by graphs.h.
 void install_cuda_on_cpu();
 
 }  // namespace minidl::testing

@@ -1,4 +1,5 @@
-// CUDA graphs on the emulated device (tests/emulated_device.h), with CUDA's
+// CUDA graphs emulated on the CPU, for the CUDA-on-CPU device (runtime.cpp)
+// and the tests' emulated device (tests/emulated_device.h), with CUDA's
 // semantics as backend/graphs.h states them, so the host logic above them
 // (framework/cuda_graph.h, GraphedStep, Model's captured steps) runs here:
 // - while capturing, an entry called by the capturing thread is recorded as a

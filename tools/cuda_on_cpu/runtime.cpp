@@ -2,7 +2,7 @@
 // (emulator.h): what framework/backend/cuda/runtime.h and cuda.h declare and
 // context.cpp, memory.cpp and conv_cudnn.cpp define on a GPU, here on host
 // memory and OpenBLAS, and the kernel table of the emulated kernels (CUDA
-// graphs as tests/emulated_graphs.h records them).
+// graphs as graphs.h records them).
 //
 // Like the rewritten .cu files, this file is compiled with -Dcuda=cuda_on_cpu:
 // every `minidl::cuda` below is minidl::cuda_on_cpu, apart from the library's
@@ -19,7 +19,7 @@
 #include "framework/backend/cuda/cuda.h"
 #include "framework/backend/cuda/runtime.h"
 #include "framework/error.h"
-#include "emulated_graphs.h"
+#include "cuda_on_cpu/graphs.h"
 
 namespace minidl::cuda {
 
@@ -98,7 +98,7 @@ void deallocate(void* p, size_t bytes) {
 
 // The im2col path always; forcing cuDNN fails as it does where cuDNN is missing.
 bool cudnn_conv(ConvPass, const ConvGeometry&, const ConvTensors&, const std::function<void()>&) {
-  MINIDL_CHECK(!cudnn_forced(), "CUDA backend: cuDNN is not emulated on the CPU (tests/cuda_on_cpu)");
+  MINIDL_CHECK(!cudnn_forced(), "CUDA backend: cuDNN is not emulated on the CPU (tools/cuda_on_cpu)");
   return false;
 }
 

@@ -1,5 +1,5 @@
 // Stands in for CUDA's cuda_runtime.h in the CUDA-on-CPU emulator
-// (tests/cuda_on_cpu/emulator.h): the qualifiers, built-ins and the few
+// (tools/cuda_on_cpu/emulator.h): the qualifiers, built-ins and the few
 // runtime calls the backend's kernel files make.
 #pragma once
 #include <math.h>
