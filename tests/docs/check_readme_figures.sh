@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's Quick start result is what its command prints today.
 #
-# Usage: check_readme_figures.sh BIN_DIR [README]
+# Usage: check_readme_figures.sh BIN_DIR [README [NATIVE]]
 #
 # Reads the block after the marker `<!-- docs_readme_figures: OpenBLAS K kernels -->`
 # in README (default: the README.md beside tests/): its first line is the
@@ -9,16 +9,19 @@
 # (`epoch: E step: S, loss is L`, `test accuracy: A  test loss: T`). Runs the
 # command with BIN_DIR's PROGRAM (OMP_NUM_THREADS=1 unless set: the thread
 # count does not change the results) and compares:
-# - where the run's OpenBLAS kernels (named on its first line) are K, the
-#   README's: every line exactly, as text;
-# - with other kernels (float32 sums in another order part two runs after
-#   about 150 steps): the first loss line to a relative 1e-5, and the test
-#   accuracy to 0.005 (half a point).
+# - in a build like the README's (the default portable build, NATIVE not ON,
+#   no sanitizers) whose OpenBLAS kernels (named on the run's first line) are
+#   K: every line exactly, as text;
+# - otherwise (other kernels, -march=native code or another compiler sum
+#   float32 values in another order, and two runs part after about 150
+#   steps): the first loss line to a relative 1e-5, and the test accuracy
+#   to 0.01 (one point).
 # So a README left stale by a change to the results fails here. Needs MNIST
 # (scripts/get_mnist.sh).
 set -euo pipefail
-bin=${1:?usage: check_readme_figures.sh BIN_DIR [README]}
+bin=${1:?usage: check_readme_figures.sh BIN_DIR [README [NATIVE]]}
 readme=${2:-$(dirname "$0")/../../README.md}
+native=${3:-OFF}
 [[ -d $bin ]] || { echo "check_readme_figures: no folder $bin" >&2; exit 1; }
 bin=$(cd "$bin" && pwd)
 
@@ -43,6 +46,13 @@ out=$(OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout 300 "${argv[@]}" < /dev/null
   { tail -5 <<< "$out"; echo "check_readme_figures: the command failed" >&2; exit 1; }
 actual_kernels=$(sed -n 's/.*OpenBLAS \([A-Za-z0-9_]*\) kernels.*/\1/p' <<< "$out" | head -1)
 echo "README: OpenBLAS $kernels kernels; this run: OpenBLAS ${actual_kernels:-?} kernels"
+exact=0
+if [[ $actual_kernels == "$kernels" ]]; then exact=1; fi
+if [[ $native == ON ]]; then exact=0; echo "a -march=native build: compared within tolerances"; fi
+if grep -qa -e __asan_init -e __ubsan_handle "${argv[0]}"; then
+  exact=0
+  echo "a build with sanitizers (clang): compared within tolerances"
+fi
 
 failures=0 first=1
 while IFS= read -r want; do
@@ -56,7 +66,7 @@ while IFS= read -r want; do
   if [[ -z $got ]]; then
     echo "MISSING: the run printed no '$key' line (README: $want)"
     failures=$((failures + 1))
-  elif [[ $actual_kernels == "$kernels" ]]; then
+  elif ((exact)); then
     if [[ $got == "$want" ]]; then echo "same:    $got"; else
       echo "DIFFERS: README '$want', run '$got'"
       failures=$((failures + 1))
@@ -70,15 +80,15 @@ while IFS= read -r want; do
         failures=$((failures + 1))
       fi
     else
-      echo "skipped: $got (README ${want##* }; other kernels part after ~150 steps)"
+      echo "skipped: $got (README ${want##* }; not compared: runs part after ~150 steps)"
     fi
     first=0
   else
     a=$(awk '{print $3}' <<< "$want") b=$(awk '{print $3}' <<< "$got")
-    if awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= 0.005)}'; then
-      echo "close:   $got (README accuracy $a, within 0.005)"
+    if awk -v a="$a" -v b="$b" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= 0.01)}'; then
+      echo "close:   $got (README accuracy $a, within 0.01)"
     else
-      echo "DIFFERS: README accuracy $a, run $b (more than 0.005 apart)"
+      echo "DIFFERS: README accuracy $a, run $b (more than 0.01 apart)"
       failures=$((failures + 1))
     fi
   fi
