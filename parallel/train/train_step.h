@@ -31,7 +31,7 @@ namespace minidl {
 
 struct StepOutput {
   Tensor loss;    // the scalar the step reports (detached)
-  Tensor logits;  // [B, C] predictions for the whole batch (detached), for accuracy; may be undefined
+  Tensor logits;  // [B, C] for the whole batch (detached), for accuracy; may be undefined
 };
 
 class TrainStep {

@@ -60,8 +60,8 @@ TEST_CASE("Model calls a user's TrainStep for every batch; the callbacks see its
     CAPTURE(k);
     const HistoryWriter::Row& row = history->rows()[k - 1];
     CHECK(row.step == k);
-    CHECK(row.loss == 0.25 * k);   // every rank's loss alike: their mean is exact
-    CHECK(row.accuracy == 0);      // no logits: no hits
+    CHECK(row.loss == 0.25 * k);  // every rank's loss alike: their mean is exact
+    CHECK(row.accuracy == 0);     // no logits: no hits
   }
   CHECK(net.fc1.weight.to_float_vector() == before);  // Model ran no step of its own
 }
