@@ -74,7 +74,7 @@ class GradAccumulation : public nn::Cell {
   Tensor forward(const Tensor& a, const Tensor& b) override;  // network(a, b)
 
   // Leaves the batch's accumulated gradients in the parameters' .grad() (added
-  // to any already there: zero them first, as Model does). Returns the loss
+  // to any already there: zero them first, as GradAccumulationStep does). Returns the loss
   // (a detached float32 scalar) and the slices' logits concatenated [B, ...].
   StepOutput forward_backward(const Tensor& data, const Tensor& labels, nn::Cell& loss_fn);
 
