@@ -49,7 +49,7 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   // The per-parameter state tensors step() updates in place (Momentum's
   // buffers, Adam's moments; undefined before a parameter's first update):
-  // a captured step (parallel/graphed_step.h) checks they are still its own.
+  // a captured step (parallel/train/graphed_step.h) checks they are still its own.
   virtual std::vector<Tensor> state_tensors() const { return {}; }
   const char* name() const { return name_; }
   // Every hyperparameter that shapes step(), exactly: "lr", then the

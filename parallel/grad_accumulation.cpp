@@ -5,6 +5,7 @@
 #include "framework/ops.h"
 #include "nn/loss.h"
 #include "parallel/data_parallel.h"
+#include "parallel/timeline.h"
 
 namespace minidl::parallel {
 
@@ -62,6 +63,22 @@ StepOutput GradAccumulation::forward_backward(const Tensor& data, const Tensor& 
     begin = end;
   }
   return {Tensor::full({}, total), m == 1 ? logits[0] : concat(logits)};
+}
+
+GradAccumulationStep::GradAccumulationStep(GradAccumulation& network, nn::Cell& loss_fn,
+                                           optim::Optimizer& optimizer)
+    : network_(network), loss_fn_(loss_fn), optimizer_(optimizer) {}
+
+StepOutput GradAccumulationStep::operator()(const Tensor& data, const Tensor& labels) {
+  optimizer_.zero_grad();
+  StepOutput out;
+  {
+    TimelineScope scope("forward and backward", "compute");
+    out = network_.forward_backward(data, labels, loss_fn_);
+  }
+  TimelineScope scope("optimizer step", "compute");
+  optimizer_.step();
+  return out;
 }
 
 }  // namespace minidl::parallel

@@ -3,7 +3,7 @@
 //
 //   parallel::GradAccumulation ga(net, /*micro_size=*/4);
 //   optim::SGD opt(net.trainable_params(), /*lr=*/0.01);
-//   Model model(ga, loss, opt);               // Model calls ga.forward_backward per batch
+//   Model model(ga, loss, opt);               // its step: GradAccumulationStep (below)
 //   model.train(/*epochs=*/10, train, {LossMonitor(100)});
 //
 // forward_backward(data [B, ...], labels [B, ...], loss_fn) splits dim 0 into
@@ -38,9 +38,9 @@
 // order, GradAccumulation(DataParallel(net)), with each rank's batch its own
 // shard (a DataParallel around the GradAccumulation would communicate for
 // every slice). Give Model the GradAccumulation in ParallelMode::StandAlone
-// and shard the dataset yourself, as examples/mlp_mnist.cpp does: in
-// ParallelMode::DataParallel, Model wraps the cell it is given in a
-// DataParallel, which is no TrainStep, and would train whole batches.
+// and shard the dataset yourself, as examples/mlp_mnist.cpp does (Model
+// refuses ParallelMode::DataParallel for a GradAccumulation, since a
+// DataParallel around it would communicate for every slice).
 //
 // forward(x) is network(x) on the whole batch (eval and inference).
 // The network is registered as the child "network": this cell's parameter
@@ -54,7 +54,8 @@
 #include <cstdint>
 
 #include "nn/cell.h"
-#include "parallel/train_step.h"
+#include "optim/optimizer.h"
+#include "parallel/train/train_step.h"
 
 namespace minidl::parallel {
 
@@ -64,7 +65,7 @@ struct GradAccumulationOptions {
   bool sum_loss = false;  // false: means over micro batches; true: MindSpore's sum (see above)
 };
 
-class GradAccumulation : public nn::Cell, public TrainStep {
+class GradAccumulation : public nn::Cell {
  public:
   GradAccumulation(nn::Cell& network, int64_t micro_size, GradAccumulationOptions options = {});
 
@@ -73,9 +74,9 @@ class GradAccumulation : public nn::Cell, public TrainStep {
   Tensor forward(const Tensor& a, const Tensor& b) override;  // network(a, b)
 
   // Leaves the batch's accumulated gradients in the parameters' .grad() (added
-  // to any already there: zero them first, as Model does). Returns the loss
+  // to any already there: zero them first, as GradAccumulationStep does). Returns the loss
   // (a detached float32 scalar) and the slices' logits concatenated [B, ...].
-  StepOutput forward_backward(const Tensor& data, const Tensor& labels, nn::Cell& loss_fn) override;
+  StepOutput forward_backward(const Tensor& data, const Tensor& labels, nn::Cell& loss_fn);
 
   nn::Cell& network() const { return network_; }
   int64_t micro_size() const { return micro_size_; }
@@ -86,6 +87,21 @@ class GradAccumulation : public nn::Cell, public TrainStep {
   DataParallel* data_parallel_;  // network_ itself, when it is one
   int64_t micro_size_;
   GradAccumulationOptions options_;
+};
+
+// GradAccumulation's TrainStep (parallel/train/train_step.h), the one Model
+// makes for a GradAccumulation network: optimizer.zero_grad(),
+// network.forward_backward(data, labels, loss_fn) (recorded as "forward and
+// backward" on the timeline), one optimizer.step() ("optimizer step").
+class GradAccumulationStep : public TrainStep {
+ public:
+  GradAccumulationStep(GradAccumulation& network, nn::Cell& loss_fn, optim::Optimizer& optimizer);
+  StepOutput operator()(const Tensor& data, const Tensor& labels) override;
+
+ private:
+  GradAccumulation& network_;
+  nn::Cell& loss_fn_;
+  optim::Optimizer& optimizer_;
 };
 
 }  // namespace minidl::parallel

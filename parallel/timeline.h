@@ -8,9 +8,10 @@
 // What is recorded while enabled (an event is a span on one track of one rank):
 //   name                  category       track          recorded by
 //   "step"                step           main           Model::train, one per step
-//   "forward"             compute        main           Model::train (network and loss)
-//   "backward"            compute        main           Model::train (loss.backward())
-//   "forward and backward" compute       main           Model::train, for a TrainStep network
+//   "forward"             compute        main           EagerStep (network and loss)
+//   "backward"            compute        main           EagerStep (loss.backward())
+//   "forward and backward" compute       main           GradAccumulationStep (all micro batches)
+//   "step (CUDA graph)"   compute        main           GraphedStep (a whole step)
 //   "backward conv1"      backward       main           autograd: a contiguous run of backward
 //                                                       nodes recorded by one layer (args: nodes)
 //   "allreduce bucket 3"  communication  communication  DataParallel: from the non-blocking
@@ -19,10 +20,10 @@
 //                                                       bucket, bytes, params)
 //   "finish allreduce"    communication  main           DataParallel: the end-of-backward wait,
 //                                                       averaging and gradient write-back
-//   "optimizer step"      compute        main           Model::train
+//   "optimizer step"      compute        main           EagerStep, GradAccumulationStep
 //   "reduce metrics"      communication  main           Model::train: loss and accuracy summed
 //                                                       over ranks (waits for the slowest rank)
-//   "replica check"       check          main           ReplicaCheck (parallel/callbacks.h)
+//   "replica check"       check          main           ReplicaCheck (parallel/train/callbacks.h)
 // Every event carries the training step it began in (args.step, from set_step).
 // Layer names are registration paths (see Node::scope in framework/autograd.h):
 // "conv1", or "module.conv1" inside DataParallel; a layer called by no other

@@ -28,7 +28,7 @@
 #include "nn/loss.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "parallel/model.h"
+#include "parallel/train/model.h"
 #include "emulated_device.h"
 #include "helpers.h"
 

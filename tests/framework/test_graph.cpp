@@ -1,5 +1,5 @@
 // CUDA graphs (framework/cuda_graph.h) and the captured training step
-// (parallel/graphed_step.h, Model's cuda_graph) on the emulated device, whose
+// (parallel/train/graphed_step.h, Model's cuda_graph) on the emulated device, whose
 // graphs record closures with CUDA's semantics (tools/cuda_on_cpu/graphs.h):
 // a capture runs nothing, a replay reruns it on the same memory, the
 // optimizer's arguments come from the feed, and host reads, host copies,
@@ -24,8 +24,8 @@
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
-#include "parallel/graphed_step.h"
-#include "parallel/model.h"
+#include "parallel/train/graphed_step.h"
+#include "parallel/train/model.h"
 
 using namespace minidl;
 

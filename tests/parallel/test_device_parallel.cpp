@@ -22,7 +22,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/grad_accumulation.h"
 #include "parallel/grad_reducer.h"
-#include "parallel/model.h"
+#include "parallel/train/model.h"
 
 using namespace minidl;
 using testing::N;

@@ -26,7 +26,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/grad_accumulation.h"
 #include "parallel/init.h"
-#include "parallel/model.h"
+#include "parallel/train/model.h"
 
 using namespace minidl;
 using namespace minidl::testing;

@@ -15,10 +15,10 @@
 #include "nn/dense.h"
 #include "nn/loss.h"
 #include "optim/sgd.h"
-#include "parallel/callbacks.h"
 #include "parallel/data_parallel.h"
 #include "parallel/init.h"
-#include "parallel/model.h"
+#include "parallel/train/callbacks.h"
+#include "parallel/train/model.h"
 
 using namespace minidl;
 

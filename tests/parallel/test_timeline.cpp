@@ -27,7 +27,7 @@
 #include "optim/sgd.h"
 #include "parallel/data_parallel.h"
 #include "parallel/init.h"
-#include "parallel/model.h"
+#include "parallel/train/model.h"
 #include "parallel/timeline.h"
 
 using namespace minidl;

@@ -1,4 +1,4 @@
-#include "parallel/model.h"
+#include "parallel/train/model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,10 @@
 #include "framework/random.h"
 #include "framework/safetensors.h"
 #include "parallel/data_parallel.h"
+#include "parallel/grad_accumulation.h"
 #include "parallel/init.h"
 #include "parallel/timeline.h"
+#include "parallel/train/graphed_step.h"
 
 namespace minidl {
 namespace {
@@ -99,6 +101,14 @@ constexpr const char* kCheckpointFormat = "minidl.checkpoint";  // its value: th
 Model::Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, ModelOptions options)
     : Model(network, loss_fn, std::move(options)) {
   optimizer_ = &optimizer;
+  if (options_.train_step)
+    step_ = options_.train_step;
+  else if (options_.cuda_graph)
+    step_ = std::make_shared<parallel::GraphedStep>(network, loss_fn, optimizer);
+  else if (auto* accumulation = dynamic_cast<parallel::GradAccumulation*>(&network))
+    step_ = std::make_shared<parallel::GradAccumulationStep>(*accumulation, loss_fn, optimizer);
+  else
+    step_ = std::make_shared<EagerStep>(*train_network_, loss_fn, optimizer);
 }
 
 Model::Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options)
@@ -107,18 +117,25 @@ Model::Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options)
   for (const auto& m : options_.metrics)
     MINIDL_CHECK(m == "accuracy" || m == "loss", "Model: unknown metric '", m,
                  "' (expected \"accuracy\" or \"loss\")");
+  const bool accumulates = dynamic_cast<parallel::GradAccumulation*>(&network);
+  const bool data_parallel = dynamic_cast<parallel::DataParallel*>(&network);
+  MINIDL_CHECK(!options_.cuda_graph || !options_.train_step, "Model: cuda_graph makes the Model's "
+               "own step (a parallel::GraphedStep), but ModelOptions::train_step gives one too; "
+               "pass one or the other");
   MINIDL_CHECK(!options_.cuda_graph || (options_.parallel == ParallelMode::StandAlone &&
-                                         !dynamic_cast<TrainStep*>(&network) &&
-                                         !dynamic_cast<parallel::DataParallel*>(&network)),
+                                         !accumulates && !data_parallel),
                "Model: cuda_graph captures a plain network's step in StandAlone mode; ",
-               network.type_name(), dynamic_cast<TrainStep*>(&network) ? " runs its own backward"
-                                                                       : " is data-parallel",
+               network.type_name(), accumulates ? " runs its own backward" : " is data-parallel",
                ", which is not supported yet");
-  if (options_.parallel == ParallelMode::DataParallel && !dynamic_cast<parallel::DataParallel*>(&network)) {
+  if (options_.parallel == ParallelMode::DataParallel && !data_parallel) {
     MINIDL_CHECK(parallel::is_initialized(), "Model: ParallelMode::DataParallel needs parallel::init() first");
-    MINIDL_CHECK(!dynamic_cast<TrainStep*>(&network), "Model: ParallelMode::DataParallel cannot wrap ",
+    MINIDL_CHECK(!accumulates, "Model: ParallelMode::DataParallel cannot wrap ",
                  network.type_name(), " from outside (it runs its own backward); build it around a "
                  "DataParallel instead, e.g. GradAccumulation(DataParallel(net), m), and shard the data");
+    MINIDL_CHECK(!options_.train_step, "Model: ParallelMode::DataParallel would wrap ",
+                 network.type_name(), " in a DataParallel that ModelOptions::train_step, made "
+                 "without it, never calls; make the step with a parallel::DataParallel network, "
+                 "give Model that network, and shard the data");
     wrapper_ = std::make_shared<parallel::DataParallel>(
         network, parallel::DataParallelOptions{.bucket_bytes = options_.bucket_bytes});
     train_network_ = wrapper_.get();
@@ -161,13 +178,11 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
                "Model::train: cannot start at epoch ", pos.epoch, " step ", pos.step,
                " (global step ", pos.global_step, ") with ", steps_per_epoch,
                " steps per epoch (expected 0 <= step <= steps per epoch <= global step)");
-  TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world, &network_};
-  begin.model = this;
+  const TrainBegin begin{pos.epoch + epochs, steps_per_epoch, ds.batch_size(), rank, world,
+                         &network_, this};
   CallbackList run_callbacks(std::move(callbacks));
   run_callbacks.train_begin(begin);
   scheduler_ = scheduler;
-  if (options_.cuda_graph && !graphed_)
-    graphed_ = std::make_unique<parallel::GraphedStep>(network_, loss_fn_, *optimizer_);
   int64_t taken = 0;  // steps in this call
   const Device device = device_of(network_);
   using clock = std::chrono::steady_clock;
@@ -198,36 +213,14 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
       auto t0 = clock::now();
       parallel::Timeline::set_step(pos.global_step + 1);
       parallel::TimelineScope step_scope("step", "step");  // the events: parallel/timeline.h
-      Tensor loss, logits;
       const double lr = optimizer_->lr();
-      if (!graphed_) optimizer_->zero_grad();  // a captured step zeroes its gradients in place
-      if (graphed_) {
-        parallel::TimelineScope scope("step (CUDA graph)", "compute");
-        StepOutput out = (*graphed_)(batch.data, batch.labels);
-        loss = out.loss;
-        logits = out.logits;
-      } else if (auto* own = dynamic_cast<TrainStep*>(train_network_)) {
-        parallel::TimelineScope scope("forward and backward", "compute");
-        StepOutput out = own->forward_backward(batch.data, batch.labels, loss_fn_);
-        loss = out.loss;
-        logits = out.logits;
-      } else {
-        {
-          parallel::TimelineScope scope("forward", "compute");
-          logits = (*train_network_)(batch.data);
-          loss = loss_fn_(logits, batch.labels);
-        }
-        parallel::TimelineScope scope("backward", "compute");
-        loss.backward();
-      }
-      if (!graphed_) {
-        parallel::TimelineScope scope("optimizer step", "compute");
-        optimizer_->step();
-      }
+      const StepOutput out = (*step_)(batch.data, batch.labels);
+      MINIDL_CHECK(out.loss.defined(), "Model::train: the TrainStep returned no loss at step ",
+                   pos.global_step + 1, " (expected StepOutput::loss, a scalar)");
       if (scheduler && scheduler->interval() == optim::Interval::Step) scheduler->step();
       if (++it != batches.end() && more(taken + 1)) ahead = up(std::move(*it));
       // [loss, correct, samples], summed over ranks when distributed
-      const Figures f = batch_figures(loss, logits, batch.labels);
+      const Figures f = batch_figures(out.loss, out.logits, batch.labels);
       double figures[3] = {f.loss, f.correct, static_cast<double>(batch.data.size(0))};
       if (distributed) {
         parallel::TimelineScope scope("reduce metrics", "communication");  // waits for every rank

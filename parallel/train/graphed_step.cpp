@@ -1,6 +1,7 @@
-#include "parallel/graphed_step.h"
+#include "parallel/train/graphed_step.h"
 
 #include "framework/backend/backend.h"
+#include "parallel/timeline.h"
 
 namespace minidl::parallel {
 
@@ -57,6 +58,7 @@ void GraphedStep::capture(const Tensor& data, const Tensor& labels) {
 }
 
 StepOutput GraphedStep::operator()(const Tensor& data, const Tensor& labels) {
+  TimelineScope scope("step (CUDA graph)", "compute");
   ++calls_;
   if (graph_.captured() && memory() != captured_memory_) graph_.reset();  // the graph's are gone
   if (!graph_.captured() || data.shape() != data_.shape() || labels.shape() != labels_.shape()) {

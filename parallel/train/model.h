@@ -5,10 +5,14 @@
 //   auto m = model.eval(test);  // m["accuracy"], m["loss"]
 //
 //   Model evaluator(net, loss);  // no optimizer: eval() only, e.g. of a loaded checkpoint
+//   Model custom(net, loss, opt, {.train_step = my_step});  // a user's TrainStep per batch
 //
-// One step: zero the gradients, loss = loss_fn(network(data), labels),
-// backward, optimizer step. A network that is a TrainStep (GradAccumulation)
-// runs its own forward and backward instead.
+// Each batch is one call of the Model's TrainStep (train_step.h), chosen once
+// when the Model is made: ModelOptions::train_step when given (Keras's
+// overridable train_step), else a parallel::GraphedStep with cuda_graph, a
+// parallel::GradAccumulationStep for a GradAccumulation network, an EagerStep
+// (zero the gradients, loss = loss_fn(network(data), labels), backward,
+// optimizer step) otherwise.
 // With {.parallel = ParallelMode::DataParallel} the network is wrapped in
 // DataParallel (parameters broadcast from rank 0, gradients averaged over
 // ranks during backward), and a training set that is not sharded yet is
@@ -31,9 +35,8 @@
 #include "nn/cell.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
-#include "parallel/callbacks.h"
-#include "parallel/graphed_step.h"
-#include "parallel/train_step.h"
+#include "parallel/train/callbacks.h"
+#include "parallel/train/train_step.h"
 
 namespace minidl {
 
@@ -45,8 +48,16 @@ struct ModelOptions {
   size_t bucket_bytes = size_t{25} << 20;  // DataParallel's fusion buckets (PyTorch's 25 MiB)
   // Capture a training step as a CUDA graph after the first and replay it
   // (parallel::GraphedStep; the same bits as eager steps). Needs the network
-  // on CUDA, one rank's StandAlone mode and a network that is no TrainStep.
+  // on CUDA when the Model is made, StandAlone mode, a network that is no
+  // GradAccumulation or DataParallel, and no train_step.
   bool cuda_graph = false;
+  // The step train() calls per batch, in place of the Model's own: a user's
+  // TrainStep, made with its network, loss and optimizer (those the Model is
+  // given, so that eval() and checkpoints see what it trains). Not with
+  // cuda_graph, nor with ParallelMode::DataParallel around a network that is
+  // no DataParallel (the step would not see the wrapper): pass a DataParallel
+  // network then, and shard the data.
+  std::shared_ptr<TrainStep> train_step = nullptr;
 };
 
 // Where training stands; Model::train continues from here.
@@ -77,12 +88,16 @@ struct TrainOptions {
   std::optional<TrainPosition> start = std::nullopt;
 };
 
-class Model {
+class Model : public Resumable {
  public:
   Model(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, ModelOptions options = {});
   // Without an optimizer: eval() only; train() throws minidl::Error.
   Model(nn::Cell& network, nn::Cell& loss_fn, ModelOptions options = {});
   ~Model();
+  // Throws minidl::Error for options that do not go together (each message
+  // names them): an unknown metric; cuda_graph with DataParallel, a
+  // GradAccumulation network or a train_step; ParallelMode::DataParallel
+  // around a GradAccumulation network or with a train_step.
 
   // Trains `epochs` epochs over `dataset` from the start position (an epoch in
   // progress counts as one); returns the steps taken. An epoch-interval
@@ -115,7 +130,7 @@ class Model {
   // needs nothing more: it is a function of the shuffle seed and the epoch.
   // Writes from the calling rank only; the state is the same on every rank,
   // so rank 0 saves (ModelCheckpoint does so).
-  void save_checkpoint(const std::string& path) const;
+  void save_checkpoint(const std::string& path) const override;
   // The file also keeps what fixed the data order (samples, batch size, steps
   // per epoch, shuffle seed, ranks); the next train() after load_checkpoint
   // throws minidl::Error naming any of these that differs, since the saved
@@ -131,6 +146,9 @@ class Model {
 
   // The cell a step calls: the network, or its DataParallel wrapper.
   nn::Cell& network() { return *train_network_; }
+  // The step train() calls for every batch, chosen when the Model was made
+  // (null without an optimizer).
+  TrainStep* train_step() const { return step_.get(); }
 
  private:
   nn::Cell& network_;
@@ -141,7 +159,7 @@ class Model {
   ModelOptions options_;
   std::shared_ptr<nn::Cell> wrapper_;  // DataParallel, when asked for
   nn::Cell* train_network_;
-  std::unique_ptr<parallel::GraphedStep> graphed_;  // with cuda_graph, made by train()
+  std::shared_ptr<TrainStep> step_;  // made or given at construction
   // What fixes the data order a position indexes (samples, batch size, steps
   // per epoch, shuffle seed, ranks): the last train()'s, which checkpoints
   // keep, and a loaded checkpoint's, which the next train() must match.

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "parallel/callbacks/callback.h"
+#include "parallel/train/callback.h"
 
 namespace minidl::parallel {
 class Communicator;

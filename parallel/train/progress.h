@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "parallel/callbacks/callback.h"
+#include "parallel/train/callback.h"
 
 namespace minidl {
 

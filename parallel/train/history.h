@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/callbacks/callback.h"
+#include "parallel/train/callback.h"
 
 namespace minidl {
 

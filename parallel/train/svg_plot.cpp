@@ -1,4 +1,4 @@
-#include "parallel/callbacks/svg_plot.h"
+#include "parallel/train/svg_plot.h"
 
 #include <algorithm>
 #include <cstdio>

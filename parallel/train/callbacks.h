@@ -1,5 +1,5 @@
 // Training callbacks (MindSpore's names and output formats), one concern a
-// file under parallel/callbacks/:
+// file under parallel/train/:
 //   callback.h       the events, the Callback base, CallbackList (drives
 //                    callbacks from Model::train or a hand-written loop)
 //   progress.h       LossMonitor, TimeMonitor, ProgressBar (printing)
@@ -14,9 +14,9 @@
 // training the printing callbacks print on rank 0 only; the loss they see is
 // the mean over ranks.
 #pragma once
-#include "parallel/callbacks/callback.h"
-#include "parallel/callbacks/checkpoint.h"
-#include "parallel/callbacks/history.h"
-#include "parallel/callbacks/progress.h"
-#include "parallel/callbacks/replica_check.h"
-#include "parallel/callbacks/svg_plot.h"
+#include "parallel/train/callback.h"
+#include "parallel/train/checkpoint.h"
+#include "parallel/train/history.h"
+#include "parallel/train/progress.h"
+#include "parallel/train/replica_check.h"
+#include "parallel/train/svg_plot.h"

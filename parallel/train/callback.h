@@ -2,7 +2,7 @@
 // Callback base class, and CallbackList, which drives callbacks from any loop
 // (Model::train, or one written by hand). The callbacks themselves: progress.h
 // (printing), checkpoint.h, history.h (CSV and SVG), replica_check.h;
-// parallel/callbacks.h includes them all.
+// parallel/train/callbacks.h includes them all.
 //
 // A hand-written loop fills the events itself (examples/mnist_train_loop.cpp):
 //
@@ -33,7 +33,16 @@ class Cell;
 
 namespace minidl {
 
-class Model;
+// What a callback may ask of the driver that trains (Model is one): a whole
+// training checkpoint, written to `path`, that the driver resumes exactly
+// (Model::save_checkpoint). ModelCheckpoint with training_state uses it.
+class Resumable {
+ public:
+  virtual void save_checkpoint(const std::string& path) const = 0;
+
+ protected:
+  ~Resumable() = default;
+};
 
 struct TrainBegin {
   int64_t epochs = 0;
@@ -41,7 +50,9 @@ struct TrainBegin {
   int64_t batch_size = 0;  // per rank
   int rank = 0, world_size = 1;
   nn::Cell* network = nullptr;  // what ModelCheckpoint saves and ReplicaCheck compares
-  Model* model = nullptr;       // the Model that trains; null in a hand-written loop
+  // The Model that trains, as ModelCheckpoint(training_state) needs it; null
+  // in a hand-written loop (which may give a Resumable of its own).
+  const Resumable* model = nullptr;
 };
 
 struct StepEnd {
@@ -78,7 +89,7 @@ class Callback {
   // Set from TrainBegin by CallbackList::train_begin, before on_train_begin.
   int rank_ = 0;  // the printing and writing callbacks act on rank 0 only
   nn::Cell* network_ = nullptr;
-  Model* model_ = nullptr;
+  const Resumable* model_ = nullptr;
   friend class CallbackList;
 };
 

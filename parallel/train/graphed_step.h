@@ -1,7 +1,8 @@
 // GraphedStep: one whole training step (zero the gradients in place,
 // loss_fn(network(data), labels), backward, optimizer step) captured as a
-// CUDA graph and replayed (framework/cuda_graph.h), for a loop a user drives by
-// hand. Model does the same with ModelOptions::cuda_graph.
+// CUDA graph and replayed (framework/cuda_graph.h): a TrainStep (train_step.h),
+// the one Model makes with ModelOptions::cuda_graph, or for a loop a user
+// drives by hand. Recorded as "step (CUDA graph)" on the timeline.
 //
 //   parallel::GraphedStep step(net, loss_fn, optimizer);   // parameters on CUDA
 //   for (auto& batch : train.pin_memory(Device::CUDA).epoch(e)) {
@@ -17,8 +18,8 @@
 // as does a call after the parameters, gradients or optimizer state were
 // replaced (zero_grad() with set_to_none, net.to(), load_state_dict): the
 // next call captures anew.
-// Every call leaves the same bits as eager steps would (tests/parallel/
-// test_graphed_step.cpp). The outputs are the graph's tensors, overwritten
+// Every call leaves the same bits as eager steps would (tests/framework/
+// test_graph.cpp). The outputs are the graph's tensors, overwritten
 // by the next call: clone what you keep.
 // Throws minidl::Error when the parameters are not on a device that can
 // capture graphs, or when the step cannot be captured (dropout in training
@@ -30,15 +31,15 @@
 #include "framework/cuda_graph.h"
 #include "nn/cell.h"
 #include "optim/optimizer.h"
-#include "parallel/train_step.h"
+#include "parallel/train/train_step.h"
 
 namespace minidl::parallel {
 
-class GraphedStep {
+class GraphedStep : public TrainStep {
  public:
   GraphedStep(nn::Cell& network, nn::Cell& loss_fn, optim::Optimizer& optimizer, int warmup = 1);
   // data, labels on the CPU (pinned best) or the GPU
-  StepOutput operator()(const Tensor& data, const Tensor& labels);
+  StepOutput operator()(const Tensor& data, const Tensor& labels) override;
   int64_t replays() const { return replays_; }  // calls that replayed the graph (the capture's included)
   // The kernel launches of one step, all in the one graph launch (0 before
   // the capture): what an eager step launches one by one.

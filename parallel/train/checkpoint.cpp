@@ -1,8 +1,7 @@
-#include "parallel/callbacks/checkpoint.h"
+#include "parallel/train/checkpoint.h"
 
 #include "framework/error.h"
 #include "nn/cell.h"
-#include "parallel/model.h"
 
 namespace minidl {
 

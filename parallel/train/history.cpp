@@ -1,10 +1,10 @@
-#include "parallel/callbacks/history.h"
+#include "parallel/train/history.h"
 
 #include <fstream>
 
 #include "framework/error.h"
 #include "framework/output_file.h"
-#include "parallel/callbacks/svg_plot.h"
+#include "parallel/train/svg_plot.h"
 #include "parallel/communicator.h"
 #include "parallel/init.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/callbacks/callback.h"
+#include "parallel/train/callback.h"
 
 namespace minidl {
 
@@ -17,8 +17,9 @@ namespace minidl {
 // to a temporary name and renamed, so a crash never leaves it torn. Rank 0
 // writes. With `training_state`, each file is a whole Model::save_checkpoint
 // (optimizer, schedule, position, generator beside the weights), which
-// Model::load_checkpoint resumes exactly; that needs Model::train (TrainBegin::
-// model), and train_begin throws minidl::Error in a loop without a Model.
+// Model::load_checkpoint resumes exactly; that needs the driver's save function
+// (TrainBegin::model, a Resumable: Model::train gives itself), and train_begin
+// throws minidl::Error in a loop without one.
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0, bool training_state = false);

@@ -1,4 +1,4 @@
-#include "parallel/callbacks/callback.h"
+#include "parallel/train/callback.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "parallel/callbacks/progress.h"
+#include "parallel/train/progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "parallel/callbacks/replica_check.h"
+#include "parallel/train/replica_check.h"
 
 #include <algorithm>
 #include <cmath>
