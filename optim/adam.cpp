@@ -45,17 +45,8 @@ std::vector<Tensor> Adam::state_tensors() const {
   return all;
 }
 
-StateDict Adam::state_dict() const {
-  StateDict s = Optimizer::state_dict();
-  save_state(s, "exp_avg", m_);
-  save_state(s, "exp_avg_sq", v_);
-  return s;
-}
-
-void Adam::load_state_dict(const StateDict& s) {
-  Optimizer::load_state_dict(s);
-  load_state(s, "exp_avg", m_);
-  load_state(s, "exp_avg_sq", v_);
+std::vector<Optimizer::StateSlot> Adam::state_slots() {
+  return {{.key = "exp_avg", .state = &m_}, {.key = "exp_avg_sq", .state = &v_, .nonnegative = true}};
 }
 
 }  // namespace minidl::optim

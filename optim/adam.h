@@ -24,13 +24,13 @@ class Adam : public Optimizer {
   const Tensor& exp_avg_sq(size_t i) const { return v_.at(i); }
   int64_t step_count(size_t i) const { return steps_.at(i); }
   std::vector<Tensor> state_tensors() const override;  // the moments m, then v
-  StateDict state_dict() const override;  // adds "exp_avg.<i>", "exp_avg_sq.<i>"
-  void load_state_dict(const StateDict& state) override;
 
  protected:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
        double weight_decay, bool decoupled, const char* name);
   void update(const std::vector<size_t>& ready) override;
+  // "exp_avg.<i>" and "exp_avg_sq.<i>" (>= 0), both required once a parameter is updated
+  std::vector<StateSlot> state_slots() override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;

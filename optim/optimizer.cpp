@@ -94,6 +94,10 @@ StateDict Optimizer::state_dict() const {
   s.values["name"] = name_;
   s.set_double("lr", lr_);
   s.tensors.insert("steps", Tensor::from_vector(steps_, {static_cast<int64_t>(steps_.size())}));
+  // state_slots() only names the vectors; they are read here, not changed
+  for (const StateSlot& slot : const_cast<Optimizer*>(this)->state_slots())
+    for (size_t i = 0; i < slot.state->size(); ++i)
+      if ((*slot.state)[i].defined()) s.tensors.insert(cat(slot.key, ".", i), (*slot.state)[i].cpu());
   return s;
 }
 
@@ -101,37 +105,63 @@ void Optimizer::load_state_dict(const StateDict& s) {
   const std::string what = cat(name_, "::load_state_dict");
   const std::string& kind = s.get("name", what.c_str());
   MINIDL_CHECK(kind == name_, what, ": the state is a ", kind, "'s, expected a ", name_, "'s");
-  const Tensor& steps = s.tensors.at("steps");
+  const double lr = s.get_double("lr", what.c_str());
+  MINIDL_CHECK(std::isfinite(lr) && lr >= 0, what, ": 'lr' is ", s.values.at("lr"),
+               ", expected a finite number >= 0");
   const int64_t n = static_cast<int64_t>(params_.size());
-  MINIDL_CHECK(steps.dtype() == kInt64 && steps.shape() == Shape{n}, what, ": 'steps' is ",
-               dtype_name(steps.dtype()), " ", steps.shape(), ", expected int64 [", n,
+  MINIDL_CHECK(s.tensors.contains("steps"), what, ": 'steps' is missing (expected int64 [", n,
+               "], each parameter's updates)");
+  const Tensor& steps_t = s.tensors.at("steps");
+  MINIDL_CHECK(steps_t.dtype() == kInt64 && steps_t.shape() == Shape{n}, what, ": 'steps' is ",
+               dtype_name(steps_t.dtype()), " ", steps_t.shape(), ", expected int64 [", n,
                "] (one count per parameter)");
-  set_lr(s.get_double("lr", what.c_str()));
-  steps_ = steps.to_vector<int64_t>();
-}
+  const std::vector<int64_t> steps = steps_t.to_vector<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    MINIDL_CHECK(steps[i] >= 0 && steps[i] <= kMaxSteps, what, ": 'steps' entry ", i, " is ",
+                 steps[i], ", expected 0 to 2^53 (the updates parameter ", i, " ",
+                 params_[i].shape(), " has taken)");
 
-void Optimizer::save_state(StateDict& out, const std::string& key,
-                           const std::vector<Tensor>& state) const {
-  for (size_t i = 0; i < state.size(); ++i)
-    if (state[i].defined()) out.tensors.insert(cat(key, ".", i), state[i].cpu());
-}
-
-void Optimizer::load_state(const StateDict& in, const std::string& key,
-                           std::vector<Tensor>& state) const {
-  for (size_t i = 0; i < state.size(); ++i) {
-    const std::string name = cat(key, ".", i);
-    if (!in.tensors.contains(name)) {
-      state[i] = Tensor();
-      continue;
+  // Every state tensor is checked first, then all are taken at once.
+  const std::vector<StateSlot> slots = state_slots();
+  std::set<std::string> known = {"steps"};
+  std::string expected = "'steps'";
+  std::vector<std::vector<Tensor>> loaded(slots.size(), std::vector<Tensor>(params_.size()));
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const StateSlot& slot = slots[k];
+    expected += cat(", '", slot.key, ".<i>'");
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string name = cat(slot.key, ".", i);
+      const Tensor& p = params_[i];
+      known.insert(name);
+      if (!s.tensors.contains(name)) {
+        MINIDL_CHECK(!slot.required || steps[i] == 0, what, ": '", name, "' is missing, but "
+                     "parameter ", i, " ", p.shape(), " has taken ", steps[i], " step(s) "
+                     "(expected its ", slot.key, ", float32 [", p.numel(), "])");
+        continue;
+      }
+      MINIDL_CHECK(steps[i] > 0, what, ": '", name, "' is present, but parameter ", i, " ",
+                   p.shape(), " has taken 0 steps (expected no ", slot.key,
+                   " before its first update)");
+      const Tensor& t = s.tensors.at(name);
+      MINIDL_CHECK(t.dtype() == kFloat32 && t.shape() == Shape{p.numel()}, what, ": '", name,
+                   "' is ", dtype_name(t.dtype()), " ", t.shape(), ", expected float32 [",
+                   p.numel(), "] for parameter ", i, " ", p.shape());
+      const Tensor host = t.cpu();
+      const float* x = host.data<float>();
+      for (int64_t j = 0; j < p.numel(); ++j)
+        MINIDL_CHECK(std::isfinite(x[j]) && (!slot.nonnegative || x[j] >= 0), what, ": '", name,
+                     "' element ", j, " is ", x[j], ", expected a finite number",
+                     slot.nonnegative ? " >= 0" : "");
+      loaded[k][i] = Tensor::empty({p.numel()}, kFloat32, p.device());
+      loaded[k][i].copy_(host);
     }
-    const Tensor& t = in.tensors.at(name);
-    const int64_t n = params_[i].numel();
-    MINIDL_CHECK(t.dtype() == kFloat32 && t.shape() == Shape{n}, name_, "::load_state_dict: '",
-                 name, "' is ", dtype_name(t.dtype()), " ", t.shape(), ", expected float32 [", n,
-                 "] for parameter ", i, " ", params_[i].shape());
-    state[i] = Tensor::empty({n}, kFloat32, params_[i].device());
-    state[i].copy_(t);
   }
+  for (const auto& [name, t] : s.tensors)
+    MINIDL_CHECK(known.count(name), what, ": unexpected entry '", name, "' (expected ", expected,
+                 " with i < ", n, ")");
+  lr_ = lr;
+  steps_ = steps;
+  for (size_t k = 0; k < slots.size(); ++k) *slots[k].state = std::move(loaded[k]);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

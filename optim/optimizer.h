@@ -63,12 +63,21 @@ class Optimizer {
   // parameter i] on the CPU, present once parameter i has been updated
   // (Momentum: "momentum_buffer.<i>"; Adam: "exp_avg.<i>", "exp_avg_sq.<i>").
   // CPU tensors share storage with the optimizer's state.
-  virtual StateDict state_dict() const;
+  StateDict state_dict() const;
   // Restores a state_dict() into an optimizer of the same kind over parameters
-  // of the same sizes, state tensors onto their parameters' devices. Throws
-  // minidl::Error naming what differs (kind, parameter count, a tensor's shape
-  // or dtype) or is missing; the optimizer is then in an unspecified state.
-  virtual void load_state_dict(const StateDict& state);
+  // of the same sizes, state tensors onto their parameters' devices. The whole
+  // state is checked before any of it is taken, so that a resume is exact or
+  // refused: "lr" finite and >= 0; every step count from 0 to kMaxSteps; a
+  // parameter with a count > 0 has each state tensor its rule keeps (none for
+  // Momentum with momentum 0), one with count 0 has none; each state tensor
+  // float32 [numel of its parameter] with finite values (Adam's exp_avg_sq
+  // also >= 0); no other entries. Throws minidl::Error naming the entry, what
+  // was expected and what was got; the optimizer is then unchanged.
+  void load_state_dict(const StateDict& state);
+
+  // The largest step count a state may hold: 2^53, beyond which a count is no
+  // real run's and Adam's bias correction (computed in double) loses it.
+  static constexpr int64_t kMaxSteps = int64_t{1} << 53;
 
  protected:
   // Updates the parameters listed in `ready` (indices into parameters(), each
@@ -81,10 +90,18 @@ class Optimizer {
              std::vector<Tensor>* m = nullptr, std::vector<Tensor>* v = nullptr);
   // Throws std::invalid_argument "<name>: invalid <what> <value> (expected <rule>)" unless ok.
   void check(bool ok, const char* what, double value, const char* rule) const;
-  // state_dict() / load_state_dict() of one per-parameter state vector, as
-  // "<key>.<i>" (absent where undefined).
-  void save_state(StateDict& out, const std::string& key, const std::vector<Tensor>& state) const;
-  void load_state(const StateDict& in, const std::string& key, std::vector<Tensor>& state) const;
+  // One per-parameter state vector, saved as "<key>.<i>" (absent where
+  // undefined). `required`: the rule creates it at a parameter's first update,
+  // so a parameter with updates must have it. `nonnegative`: its values are >= 0.
+  struct StateSlot {
+    const char* key;
+    std::vector<Tensor>* state;
+    bool required = true;
+    bool nonnegative = false;
+  };
+  // The subclass's state vectors (Momentum's buffers, Adam's moments), which
+  // state_dict() saves and load_state_dict() checks and restores.
+  virtual std::vector<StateSlot> state_slots() { return {}; }
 
   std::vector<Tensor> params_;
   std::vector<int64_t> steps_;  // updates of each parameter so far

@@ -49,15 +49,8 @@ void Momentum::update(const std::vector<size_t>& ready) {
   apply(UpdateRule::Momentum, args, ready, &buffers_);
 }
 
-StateDict Momentum::state_dict() const {
-  StateDict s = Optimizer::state_dict();
-  save_state(s, "momentum_buffer", buffers_);
-  return s;
-}
-
-void Momentum::load_state_dict(const StateDict& s) {
-  Optimizer::load_state_dict(s);
-  load_state(s, "momentum_buffer", buffers_);
+std::vector<Optimizer::StateSlot> Momentum::state_slots() {
+  return {{.key = "momentum_buffer", .state = &buffers_, .required = momentum_ > 0}};
 }
 
 }  // namespace minidl::optim

@@ -42,11 +42,11 @@ class Momentum : public Optimizer {
   // Parameter i's momentum buffer (undefined before its first update).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
   std::vector<Tensor> state_tensors() const override { return buffers_; }
-  StateDict state_dict() const override;  // adds "momentum_buffer.<i>"
-  void load_state_dict(const StateDict& state) override;
 
  protected:
   void update(const std::vector<size_t>& ready) override;
+  // "momentum_buffer.<i>", required once a parameter is updated unless momentum is 0
+  std::vector<StateSlot> state_slots() override;
 
  private:
   double momentum_;

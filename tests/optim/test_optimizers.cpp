@@ -317,3 +317,84 @@ TEST_CASE("an empty parameter list is an error naming the likely cause") {
   CHECK_THROWS_WITH_AS(optim::Adam({}), ("Adam" + expect).c_str(), Error);
   CHECK_THROWS_WITH_AS(optim::AdamW({}), ("AdamW" + expect).c_str(), Error);
 }
+
+namespace {
+
+// `state` with entry `name` replaced by `value` (added when absent; removed
+// when value is undefined). New tensors: the originals share the optimizer's
+// storage.
+StateDict edited(const StateDict& state, const std::string& name, const Tensor& value) {
+  StateDict out;
+  out.values = state.values;
+  for (const auto& [key, t] : state.tensors)
+    if (key != name) out.tensors.insert(key, t.clone());
+  if (value.defined()) out.tensors.insert(name, value);
+  return out;
+}
+
+std::string load_error(optim::Optimizer& opt, const StateDict& state) {
+  return error_of([&] { opt.load_state_dict(state); });
+}
+
+}  // namespace
+
+TEST_CASE("load_state_dict refuses a state inconsistent with itself, naming the entry") {
+  // Adam over a [2] and b [3]: one step of a only, so steps = [1, 0] and
+  // exp_avg.0, exp_avg_sq.0 exist, exp_avg.1, exp_avg_sq.1 do not.
+  Tensor a = fresh_param(), b = Tensor::of({1, 2, 3}).requires_grad_();
+  optim::Adam adam({a, b}, /*lr=*/0.1);
+  step_with(adam, a, kGrads[0]);
+  const StateDict good = adam.state_dict();
+  const std::string adam_load = "Adam::load_state_dict: ";
+
+  // a missing moment of an updated parameter is no longer zero-filled
+  CHECK(load_error(adam, edited(good, "exp_avg_sq.0", Tensor())) ==
+        adam_load + "'exp_avg_sq.0' is missing, but parameter 0 [2] has taken 1 step(s) "
+                    "(expected its exp_avg_sq, float32 [2])");
+  // step counts: negative, 0 where a state exists, absurd
+  CHECK(load_error(adam, edited(good, "steps", Tensor::of_ints({-1, 0}))) ==
+        adam_load + "'steps' entry 0 is -1, expected 0 to 2^53 (the updates parameter 0 [2] "
+                    "has taken)");
+  CHECK(load_error(adam, edited(good, "steps", Tensor::of_ints({0, 0}))) ==
+        adam_load + "'exp_avg.0' is present, but parameter 0 [2] has taken 0 steps (expected "
+                    "no exp_avg before its first update)");
+  CHECK(load_error(adam, edited(good, "steps", Tensor::of_ints({1, INT64_MAX}))) ==
+        adam_load + "'steps' entry 1 is 9223372036854775807, expected 0 to 2^53 (the updates "
+                    "parameter 1 [3] has taken)");
+  // values: finite, and the second moment >= 0
+  CHECK(load_error(adam, edited(good, "exp_avg.0", Tensor::of({0.5f, NAN}))) ==
+        adam_load + "'exp_avg.0' element 1 is nan, expected a finite number");
+  CHECK(load_error(adam, edited(good, "exp_avg_sq.0", Tensor::of({-1, 0}))) ==
+        adam_load + "'exp_avg_sq.0' element 0 is -1, expected a finite number >= 0");
+  CHECK(load_error(adam, edited(good, "exp_avg.0", Tensor::of({1, 2, 3}))) ==
+        adam_load + "'exp_avg.0' is float32 [3], expected float32 [2] for parameter 0 [2]");
+  CHECK(load_error(adam, edited(good, "exp_avg.7", Tensor::of({1, 2}))) ==
+        adam_load + "unexpected entry 'exp_avg.7' (expected 'steps', 'exp_avg.<i>', "
+                    "'exp_avg_sq.<i>' with i < 2)");
+  // a bad lr is a minidl::Error too, not the setter's std::invalid_argument
+  for (const char* lr : {"nan", "-0.1", "inf"}) {
+    StateDict bad = edited(good, "steps", good.tensors.at("steps").clone());
+    bad.values["lr"] = lr;
+    CAPTURE(lr);
+    CHECK(load_error(adam, bad) ==
+          adam_load + "'lr' is " + lr + ", expected a finite number >= 0");
+    CHECK_THROWS_AS(adam.load_state_dict(bad), Error);
+  }
+  // nothing was taken from the refused states
+  CHECK(adam.lr() == 0.1);
+  CHECK(adam.step_count(0) == 1);
+  CHECK(adam.step_count(1) == 0);
+  CHECK(!adam.exp_avg(1).defined());
+
+  // Momentum's buffer likewise; with momentum 0 there is none to miss
+  Tensor c = fresh_param();
+  optim::Momentum momentum({c}, 0.1, 0.9);
+  step_with(momentum, c, kGrads[0]);
+  CHECK(load_error(momentum, edited(momentum.state_dict(), "momentum_buffer.0", Tensor())) ==
+        "Momentum::load_state_dict: 'momentum_buffer.0' is missing, but parameter 0 [2] has "
+        "taken 1 step(s) (expected its momentum_buffer, float32 [2])");
+  optim::Momentum plain({c}, 0.1, /*momentum=*/0);
+  step_with(plain, c, kGrads[1]);
+  optim::Momentum plain_too({fresh_param()}, 0.1, 0);
+  CHECK(load_error(plain_too, plain.state_dict()) == "");
+}
