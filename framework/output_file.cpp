@@ -1,9 +1,11 @@
 #include "framework/output_file.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 
@@ -54,6 +56,29 @@ void check_writable(const std::string& path, const std::string& what) {
                "' failed: ", std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& target) {
+  const fs::path t = target;
+  const std::string prefix = t.filename().string() + ".tmp.";
+  const fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix) || name.size() == prefix.size()) continue;
+    const char *first = name.data() + prefix.size(), *last = name.data() + name.size();
+    pid_t pid = 0;
+    const auto [stop, err] = std::from_chars(first, last, pid);
+    if (err != std::errc() || stop != last || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: someone else's)
+    std::error_code type_ec;
+    if (it->symlink_status(type_ec).type() == fs::file_type::regular) stale.push_back(it->path());
+  }
+  std::vector<std::string> removed;
+  for (const fs::path& p : stale)
+    if (fs::remove(p, ec)) removed.push_back(p.string());
+  return removed;
 }
 
 }  // namespace minidl

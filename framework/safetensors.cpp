@@ -168,6 +168,7 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
   check_replaceable(target, op);
   struct stat existing;
   const bool keep_mode = ::stat(target.c_str(), &existing) == 0;
+  remove_stale_temporaries(target);  // what saves killed before their rename left
   const std::string tmp = target + ".tmp." + std::to_string(::getpid());
   std::FILE* raw = std::fopen(tmp.c_str(), "wb");
   MINIDL_CHECK(raw, op, ": cannot open '", tmp, "' for writing: ", std::strerror(errno));

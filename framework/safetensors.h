@@ -74,10 +74,13 @@ struct StateDict {
 // Writes `tensors` (in their order) and optional string metadata to `path`.
 // The file is written to "<target>.tmp.<pid>", fsynced, renamed over the
 // target and the directory fsynced, so a crash never leaves a torn
-// checkpoint. The target is the file `path` names after symbolic links (the
-// link stays a link); an existing target keeps its mode, and one that is not a
-// regular file (a directory, /dev/full) is refused. Tensors must be defined
-// CPU tensors; names must be non-empty and not "__metadata__".
+// checkpoint; temporaries of earlier saves to the same target whose process
+// is gone (killed before their rename) are removed first
+// (remove_stale_temporaries, framework/output_file.h). The target is the file
+// `path` names after symbolic links (the link stays a link); an existing
+// target keeps its mode, and one that is not a regular file (a directory,
+// /dev/full) is refused. Tensors must be defined CPU tensors; names must be
+// non-empty and not "__metadata__".
 // Throws minidl::Error naming the file and the cause (cannot open, write
 // failed, not a regular file, bad name); a failed save removes its temporary
 // file and leaves an existing target as it was.

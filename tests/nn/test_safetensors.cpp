@@ -6,8 +6,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -361,4 +363,54 @@ TEST_CASE("TensorDict keeps insertion order and rejects duplicates") {
   TensorDict from_map(
       std::map<std::string, Tensor>{{"y", Tensor::ones({1})}, {"x", Tensor::ones({1})}});
   CHECK(from_map.keys() == std::vector<std::string>{"x", "y"});
+}
+
+namespace {
+
+// A pid that no process has now: a child that has exited and been reaped.
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("save_safetensors removes the temporaries that killed saves to its target left") {
+  ScratchDir dir;
+  const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getppid());
+  const std::string self = std::to_string(::getpid()), dead_dir = std::to_string(dead_pid());
+  for (const std::string& name :
+       {"w.safetensors.tmp." + dead,        // a save killed before its rename: removed
+        "w.safetensors.tmp." + alive,       // a save still running: kept
+        "w.safetensors.tmp.x" + dead,       // not a pid: kept
+        std::string("w.safetensors.tmp."),  // no pid: kept
+        "other.safetensors.tmp." + dead})   // another target's: kept
+    std::ofstream(dir.file(name)) << "partial";
+  std::filesystem::create_directory(dir.file("w.safetensors.tmp." + dead_dir));  // not a file: kept
+  save_safetensors(dir.file("w.safetensors"), {{"x", Tensor::ones({2})}});
+  std::vector<std::string> expected = {
+      "other.safetensors.tmp." + dead, "w.safetensors",          "w.safetensors.tmp.",
+      "w.safetensors.tmp." + alive,    "w.safetensors.tmp." + dead_dir, "w.safetensors.tmp.x" + dead};
+  std::sort(expected.begin(), expected.end());
+  CHECK(names_in(dir.path) == expected);
+  CHECK(load_safetensors(dir.file("w.safetensors")).at("x").to_float_vector() ==
+        std::vector<float>{1, 1});
+
+  // the function alone: what it removed, by path
+  std::ofstream(dir.file("w.safetensors.tmp." + dead)) << "partial";
+  std::ofstream(dir.file("w.safetensors.tmp." + self)) << "mine";  // the caller's own: kept
+  CHECK(remove_stale_temporaries(dir.file("w.safetensors")) ==
+        std::vector<std::string>{dir.file("w.safetensors.tmp." + dead)});
+  CHECK(std::filesystem::exists(dir.file("w.safetensors.tmp." + self)));
 }
