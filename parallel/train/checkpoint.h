@@ -19,13 +19,18 @@ namespace minidl {
 // (optimizer, schedule, position, generator beside the weights), which
 // Model::load_checkpoint resumes exactly; that needs the driver's save function
 // (TrainBegin::model, a Resumable: Model::train gives itself), and train_begin
-// throws minidl::Error in a loop without one.
+// throws minidl::Error in a loop without one. With `keep_last` N > 0 (like
+// MindSpore's keep_checkpoint_max), only the N newest files this callback
+// saved are kept: each save past the N-th removes the oldest, after the new
+// file is complete. Files of earlier runs (before a resume) are left alone.
 class ModelCheckpoint : public Callback {
  public:
-  explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0, bool training_state = false);
+  explicit ModelCheckpoint(std::string prefix, int64_t every_steps = 0, bool training_state = false,
+                           int64_t keep_last = 0);
   void on_train_begin(const TrainBegin& b) override;
   void on_step_end(const StepEnd& s) override;
   void on_epoch_end(const EpochEnd& e) override;
+  // The files saved and still kept, oldest first.
   const std::vector<std::string>& saved() const { return saved_; }
 
  private:
@@ -33,6 +38,7 @@ class ModelCheckpoint : public Callback {
   std::string prefix_;
   int64_t every_steps_;
   bool training_state_;
+  int64_t keep_last_;
   int64_t last_global_step_ = 0, saved_global_step_ = 0;
   std::vector<std::string> saved_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 #include "framework/ops.h"
@@ -92,6 +93,35 @@ std::map<std::string, std::string> data_order(const data::BatchDataset& ds, int 
           {"steps per epoch", cat(ds.num_batches())},
           {"shuffle seed", seed ? cat(*seed) : "none (file order)"},
           {"ranks", cat(world)}};
+}
+
+// Throws minidl::Error naming the entry ("<prefix><name>") and the element
+// unless every value of every floating-point tensor is finite.
+void check_finite(const TensorDict& tensors, const std::string& prefix) {
+  for (const auto& [name, t] : tensors) {
+    if (!is_floating(t.dtype())) continue;
+    const std::vector<float> values = t.to_float_vector();
+    for (size_t j = 0; j < values.size(); ++j)
+      MINIDL_CHECK(std::isfinite(values[j]), "'", prefix, name, "' ", t.shape(), " element ", j,
+                   " is ", values[j], ", expected a finite number");
+  }
+}
+
+// The checkpoint's "epoch", "step" and "global_step", each from 0 to 2^53
+// (optim::Optimizer::kMaxSteps: no real run's count is larger, and counting
+// on from it cannot overflow), with step <= global_step.
+TrainPosition position_in(const StateDict& state) {
+  TrainPosition pos;
+  for (auto [key, value] : {std::pair{"epoch", &pos.epoch}, std::pair{"step", &pos.step},
+                            std::pair{"global_step", &pos.global_step}}) {
+    *value = state.get_int(key, "checkpoint");
+    MINIDL_CHECK(*value >= 0 && *value <= optim::Optimizer::kMaxSteps, "'", key, "' is ", *value,
+                 ", expected 0 to 2^53");
+  }
+  MINIDL_CHECK(pos.step <= pos.global_step, "'step' is ", pos.step, " but 'global_step' ",
+               pos.global_step, ", expected step <= global_step (the steps of the epoch in "
+               "progress are counted in both)");
+  return pos;
 }
 
 constexpr const char* kCheckpointFormat = "minidl.checkpoint";  // its value: the format's version
@@ -299,15 +329,18 @@ const TrainPosition& Model::load_checkpoint(const std::string& path,
     MINIDL_CHECK(sched.values.empty() == !scheduler, "the checkpoint ",
                  sched.values.empty() ? "has no" : "holds a", " learning-rate schedule's state but ",
                  scheduler ? "a scheduler was" : "no scheduler was", " given to restore");
-    network_.load_state_dict(take(state, "model").tensors);
+    const TrainPosition pos = position_in(state);
+    const TensorDict weights = take(state, "model").tensors;
+    check_finite(weights, "model.");
+    network_.load_state_dict(weights);
     optimizer_->load_state_dict(take(state, "optimizer"));
     if (scheduler) scheduler->load_state_dict(sched);
-    TrainPosition pos{state.get_int("epoch", "checkpoint"), state.get_int("step", "checkpoint"),
-                      state.get_int("global_step", "checkpoint")};
     default_generator().set_state(state.get("rng", "checkpoint"));
     position_ = pos;
     resumed_order_ = take(state, "data").values;
   } catch (const Error& e) {
+    throw Error(cat(what, ": ", e.what()));
+  } catch (const std::invalid_argument& e) {  // a setter's check, should one slip through
     throw Error(cat(what, ": ", e.what()));
   }
   return position_;

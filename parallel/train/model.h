@@ -139,11 +139,19 @@ class Model : public Resumable {
   // (same kind and parameter sizes), `scheduler` (which the file must hold
   // when given, and must not otherwise) and the default generator, and sets
   // position(): train() then continues where the saved run stood. Every rank
-  // reads the file itself. Throws minidl::Error naming the file and what does
-  // not fit (not a training checkpoint, another optimizer, a missing tensor).
+  // reads the file itself. The whole state is checked, so that a resume is
+  // exact or refused: the position's counts from 0 to 2^53 (step <=
+  // global_step), every value of the weights finite, the optimizer's state
+  // whole and consistent (optim::Optimizer::load_state_dict), the schedule's
+  // period and base lr in range. Throws minidl::Error naming the file, the
+  // entry and what was expected and got (not a training checkpoint, another
+  // optimizer, a missing or misshapen tensor, a count out of range, NaN).
   const TrainPosition& load_checkpoint(const std::string& path,
                                        optim::LRScheduler* scheduler = nullptr);
 
+  // The optimizer train() steps (null without one): after load_checkpoint it
+  // holds the checkpoint's lr, as torch.optim's load_state_dict does.
+  optim::Optimizer* optimizer() const { return optimizer_; }
   // The cell a step calls: the network, or its DataParallel wrapper.
   nn::Cell& network() { return *train_network_; }
   // The step train() calls for every batch, chosen when the Model was made

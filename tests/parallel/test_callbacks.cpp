@@ -184,3 +184,32 @@ TEST_CASE("CallbackList: a whole training checkpoint needs a Model") {
       "loop save the weights (training_state = false)",
       Error);
 }
+
+TEST_CASE("ModelCheckpoint with keep_last keeps the newest files it saved, no others removed") {
+  Toy net;
+  const fs::path dir = fs::temp_directory_path() / cat("minidl_keep_last_", getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "toy-0_9.safetensors") << "an earlier run's";  // not this callback's: kept
+  auto keep = std::make_shared<ModelCheckpoint>((dir / "toy").string(), /*every_steps=*/2,
+                                                /*training_state=*/false, /*keep_last=*/2);
+  CallbackList callbacks({keep});
+  callbacks.train_begin({.epochs = 2, .steps_per_epoch = 3, .network = &net});
+  int64_t global_step = 0;
+  for (int64_t epoch = 1; epoch <= 2; ++epoch) {  // saves 1_2, 1_3, 2_1, 2_3
+    for (int64_t step = 1; step <= 3; ++step)
+      callbacks.step_end({.epoch = epoch, .step = step, .global_step = ++global_step,
+                          .steps_per_epoch = 3});
+    callbacks.epoch_end({.epoch = epoch, .steps = 3});
+  }
+  callbacks.train_end();
+  CHECK(keep->saved() == std::vector<std::string>{(dir / "toy-2_1.safetensors").string(),
+                                                  (dir / "toy-2_3.safetensors").string()});
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"toy-0_9.safetensors", "toy-2_1.safetensors",
+                                          "toy-2_3.safetensors"});
+  fs::remove_all(dir);
+  CHECK_THROWS_WITH_AS(ModelCheckpoint("toy", 1, false, /*keep_last=*/-1),
+                       "ModelCheckpoint: expected keep_last >= 0 (0: keep all), got -1", Error);
+}

@@ -317,3 +317,65 @@ TEST_CASE("load_checkpoint names the file and what does not fit") {
                        doctest::Contains("Adam::load_state_dict: the state is a SGD's"), Error);
   remove_shared(weights);
 }
+
+TEST_CASE("load_checkpoint refuses a checkpoint inconsistent with itself, naming file and entry") {
+  manual_seed(5);
+  Run run("momentum", 0);
+  run.fit(1, /*max_steps=*/2);
+  const std::string good = shared_path("good.safetensors");
+  if (R() == 0) run.model->save_checkpoint(good);
+  parallel::world().barrier();
+  std::map<std::string, std::string> meta;
+  const TensorDict tensors = load_safetensors(good, &meta);
+  // Writes the checkpoint with `name` replaced (removed when `value` is
+  // undefined) and metadata `key` set to `text` (when key is not empty),
+  // then returns what load_checkpoint throws.
+  auto error_of = [&](const std::string& name, const Tensor& value, const std::string& key = "",
+                      const std::string& text = "") {
+    const std::string path = fs::path(good).parent_path() / "bad.safetensors";
+    TensorDict edited;
+    for (const auto& [n, t] : tensors)
+      if (n != name) edited.insert(n, t);
+    if (value.defined()) edited.insert(name, value);
+    std::map<std::string, std::string> values = meta;
+    if (!key.empty()) values[key] = text;
+    parallel::world().barrier();
+    if (R() == 0) save_safetensors(path, edited, values);
+    parallel::world().barrier();
+    Run other("momentum", 0);
+    try {
+      other.model->load_checkpoint(path, other.sched.get());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    } catch (const std::exception& e) {
+      return std::string("not a minidl::Error: ") + e.what();
+    }
+    return std::string();
+  };
+  const std::string file = "Model::load_checkpoint: " + (fs::path(good).parent_path() / "bad.safetensors").string() + ": ";
+  const std::string momentum = file + "Momentum::load_state_dict: ";
+  CHECK(error_of("optimizer.momentum_buffer.1", Tensor()) ==
+        momentum + "'momentum_buffer.1' is missing, but parameter 1 [8] has taken 2 step(s) "
+                   "(expected its momentum_buffer, float32 [8])");
+  CHECK(error_of("optimizer.steps", Tensor::of_ints({2, -1, 2, 2})) ==
+        momentum + "'steps' entry 1 is -1, expected 0 to 2^53 (the updates parameter 1 [8] has taken)");
+  CHECK(error_of("", Tensor(), "optimizer.lr", "nan") ==
+        momentum + "'lr' is nan, expected a finite number >= 0");
+  CHECK(error_of("", Tensor(), "optimizer.lr", "-1") ==
+        momentum + "'lr' is -1, expected a finite number >= 0");
+  CHECK(error_of("", Tensor(), "epoch", "9223372036854775807") ==
+        file + "'epoch' is 9223372036854775807, expected 0 to 2^53");
+  CHECK(error_of("", Tensor(), "global_step", "9223372036854775807") ==
+        file + "'global_step' is 9223372036854775807, expected 0 to 2^53");
+  CHECK(error_of("", Tensor(), "step", "3") ==
+        file + "'step' is 3 but 'global_step' 2, expected step <= global_step (the steps of the "
+               "epoch in progress are counted in both)");
+  CHECK(error_of("", Tensor(), "scheduler.base_lr", "inf") ==
+        file + "LRScheduler::load_state_dict: 'base_lr' is inf, expected a finite number >= 0");
+  std::vector<float> w = tensors.at("model.fc2.bias").to_float_vector();
+  w[3] = INFINITY;
+  CHECK(error_of("model.fc2.bias", Tensor::from_vector(w)) ==
+        file + "'model.fc2.bias' [4] element 3 is inf, expected a finite number");
+  CHECK(error_of("", Tensor()) == "");  // the same file unedited loads
+  remove_shared(good);
+}
