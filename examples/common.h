@@ -33,6 +33,7 @@ struct Flags {
   int64_t check_replicas = 0;  // compare the ranks' parameters every N steps (0: off)
   int64_t bucket_kb = 25 * 1024;  // DataParallel's allreduce buckets
   int64_t save_every = 0;         // steps between whole-state checkpoints (0: none)
+  int64_t keep_last = 0;          // of those, keep the newest N (0: all)
   std::string augment;            // "shift:K": random shifts of up to K pixels each epoch
 };
 
@@ -84,6 +85,10 @@ inline void add_flags(CLI::App& app, Flags& f) {
                  "every N steps and at each epoch's end save the whole training state as "
                  "<--save without .safetensors>-<epoch>_<step>.safetensors, for --resume")
       ->check(in_range<int64_t>(1, kMaxSteps));
+  app.add_option("--keep-last", f.keep_last,
+                 "keep only the newest N --save-every checkpoints of this run, removing older "
+                 "ones as new ones are written (default: keep all)")
+      ->check(in_range<int64_t>(1, kMaxSteps));
   app.add_option("--resume", f.resume,
                  "continue, bit for bit, the run that wrote this --save-every checkpoint "
                  "(give the same flags; --epochs and --steps count the whole run)")
@@ -115,6 +120,8 @@ inline void add_flags(CLI::App& app, Flags& f) {
 inline void check_outputs(const Flags& f) {
   MINIDL_CHECK(f.save_every == 0 || !f.save.empty(), "--save-every: needs --save FILE (the "
                "checkpoints are named after it: FILE-<epoch>_<step>.safetensors)");
+  MINIDL_CHECK(f.keep_last == 0 || f.save_every > 0, "--keep-last: needs --save-every N (it "
+               "keeps the newest of those checkpoints)");
   if (parallel::rank() != 0) return;
   if (!f.save.empty()) check_writable(f.save, "--save");
   if (!f.timeline.empty()) check_writable(f.timeline, "--timeline");
@@ -191,15 +198,23 @@ inline std::vector<CallbackRef> callbacks(const Flags& f) {
   if (f.save_every > 0) {  // whole-state checkpoints <--save without .safetensors>-<epoch>_<step>
     const std::string ext = ".safetensors";
     const std::string prefix = f.save.ends_with(ext) ? f.save.substr(0, f.save.size() - ext.size()) : f.save;
-    list.push_back(ModelCheckpoint(prefix, f.save_every, /*training_state=*/true));
+    list.push_back(ModelCheckpoint(prefix, f.save_every, /*training_state=*/true,
+                                   /*keep_last=*/f.keep_last));
   }
   return list;
 }
 
 // --resume: where the checkpoint's run stood (the start when not given).
+// The checkpoint's optimizer state holds the lr it trained with; a --lr that
+// differs is refused, naming both, rather than silently overridden either way.
 inline TrainPosition resume(const Flags& f, Model& model) {
   if (f.resume.empty()) return {};
   TrainPosition start = model.load_checkpoint(f.resume);
+  const double saved_lr = model.optimizer()->lr();
+  MINIDL_CHECK(saved_lr == f.lr, "--resume: ", f.resume, " was trained with lr ",
+               optim::exact_text(saved_lr), ", this run has --lr ", optim::exact_text(f.lr),
+               "; give --lr ", optim::exact_text(saved_lr), " (a resume continues the saved run "
+               "bit for bit, its lr included)");
   if (parallel::rank() == 0)
     std::printf("resumed from %s: epoch %lld, step %lld (global step %lld)\n", f.resume.c_str(),
                 (long long)start.epoch + 1, (long long)start.step, (long long)start.global_step);

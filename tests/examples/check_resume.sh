@@ -73,6 +73,70 @@ timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 1 --save-every 3 >/dev
 [ $? -eq 1 ] && grep -q "^error: --save-every: needs --save FILE" "$tmp/err" ||
   fail "--save-every without --save: $(cat "$tmp/err")"
 
+# --resume with another --lr is refused naming both (the checkpoint's lr would
+# otherwise win without a word).
+timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 8 --threads 1 --optimizer sgd \
+  --lr 0.05 --resume "$tmp/sgd/a-1_10.safetensors" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(cat "$tmp/err")" = "error: --resume: $tmp/sgd/a-1_10.safetensors was trained with lr 0.01, this run has --lr 0.05; give --lr 0.01 (a resume continues the saved run bit for bit, its lr included)" ] ||
+  fail "--resume with another --lr: $(cat "$tmp/err")"
+
+# A checkpoint inconsistent with itself is refused naming the file and the
+# entry: an epoch of 2^63 - 1 (it overflowed the example's arithmetic), a
+# missing momentum buffer of a parameter that has taken steps.
+edit_checkpoint() {  # edit_checkpoint IN OUT PYTHON-STATEMENT (on meta and header)
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+src, dst, stmt = sys.argv[1:]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+meta = header["__metadata__"]
+exec(stmt)
+data, offset = b"", 0  # the remaining tensors' bytes, repacked in their order
+for name, t in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
+                      key=lambda item: item[1]["data_offsets"][0]):
+    begin, end = t["data_offsets"]
+    data += raw[8 + n + begin:8 + n + end]
+    t["data_offsets"] = [offset, offset + end - begin]
+    offset += end - begin
+text = json.dumps(header).encode()
+text += b" " * ((8 - len(text) % 8) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+}
+good="$tmp/momentum/a-1_10.safetensors"
+edit_checkpoint "$good" "$tmp/epoch.safetensors" 'meta["epoch"] = str(2**63 - 1)'
+timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 8 --threads 1 --optimizer momentum \
+  --resume "$tmp/epoch.safetensors" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(cat "$tmp/err")" = "error: Model::load_checkpoint: $tmp/epoch.safetensors: 'epoch' is 9223372036854775807, expected 0 to 2^53" ] ||
+  fail "--resume of a checkpoint with epoch 2^63 - 1: $(cat "$tmp/err")"
+edit_checkpoint "$good" "$tmp/buffer.safetensors" 'del header["optimizer.momentum_buffer.3"]'
+timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 8 --threads 1 --optimizer momentum \
+  --resume "$tmp/buffer.safetensors" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(cat "$tmp/err")" = "error: Model::load_checkpoint: $tmp/buffer.safetensors: Momentum::load_state_dict: 'momentum_buffer.3' is missing, but parameter 3 [16] has taken 10 step(s) (expected its momentum_buffer, float32 [16])" ] ||
+  fail "--resume of a checkpoint without a momentum buffer: $(cat "$tmp/err")"
+
+# --keep-last 2 keeps the run's two newest checkpoints (of 1_5, 1_10, 1_12,
+# 2_3, 2_8, 2_12), and saving to a path removes the temporary file a killed
+# save to it left (its pid is gone), not a live process's.
+mkdir "$tmp/keep"
+(exit 0) &
+dead=$!
+wait "$dead"
+echo partial >"$tmp/keep/k-1_5.safetensors.tmp.$dead"
+echo partial >"$tmp/keep/k-1_5.safetensors.tmp.$$"
+timeout 120 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 8 --threads 1 --optimizer sgd \
+  --save-every 5 --keep-last 2 --save "$tmp/keep/k.safetensors" >"$tmp/keep.txt" 2>&1 ||
+  fail "--keep-last 2: $(tail -3 "$tmp/keep.txt")"
+[ "$(LC_ALL=C ls "$tmp/keep" | tr '\n' ' ')" = "k-1_5.safetensors.tmp.$$ k-2_12.safetensors k-2_8.safetensors k.safetensors " ] ||
+  fail "--keep-last 2 and stale temporaries: the directory holds $(LC_ALL=C ls "$tmp/keep" | tr '\n' ' ')"
+cmp -s "$tmp/keep/k-2_12.safetensors" "$tmp/sgd/a-2_12.safetensors" ||
+  fail "--keep-last 2: k-2_12 differs from the same run's a-2_12 without it"
+timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 1 --keep-last 2 --save "$tmp/x.safetensors" \
+  >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "^error: --keep-last: needs --save-every N" "$tmp/err" ||
+  fail "--keep-last without --save-every: $(cat "$tmp/err")"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"
   exit 1
