@@ -46,7 +46,8 @@ std::vector<Tensor> Adam::state_tensors() const {
 }
 
 std::vector<Optimizer::StateSlot> Adam::state_slots() {
-  return {{.key = "exp_avg", .state = &m_}, {.key = "exp_avg_sq", .state = &v_, .nonnegative = true}};
+  return {{.key = "exp_avg", .state = &m_},
+          {.key = "exp_avg_sq", .state = &v_, .nonnegative = true}};
 }
 
 }  // namespace minidl::optim

@@ -40,8 +40,9 @@ void LRScheduler::load_state_dict(const StateDict& s) {
   MINIDL_CHECK(epoch >= 0 && epoch <= Optimizer::kMaxSteps, "LRScheduler::load_state_dict: "
                "'last_epoch' is ", epoch, ", expected 0 to 2^53");
   const double base_lr = s.get_double("base_lr", "LRScheduler::load_state_dict");
-  MINIDL_CHECK(std::isfinite(base_lr) && base_lr >= 0, "LRScheduler::load_state_dict: 'base_lr' is ",
-               s.values.at("base_lr"), ", expected a finite number >= 0");
+  MINIDL_CHECK(std::isfinite(base_lr) && base_lr >= 0,
+               "LRScheduler::load_state_dict: 'base_lr' is ", s.values.at("base_lr"),
+               ", expected a finite number >= 0");
   base_lr_ = base_lr;
   epoch_ = epoch;
   apply();

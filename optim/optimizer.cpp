@@ -97,7 +97,8 @@ StateDict Optimizer::state_dict() const {
   // state_slots() only names the vectors; they are read here, not changed
   for (const StateSlot& slot : const_cast<Optimizer*>(this)->state_slots())
     for (size_t i = 0; i < slot.state->size(); ++i)
-      if ((*slot.state)[i].defined()) s.tensors.insert(cat(slot.key, ".", i), (*slot.state)[i].cpu());
+      if ((*slot.state)[i].defined())
+        s.tensors.insert(cat(slot.key, ".", i), (*slot.state)[i].cpu());
   return s;
 }
 

@@ -399,9 +399,12 @@ TEST_CASE("save_safetensors removes the temporaries that killed saves to its tar
     std::ofstream(dir.file(name)) << "partial";
   std::filesystem::create_directory(dir.file("w.safetensors.tmp." + dead_dir));  // not a file: kept
   save_safetensors(dir.file("w.safetensors"), {{"x", Tensor::ones({2})}});
-  std::vector<std::string> expected = {
-      "other.safetensors.tmp." + dead, "w.safetensors",          "w.safetensors.tmp.",
-      "w.safetensors.tmp." + alive,    "w.safetensors.tmp." + dead_dir, "w.safetensors.tmp.x" + dead};
+  std::vector<std::string> expected = {"other.safetensors.tmp." + dead,
+                                       "w.safetensors",
+                                       "w.safetensors.tmp.",
+                                       "w.safetensors.tmp." + alive,
+                                       "w.safetensors.tmp." + dead_dir,
+                                       "w.safetensors.tmp.x" + dead};
   std::sort(expected.begin(), expected.end());
   CHECK(names_in(dir.path) == expected);
   CHECK(load_safetensors(dir.file("w.safetensors")).at("x").to_float_vector() ==

@@ -330,9 +330,9 @@ TEST_CASE("load_checkpoint refuses a checkpoint inconsistent with itself, naming
   // Writes the checkpoint with `name` replaced (removed when `value` is
   // undefined) and metadata `key` set to `text` (when key is not empty),
   // then returns what load_checkpoint throws.
+  const std::string bad = fs::path(good).parent_path() / "bad.safetensors";
   auto error_of = [&](const std::string& name, const Tensor& value, const std::string& key = "",
                       const std::string& text = "") {
-    const std::string path = fs::path(good).parent_path() / "bad.safetensors";
     TensorDict edited;
     for (const auto& [n, t] : tensors)
       if (n != name) edited.insert(n, t);
@@ -340,11 +340,11 @@ TEST_CASE("load_checkpoint refuses a checkpoint inconsistent with itself, naming
     std::map<std::string, std::string> values = meta;
     if (!key.empty()) values[key] = text;
     parallel::world().barrier();
-    if (R() == 0) save_safetensors(path, edited, values);
+    if (R() == 0) save_safetensors(bad, edited, values);
     parallel::world().barrier();
     Run other("momentum", 0);
     try {
-      other.model->load_checkpoint(path, other.sched.get());
+      other.model->load_checkpoint(bad, other.sched.get());
     } catch (const Error& e) {
       return std::string(e.what());
     } catch (const std::exception& e) {
@@ -352,13 +352,14 @@ TEST_CASE("load_checkpoint refuses a checkpoint inconsistent with itself, naming
     }
     return std::string();
   };
-  const std::string file = "Model::load_checkpoint: " + (fs::path(good).parent_path() / "bad.safetensors").string() + ": ";
+  const std::string file = "Model::load_checkpoint: " + bad + ": ";
   const std::string momentum = file + "Momentum::load_state_dict: ";
   CHECK(error_of("optimizer.momentum_buffer.1", Tensor()) ==
         momentum + "'momentum_buffer.1' is missing, but parameter 1 [8] has taken 2 step(s) "
                    "(expected its momentum_buffer, float32 [8])");
   CHECK(error_of("optimizer.steps", Tensor::of_ints({2, -1, 2, 2})) ==
-        momentum + "'steps' entry 1 is -1, expected 0 to 2^53 (the updates parameter 1 [8] has taken)");
+        momentum + "'steps' entry 1 is -1, expected 0 to 2^53 (the updates parameter 1 [8] "
+                   "has taken)");
   CHECK(error_of("", Tensor(), "optimizer.lr", "nan") ==
         momentum + "'lr' is nan, expected a finite number >= 0");
   CHECK(error_of("", Tensor(), "optimizer.lr", "-1") ==
