@@ -110,6 +110,14 @@ expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '0'" $lenet -
 expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '1025'" $lenet --nprocs 1025
 expect 1 "error: The following argument was not expected: --bogus" $lenet --bogus
 expect 1 "error: --micro-size: expected an integer from 1 to 1000000, got '0'" "$bin/mlp_mnist" --micro-size 0
+expect 1 "error: --micro-size: 8 micro batches need a --batch of at least 8 samples, got 4" \
+  "$bin/mlp_mnist" --micro-size 8 --batch 4
+[ -s "$tmp/stdout" ] && fail "--micro-size above --batch was checked after the data was loaded"
+# An epoch's short last batch (64 samples in batches of 7 end with 1, fewer
+# than --micro-size 7) trains and the run saves, instead of failing at the end.
+expect 0 "" "$bin/mlp_mnist" --data "$tmp/good" --batch 7 --micro-size 7 --epochs 1 --threads 1 \
+  --save "$tmp/short.safetensors"
+[ -s "$tmp/short.safetensors" ] || fail "--micro-size 7 --batch 7: the run with a short last batch saved nothing"
 expect 1 "error: --reduce: foo not in {adasum,mean}" "$bin/adasum" --reduce foo
 expect 1 "error: --steps: expected an integer from 1 to 1000000000, got '0'" "$bin/data_parallel" --steps 0
 expect 0 "" $lenet --help
