@@ -113,7 +113,8 @@ TEST_CASE("cast between float and integer dtypes truncates toward zero") {
 TEST_CASE("float to integer casts saturate: NaN -> 0, +-inf and out of range -> max/min") {
   // As CUDA's conversion (and the CUDA backend) does; a plain C++ conversion
   // of these values is undefined behaviour (UBSan's float-cast-overflow).
-  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
   constexpr int32_t i32max = std::numeric_limits<int32_t>::max(), i32min = -i32max - 1;
   constexpr int64_t i64max = std::numeric_limits<int64_t>::max(), i64min = -i64max - 1;
   Tensor x =
