@@ -164,6 +164,16 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("a short batch around DataParallel: one sample per slice, communicating once") {
+  // 3 rows per rank with micro_size 4 (an epoch's short last batch): 3 slices,
+  // the ranks reduce once (on the last), and the result is the global batch's.
+  Result r = run_equivalence(/*batch=*/3, /*m=*/4, MakeOpt(sgd), /*data_parallel=*/true);
+  MESSAGE(N(), " ranks, 3 rows each, m=4: parameters ", r.param_diff, " (max relative diff)");
+  CHECK(r.param_diff <= 1e-5);
+  CHECK(r.loss_diff <= 1e-5);
+  CHECK(r.reductions == (N() > 1 ? kSteps : 0));
+}
+
 TEST_CASE("mean mode: loss, logits and gradients of an uneven split are the whole batch's") {
   manual_seed(5);
   Tensor x = Tensor::randn({10, 6});
