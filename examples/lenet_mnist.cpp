@@ -29,6 +29,10 @@ void program(int argc, char** argv) {
   example::parse(app, argc, argv);
   const Device device = example::prepare(flags);  // output paths, --threads, --device
   const bool data_parallel = flags.parallel == "data";
+  MINIDL_CHECK(!flags.cuda_graph || !data_parallel, "--cuda-graph: needs --parallel none");
+  MINIDL_CHECK(!flags.cuda_graph || device != Device::CPU, "--cuda-graph: needs the network on "
+               "CUDA (--device cuda, or auto with a GPU); --device ", flags.device,
+               flags.device == "auto" ? " found no GPU" : " runs it on the CPU");
 
   // 1. The model: the same seed gives every rank the same initial weights.
   manual_seed(flags.seed);
@@ -56,6 +60,11 @@ void program(int argc, char** argv) {
                                 .map(data::Rescale(1.0 / 255, 0))
                                 .map(data::Normalize(norm.mean, norm.std))
                                 .batch(1000);
+  // LeNet-5's Dense layers fix the image size: refuse others naming the data's.
+  for (const Shape& images : {train_set.data().shape(), test.dataset().data().shape()})
+    MINIDL_CHECK(images[2] == 28 && images[3] == 28, "lenet_mnist: ", example::data_dir(flags),
+                 " holds images of ", images[2], " x ", images[3], " pixels (", images,
+                 "); LeNet-5 takes 28 x 28");
   example::print_setup(flags, train_set.size(), test.size(), device);
 
   // 3. Loss, optimizer (sgd, momentum or adam), and the Model that drives them;

@@ -22,6 +22,11 @@ void program(int argc, char** argv) {
       ->check(example::in_range<int64_t>(1, example::kMaxBatch));
   app.add_flag("--sum-loss", sum_loss, "with --micro-size: the sum of micro losses, as MindSpore");
   example::parse(app, argc, argv);
+  // Every batch would be short; an epoch's last one may be (GradAccumulation
+  // then takes it one sample per micro batch).
+  MINIDL_CHECK(micro_size <= flags.batch, "--micro-size: ", micro_size,
+               " micro batches need a --batch of at least ", micro_size, " samples, got ",
+               flags.batch);
 
   minidl::manual_seed(flags.seed);
   example::MLP net;

@@ -77,6 +77,9 @@ Tensor concat(const std::vector<Tensor>& xs);  // along dim 0
 Tensor slice(const Tensor& x, int64_t start, int64_t end);  // rows of dim 0
 // x [N, C], labels [N] (int32/int64) -> [N]: out[i] = x[i, labels[i]].
 Tensor gather(const Tensor& x, const Tensor& labels);
+// x -> x converted to dtype. Float to integer truncates toward zero and
+// saturates as CUDA does on every device: NaN -> 0, +-inf and values beyond
+// the integer's range -> its max or min (PyTorch leaves these undefined).
 Tensor cast(const Tensor& x, DType dtype);
 // Where a uniform draw is below p: 0, else x / (1 - p).
 Tensor dropout(const Tensor& x, double p);

@@ -5,6 +5,7 @@
 #include <iomanip>
 
 #include "framework/backend/backend.h"
+#include "framework/backend/float_to_int.h"
 #include "framework/ops.h"
 #include "framework/random.h"
 
@@ -250,8 +251,8 @@ static void write_double(const Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
     case kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
     case kFloat16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
-    case kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case kInt32: static_cast<int32_t*>(p)[i] = float_to_int<int32_t>(v); break;  // as cast
+    case kInt64: static_cast<int64_t*>(p)[i] = float_to_int<int64_t>(v); break;
   }
 }
 

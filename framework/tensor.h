@@ -142,7 +142,7 @@ class Tensor {
   Tensor slice(int64_t start, int64_t end) const;  // rows [start, end) of dim 0; shares storage
   Tensor clone() const;                            // a copy, in the graph
   Tensor detach() const;                           // same storage, out of the graph
-  Tensor to(DType dtype) const;                    // cast (autograd through float types)
+  Tensor to(DType dtype) const;                    // cast (ops.h: float to int saturates)
   Tensor to(Device device) const;                  // copy (autograd through float types)
   Tensor cuda() const { return to(Device::CUDA); }
   Tensor cpu() const { return to(Device::CPU); }

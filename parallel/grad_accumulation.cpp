@@ -1,5 +1,6 @@
 #include "parallel/grad_accumulation.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "framework/ops.h"
@@ -22,18 +23,19 @@ GradAccumulation::GradAccumulation(nn::Cell& network, int64_t micro_size,
 Tensor GradAccumulation::forward(const Tensor& x) { return network_(x); }
 Tensor GradAccumulation::forward(const Tensor& a, const Tensor& b) { return network_(a, b); }
 
-// data [B, ...], labels [B, ...] -> micro_size slices of n_i rows, n_i in {B/m, B/m + 1}.
+// data [B, ...], labels [B, ...] -> m = min(micro_size, B) slices of n_i rows,
+// n_i in {B/m, B/m + 1}.
 StepOutput GradAccumulation::forward_backward(const Tensor& data, const Tensor& labels,
                                               nn::Cell& loss_fn) {
   MINIDL_CHECK(data.dim() >= 1 && labels.dim() >= 1,
                "GradAccumulation: expected data and labels with a batch dim, got data ",
                data.shape(), " and labels ", labels.shape());
-  const int64_t batch = data.size(0), m = micro_size_;
+  const int64_t batch = data.size(0);
   MINIDL_CHECK(labels.size(0) == batch, "GradAccumulation: data ", data.shape(), " and labels ",
                labels.shape(), " differ in dim 0");
-  MINIDL_CHECK(batch >= m, "GradAccumulation: a batch of ", batch,
-               " samples cannot be split into micro_size ", m,
-               " micro batches (every micro batch needs at least one sample)");
+  MINIDL_CHECK(batch >= 1, "GradAccumulation: an empty batch (data ", data.shape(),
+               ") has no micro batches to run");
+  const int64_t m = std::min(micro_size_, batch);  // a short batch: one sample per slice
   const auto* loss = dynamic_cast<const nn::Loss*>(&loss_fn);
   MINIDL_CHECK(!loss || loss->reduction() != nn::Reduction::None,
                "GradAccumulation: ", loss_fn.type_name(),

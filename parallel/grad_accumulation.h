@@ -9,7 +9,11 @@
 // forward_backward(data [B, ...], labels [B, ...], loss_fn) splits dim 0 into
 // micro_size contiguous slices (views, no copy) of sizes differing by at most
 // one (B = 10, micro_size = 4: 3, 3, 2, 2) and runs forward, loss and backward
-// on each in turn; the gradients accumulate in the parameters' .grad(). Only
+// on each in turn; the gradients accumulate in the parameters' .grad(). A
+// batch with fewer samples than micro_size (an epoch's short last batch: 8,000
+// samples in batches of 7 end with 6) is taken as B micro batches of one
+// sample, as torch.chunk splits it, rather than refused after a whole epoch of
+// training; in mean mode its update is still the whole batch's. Only
 // one slice's activations are alive at a time, so activation memory is about
 // that of a batch of B / micro_size (the gradients are as large as ever, and
 // autograd's out-of-place accumulation briefly holds a parameter's old
@@ -25,7 +29,8 @@
 //     Reduction::Sum is recognised and weighted 1 (the sum of sums is the
 //     full-batch sum); Reduction::None is rejected.
 //   sum_loss = true: MindSpore's parallel wrapper. The loss is L_1 + ... + L_m
-//     (each L_i the loss of its slice as loss_fn computes it) and the
+//     (each L_i the loss of its slice as loss_fn computes it; a short batch of
+//     B < micro_size samples sums its B one-sample losses) and the
 //     gradients are that sum's gradient: with a mean loss and an even split,
 //     micro_size times the full-batch loss and gradient (as with SGD at
 //     micro_size times the learning rate). The tutorial's log
@@ -47,9 +52,10 @@
 // names are "network.fc1.weight", ...; save or load the inner network for
 // checkpoints keyed like the plain model.
 //
-// Errors (minidl::Error): micro_size < 1 at construction; at the step, a batch
-// with fewer samples than micro_size (both numbers named), labels whose dim 0
-// differs from the data's, a loss that is not a scalar.
+// Errors (minidl::Error): micro_size < 1 at construction; at the step, an
+// empty batch, labels whose dim 0 differs from the data's, a loss that is not
+// a scalar. A batch size below micro_size for every batch is the caller's to
+// refuse up front (examples/mlp_mnist.cpp does, for --batch and --micro-size).
 #pragma once
 #include <cstdint>
 

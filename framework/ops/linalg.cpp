@@ -79,10 +79,14 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   const Kernels& kern = kernels(x.device());
   const int64_t nd = x.dim(), rows = x.shape()[nd - 2], cols = x.shape()[nd - 1];
-  if (x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2) {
+  if (x.numel() == 0) {
+    // nothing to copy; the dims may be huge, and products of them (rows * cols,
+    // the strides below) need not fit an int64
+  } else if (x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2) {
     // [batch, rows, cols] -> [batch, cols, rows]: the tiled kernel per matrix
-    const int64_t batch = rows * cols > 0 ? x.numel() / (rows * cols) : 0;
-    kern.transpose(batch, rows, cols, x.data_ptr<float>(), out.data_ptr<float>());
+    // (rows * cols <= numel here, so it cannot overflow)
+    kern.transpose(x.numel() / (rows * cols), rows, cols, x.data_ptr<float>(),
+                   out.data_ptr<float>());
   } else {  // any dtype, any two dims: a strided copy
     MINIDL_CHECK(nd <= kMaxDims, "transpose: ", x.shape(), " has ", nd, " dims; at most ",
                  kMaxDims, " are supported");

@@ -28,7 +28,8 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
       infer = static_cast<int64_t>(i);
     } else {
       MINIDL_CHECK(shape[i] >= 0, "reshape: ", x.shape(), " -> ", shape_in, ": negative dim");
-      known *= shape[i];
+      MINIDL_CHECK(!__builtin_mul_overflow(known, shape[i], &known), "reshape: ", x.shape(), " (",
+                   x.numel(), " elements) -> ", shape_in, ": the sizes multiply past 2^63");
     }
   }
   if (infer >= 0) {

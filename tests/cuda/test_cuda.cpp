@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -155,6 +156,12 @@ TEST_CASE("cuda: casts between float32, float16, int32 and int64") {
   }
   CHECK(ints.to(kFloat32).cuda().to(kInt64).cpu().to_vector<int64_t>() ==
         ints.to_vector<int64_t>());
+  // float to integer saturates on both devices alike: NaN -> 0, +-inf and out of range -> max/min
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor odd = Tensor::of({std::nanf(""), inf, -inf, 3e9f, -3e9f, 1e30f, -7.9f});
+  CHECK(odd.cuda().to(kInt32).cpu().to_vector<int32_t>() == odd.to(kInt32).to_vector<int32_t>());
+  CHECK(odd.cuda().to(kInt64).cpu().to_vector<int64_t>() == odd.to(kInt64).to_vector<int64_t>());
+  CHECK(odd.to(kInt32).to_vector<int32_t>()[1] == std::numeric_limits<int32_t>::max());
   // gradients flow through float casts
   check_op(
       "cast", [](const std::vector<Tensor>& in) { return in[0].to(kFloat16).to(kFloat32); },

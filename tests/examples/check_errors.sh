@@ -64,6 +64,19 @@ grep -Eq "(nan|inf) at step [2-8] \(epoch 1, step [2-8] of 8\); stopping" "$tmp/
 expect 1 "error: detect_anomaly: the forward of " $lenet $good --lr 1e30 --detect-anomaly
 grep -q "its inputs were finite" "$tmp/stderr" || fail "--detect-anomaly: no op with finite inputs named"
 
+# Images of another size are named as the data's, not as the first Dense
+# layer's input (20 x 20 gave "Dense(400, 120): expected input [N, 400]").
+mkdir "$tmp/small"
+python3 -c '
+import struct, sys
+d = sys.argv[1]
+for split, n in (("train", 8), ("t10k", 4)):
+    open(f"{d}/{split}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 20, 20) + bytes(n * 400))
+    open(f"{d}/{split}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(n))
+' "$tmp/small"
+expect 1 "error: lenet_mnist: $tmp/small holds images of 20 x 20 pixels ([8, 1, 20, 20]); LeNet-5 takes 28 x 28" \
+  $lenet --data "$tmp/small" --batch 4
+
 # Output paths are checked before any training (nothing on stdout yet).
 expect 1 "error: --save: cannot write '$tmp/missing/w.safetensors': creating a file in '$tmp/missing' failed: No such file or directory" \
   $lenet $good --save "$tmp/missing/w.safetensors"
@@ -75,8 +88,11 @@ expect 1 "error: --timeline: cannot write '$tmp/missing/t.json'" $lenet $good --
 
 # Flags.
 expect 1 "error: --device: gpu not in {cpu,cuda,auto}" $lenet --device gpu
-expect 1 "error: GraphedStep: the parameters are on cpu, which cannot capture CUDA graphs" \
+expect 1 "error: --cuda-graph: needs the network on CUDA (--device cuda, or auto with a GPU); --device cpu runs it on the CPU" \
   $lenet $good --device cpu --cuda-graph --epochs 1 --steps 2
+[ -s "$tmp/stdout" ] && fail "--cuda-graph on the CPU was checked after the data was loaded"
+expect 1 "error: --cuda-graph: needs --parallel none" \
+  $lenet $good --cuda-graph --parallel data --epochs 1 --steps 2
 if ! command -v nvidia-smi >/dev/null; then  # no GPU here: cuda is refused, auto is the CPU
   expect 1 "error: --device cuda: no CUDA device here (use --device cpu or auto)" $lenet $good --device cuda
   expect 0 "" $lenet $good --device auto --epochs 1 --steps 2
@@ -110,6 +126,14 @@ expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '0'" $lenet -
 expect 1 "error: --nprocs: expected an integer from 1 to 1024, got '1025'" $lenet --nprocs 1025
 expect 1 "error: The following argument was not expected: --bogus" $lenet --bogus
 expect 1 "error: --micro-size: expected an integer from 1 to 1000000, got '0'" "$bin/mlp_mnist" --micro-size 0
+expect 1 "error: --micro-size: 8 micro batches need a --batch of at least 8 samples, got 4" \
+  "$bin/mlp_mnist" --micro-size 8 --batch 4
+[ -s "$tmp/stdout" ] && fail "--micro-size above --batch was checked after the data was loaded"
+# An epoch's short last batch (64 samples in batches of 7 end with 1, fewer
+# than --micro-size 7) trains and the run saves, instead of failing at the end.
+expect 0 "" "$bin/mlp_mnist" --data "$tmp/good" --batch 7 --micro-size 7 --epochs 1 --threads 1 \
+  --save "$tmp/short.safetensors"
+[ -s "$tmp/short.safetensors" ] || fail "--micro-size 7 --batch 7: the run with a short last batch saved nothing"
 expect 1 "error: --reduce: foo not in {adasum,mean}" "$bin/adasum" --reduce foo
 expect 1 "error: --steps: expected an integer from 1 to 1000000000, got '0'" "$bin/data_parallel" --steps 0
 expect 0 "" $lenet --help

@@ -99,6 +99,17 @@ TEST_CASE("reshape to an incompatible shape names both shapes") {
   CHECK_ERROR(x.reshape({4, -1}), "reshape: [2, 3] -> [4, -1]: cannot infer the -1 dim");
   CHECK_ERROR(x.reshape({-2, 3}), "reshape: [2, 3] -> [-2, 3]: negative dim");
   CHECK_ERROR(x.view({7}), "(6 elements) -> [7] (7 elements)");
+  // sizes whose product overflows int64 are refused before they are multiplied
+  // (UBSan's signed-integer-overflow caught the product before)
+  const int64_t big = int64_t{1} << 62;
+  CHECK_ERROR(x.reshape({big, big, -1}),
+              "reshape: [2, 3] (6 elements) -> [4611686018427387904, 4611686018427387904, -1]: "
+              "the sizes multiply past 2^63");
+  CHECK_ERROR(Tensor::zeros({0}).reshape({big, big, 0}),
+              "reshape: [0] (0 elements) -> [4611686018427387904, 4611686018427387904, 0]: "
+              "the sizes multiply past 2^63");
+  // a zero first keeps every partial product at 0, as in numel_of: allowed
+  CHECK(Tensor::zeros({0}).reshape({0, big, big}).shape() == Shape{0, big, big});
 }
 
 TEST_CASE("conv2d with mismatched channels or sizes throws") {

@@ -110,6 +110,38 @@ TEST_CASE("cast between float and integer dtypes truncates toward zero") {
   CHECK(b.to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{-7, 0, 123456789});
 }
 
+TEST_CASE("float to integer casts saturate: NaN -> 0, +-inf and out of range -> max/min") {
+  // As CUDA's conversion (and the CUDA backend) does; a plain C++ conversion
+  // of these values is undefined behaviour (UBSan's float-cast-overflow).
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr int32_t i32max = std::numeric_limits<int32_t>::max(), i32min = -i32max - 1;
+  constexpr int64_t i64max = std::numeric_limits<int64_t>::max(), i64min = -i64max - 1;
+  Tensor x =
+      Tensor::of({nan, inf, -inf, 3e9f, -3e9f, 1e30f, -1e30f, 2147483520.f, -2147483648.f, -7.9f});
+  CHECK(x.to(kInt32).to_vector<int32_t>() == std::vector<int32_t>{0, i32max, i32min, i32max, i32min,
+                                                                  i32max, i32min, 2147483520,
+                                                                  i32min, -7});
+  CHECK(x.to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{0, i64max, i64min, 3000000000,
+                                                                  -3000000000, i64max, i64min,
+                                                                  2147483520, -2147483648, -7});
+  // 2^63 is the first float32 past int64's max; -2^63 is its min, exactly
+  CHECK(Tensor::of({9.2233720e18f, -9.2233720e18f}).to(kInt64).to_vector<int64_t>() ==
+        std::vector<int64_t>{i64max, i64min});
+  // through float16 (65504 is its largest finite value; 1e5 is inf there)
+  CHECK(Tensor::of({nan, 1e5f, -1e5f, 65504}).to(kFloat16).to(kInt32).to_vector<int32_t>() ==
+        std::vector<int32_t>{0, i32max, i32min, 65504});
+  // fills convert the same way
+  CHECK(Tensor::full({2}, std::nan(""), kInt32).to_vector<int32_t>() ==
+        std::vector<int32_t>{0, 0});
+  CHECK(Tensor::full({1}, 1e300, kInt64).to_vector<int64_t>() == std::vector<int64_t>{i64max});
+  CHECK(Tensor::full({1}, -inf, kInt32).to_vector<int32_t>() == std::vector<int32_t>{i32min});
+  Tensor s = Tensor::zeros({2}, kInt64);  // and so does set
+  s.set({0}, std::nan(""));
+  s.set({1}, -1e300);
+  CHECK(s.to_vector<int64_t>() == std::vector<int64_t>{0, i64min});
+}
+
 TEST_CASE("float16 ops compute in float32 and return float16") {
   Tensor a = Tensor::of({1, 2, 3}).to(kFloat16), b = Tensor::of({0.5, 0.25, 4}).to(kFloat16);
   Tensor s = a + b;

@@ -226,6 +226,24 @@ TEST_CASE("transpose swaps two dims into a contiguous copy (hand-computed)") {
   CHECK(ints.to_vector<int32_t>() == std::vector<int32_t>{1, 3, 5, 2, 4, 6});
 }
 
+TEST_CASE("transpose of a zero-size tensor with huge dims copies nothing") {
+  // rows * cols and the strides of these dims overflow int64 (UBSan's
+  // signed-integer-overflow caught both before); there is nothing to copy.
+  const int64_t big = int64_t{1} << 40;
+  for (DType dtype : {kFloat32, kInt64}) {
+    Tensor x = Tensor::zeros({0, big, big}, dtype);
+    Tensor last = transpose(x, 1, 2);  // the tiled path's dims
+    CHECK(last.shape() == Shape{0, big, big});
+    CHECK(last.dtype() == dtype);
+    Tensor first = transpose(x, 0, 1);  // the strided copy's dims
+    CHECK(first.shape() == Shape{big, 0, big});
+    CHECK(first.numel() == 0);
+  }
+  Tensor w = Tensor::zeros({0, big, big}).requires_grad_();
+  transpose(w, 0, 1).sum().backward();
+  CHECK(w.grad().shape() == Shape{0, big, big});
+}
+
 TEST_CASE("transpose of the last two dims in float32 (tiled, per matrix) at odd sizes") {
   // y[b, i, j] = 777 b + 21 i + j; 37 x 21 crosses the 16 x 16 tiles.
   Tensor y = Tensor::arange(3 * 37 * 21).reshape({3, 37, 21});

@@ -10,6 +10,7 @@
 
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
+#include "framework/backend/float_to_int.h"
 #include "framework/backend/philox.h"
 
 namespace minidl::cpu {
@@ -62,6 +63,8 @@ template <class To, class From>
 To convert(From v) {
   if constexpr (std::is_same_v<From, Half>) return convert<To>(half_to_float(v));
   else if constexpr (std::is_same_v<To, Half>) return float_to_half(static_cast<float>(v));
+  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>)
+    return float_to_int<To>(v);  // NaN -> 0, out of range -> max/min, as CUDA's cvt.sat
   else return static_cast<To>(v);
 }
 

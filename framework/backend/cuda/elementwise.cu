@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "framework/backend/cuda/device.cuh"
+#include "framework/backend/float_to_int.h"
 #include "framework/backend/philox.h"
 #include "framework/error.h"
 
@@ -29,13 +30,17 @@ void typed(DType t, F f) {
 }
 
 // One element converted as the CPU backend does: through float for float16
-// (round to nearest even), a static_cast otherwise.
+// (round to nearest even), float to integer saturating (float_to_int.h: NaN
+// -> 0, out of range -> max/min, also on the host and the CPU emulator), a
+// static_cast otherwise.
 template <class To, class From>
 __host__ __device__ To convert(From v) {
   if constexpr (std::is_same_v<From, __half>)
     return convert<To>(__half2float(v));
   else if constexpr (std::is_same_v<To, __half>)
     return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>)
+    return float_to_int<To>(v);
   else
     return static_cast<To>(v);
 }
