@@ -116,8 +116,19 @@ inline void add_flags(CLI::App& app, Flags& f) {
 }
 
 // Checks the output paths before loading data or training, on rank 0 (which
-// writes them).
+// writes them). Under mpirun every rank must have been given the same flags
+// that choose which samples it sees or what is written (mpirun's `:` form can
+// give ranks different ones): a difference ends the job naming both values.
 inline void check_outputs(const Flags& f) {
+  if (parallel::world_size() > 1) {
+    auto shown = [](const std::string& s) { return s.empty() ? std::string("(none)") : s; };
+    parallel::world().check_same(
+        "flags", {{"--dataset", f.dataset}, {"--seed", cat(f.seed)},
+                  {"--no-shuffle", f.no_shuffle ? "on" : "off"}, {"--augment", shown(f.augment)},
+                  {"--save", shown(f.save)}, {"--save-every", cat(f.save_every)},
+                  {"--keep-last", cat(f.keep_last)}, {"--history", shown(f.history)},
+                  {"--timeline", shown(f.timeline)}});
+  }
   MINIDL_CHECK(f.save_every == 0 || !f.save.empty(), "--save-every: needs --save FILE (the "
                "checkpoints are named after it: FILE-<epoch>_<step>.safetensors)");
   MINIDL_CHECK(f.keep_last == 0 || f.save_every > 0, "--keep-last: needs --save-every N (it "

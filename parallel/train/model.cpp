@@ -60,17 +60,23 @@ StateDict take(const StateDict& from, const std::string& prefix) {
 }
 
 // What every rank must agree on before training, as named facts (compared by
-// Communicator::check_same): the schedule of steps, the optimizer and every
-// hyperparameter, the LR schedule and the parameters' dtypes.
+// Communicator::check_same): the schedule of steps, which samples each rank
+// sees (the data set's size before sharding, its shuffle seed, its per-batch
+// transforms), the optimizer and every hyperparameter, the LR schedule and
+// the parameters' dtypes.
 parallel::Communicator::Facts agreement(nn::Cell& network, const optim::Optimizer& optimizer,
                                         const data::BatchDataset& ds, int64_t steps_per_epoch,
                                         int64_t epochs, const TrainPosition& pos,
                                         const TrainOptions& options) {
+  const std::optional<uint64_t> seed = ds.dataset().shuffle_seed();
   parallel::Communicator::Facts facts = {
       {"batch size", cat(ds.batch_size())}, {"steps per epoch", cat(steps_per_epoch)},
       {"epochs", cat(epochs)}, {"max_steps", cat(options.max_steps)},
       {"start", cat("epoch ", pos.epoch, " step ", pos.step, " global step ", pos.global_step)},
       {"stop_on_nonfinite_loss", cat(options.stop_on_nonfinite_loss)},
+      {"samples before sharding", cat(ds.dataset().data().size(0))},
+      {"shuffle seed", seed ? cat(*seed) : "none (file order)"},
+      {"per-batch transforms (augment)", cat(ds.dataset().augments().size())},
       {"optimizer", optimizer.name()}};
   for (const auto& [name, value] : optimizer.hyperparameters())
     facts.emplace_back(cat(optimizer.name(), " ", name), value);

@@ -167,6 +167,16 @@ expect 1 "Model::train: rank 1 has epochs 2 where rank 0 has 1" \
   "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data --epochs 1 : -np 1 $lenet $good --parallel data --epochs 2
 expect 1 "DataParallel: rank 1 has bucket_bytes 65536 where rank 0 has 26214400" \
   "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --bucket-kb 64
+# Flags that choose the samples a rank sees, or what is written, must agree across ranks.
+expect 1 "flags: rank 1 has --seed 1 where rank 0 has 0" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --seed 1
+expect 1 "flags: rank 1 has --no-shuffle on where rank 0 has off" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --no-shuffle
+expect 1 "flags: rank 1 has --augment shift:2 where rank 0 has (none)" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --augment shift:2
+expect 1 "flags: rank 1 has --save $tmp/rank1.safetensors where rank 0 has (none)" \
+  "$mpiexec" --oversubscribe -np 1 $lenet $good --parallel data : -np 1 $lenet $good --parallel data --save "$tmp/rank1.safetensors"
+[ ! -e "$tmp/rank1.safetensors" ] || fail "a refused run wrote $tmp/rank1.safetensors"
 
 echo "check_errors: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -8,6 +8,8 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -281,3 +283,41 @@ TEST_CASE(
         "model.");
   CHECK(error_of_train({.extra = kFloat16, .mode = ParallelMode::StandAlone}).empty());
 }
+
+namespace {
+// Model.train's error for one epoch of n samples in batches of 20, shuffled
+// with `seed` (none: file order), with `augments` identity transforms.
+std::string error_of_data(int64_t n, std::optional<uint64_t> seed, int augments) {
+  manual_seed(1);
+  Net net;
+  nn::CrossEntropyLoss loss;
+  optim::SGD opt(net.trainable_params(), /*lr=*/0.1);
+  data::Dataset d(Tensor::rand({n, 4}), Tensor::zeros({n}, kInt64));
+  if (seed) d = d.shuffle(*seed);
+  for (int i = 0; i < augments; ++i)
+    d = d.augment([](Tensor batch, int64_t, std::span<const int64_t>) { return batch; });
+  try {
+    Model model(net, loss, opt, {.parallel = ParallelMode::DataParallel});
+    model.train(1, d.batch(20), {}, {.stop_on_nonfinite_loss = false});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("Model.train refuses ranks that would see different samples: size, seed, transforms") {
+  if (parallel::world_size() == 1) return;
+  const bool one = parallel::rank() == 1;
+  const std::string head = "Model::train: rank 1 has ";
+  // 33 vs 32 samples: the same steps per epoch (1 batch of 20 per rank), other samples
+  CHECK(error_of_data(one ? 33 : 32, 0, 0) ==
+        head + "samples before sharding 33 where rank 0 has 32" + kTail);
+  CHECK(error_of_data(32, one ? 7 : 0, 0) == head + "shuffle seed 7 where rank 0 has 0" + kTail);
+  CHECK(error_of_data(32, one ? std::nullopt : std::optional<uint64_t>(0), 0) ==
+        head + "shuffle seed none (file order) where rank 0 has 0" + kTail);
+  CHECK(error_of_data(32, 0, one ? 1 : 0) ==
+        head + "per-batch transforms (augment) 1 where rank 0 has 0" + kTail);
+  CHECK(error_of_data(32, 0, 1).empty());  // and agreeing ranks train
+}
+
