@@ -158,11 +158,18 @@ inline Normalization normalization(const Flags& f) {
 }
 
 // Rescale(1/255) and Normalize with the data set's mean and std, as in the tutorial.
+// The examples' models take 28 x 28 images: others are refused here, naming
+// the data's size, not later by a layer's shape check.
 inline data::Dataset load(const Flags& f, data::Usage usage) {
   const Normalization n = normalization(f);
-  return data::MnistDataset(data_dir(f), usage)
-      .map(data::Rescale(1.0 / 255, 0))
-      .map(data::Normalize(n.mean, n.std));
+  data::Dataset d = data::MnistDataset(data_dir(f), usage)
+                        .map(data::Rescale(1.0 / 255, 0))
+                        .map(data::Normalize(n.mean, n.std));
+  const Shape images = d.data().shape();
+  MINIDL_CHECK(images[2] == 28 && images[3] == 28, "--data: ", data_dir(f),
+               " holds images of ", images[2], " x ", images[3], " pixels (", images,
+               "); the model takes 28 x 28");
+  return d;
 }
 
 // --augment shift:K: each training image moves by up to K pixels, a new draw
@@ -182,13 +189,18 @@ inline std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, nn::Cell
 }
 
 // The checks and settings every run starts with: output paths writable
-// (before any data is loaded), --threads, --detect-anomaly, and the device
-// --device names.
+// (before any data is loaded), --threads, --detect-anomaly, the device
+// --device names, and --cuda-graph's needs.
 inline Device prepare(const Flags& f) {
   check_outputs(f);
   if (f.threads > 0) set_num_threads(static_cast<int>(f.threads));
   set_detect_anomaly(f.detect_anomaly);
-  return pick_device(f.device);
+  const Device device = pick_device(f.device);
+  MINIDL_CHECK(!f.cuda_graph || f.parallel != "data", "--cuda-graph: needs --parallel none");
+  MINIDL_CHECK(!f.cuda_graph || device != Device::CPU, "--cuda-graph: needs the network on "
+               "CUDA (--device cuda, or auto with a GPU); --device ", f.device,
+               f.device == "auto" ? " found no GPU" : " runs it on the CPU");
+  return device;
 }
 
 // One line on rank 0: the data, the ranks and threads, the BLAS and the device.

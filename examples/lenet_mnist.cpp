@@ -29,10 +29,6 @@ void program(int argc, char** argv) {
   example::parse(app, argc, argv);
   const Device device = example::prepare(flags);  // output paths, --threads, --device
   const bool data_parallel = flags.parallel == "data";
-  MINIDL_CHECK(!flags.cuda_graph || !data_parallel, "--cuda-graph: needs --parallel none");
-  MINIDL_CHECK(!flags.cuda_graph || device != Device::CPU, "--cuda-graph: needs the network on "
-               "CUDA (--device cuda, or auto with a GPU); --device ", flags.device,
-               flags.device == "auto" ? " found no GPU" : " runs it on the CPU");
 
   // 1. The model: the same seed gives every rank the same initial weights.
   manual_seed(flags.seed);

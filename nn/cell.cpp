@@ -185,15 +185,27 @@ void Cell::load_state_dict(const TensorDict& dict, bool strict) {
   }
   for (const auto& item : dict)
     if (!own.contains(item.first)) unexpected.push_back(item.first);
+  // One line: at most 3 names a kind, then how many more.
   auto list = [](const std::vector<std::string>& names) {
     std::string s;
-    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s;
+    for (size_t i = 0; i < std::min<size_t>(names.size(), 3); ++i) s += (i ? ", " : "") + names[i];
+    return names.size() > 3 ? cat(s, " and ", names.size() - 3, " more") : s;
   };
   std::string problems;
-  if (strict && !missing.empty()) problems += cat("\n  missing: ", list(missing));
-  if (strict && !unexpected.empty()) problems += cat("\n  unexpected: ", list(unexpected));
-  if (!mismatched.empty()) problems += cat("\n  shape mismatch: ", list(mismatched));
+  if (strict && !missing.empty()) problems += cat("; missing: ", list(missing));
+  if (strict && !unexpected.empty()) problems += cat("; unexpected: ", list(unexpected));
+  if (!mismatched.empty()) problems += cat("; shape mismatch: ", list(mismatched));
+  // Every missing name present under one prefix (a Model checkpoint's "model."):
+  // say so, rather than leave the reader to compare the lists.
+  std::string prefix;
+  for (const std::string& u : unexpected)
+    if (!missing.empty() && u.ends_with("." + missing[0])) prefix = u.substr(0, u.size() - missing[0].size());
+  const bool all_under_prefix = !prefix.empty() && std::all_of(missing.begin(), missing.end(),
+      [&](const std::string& m) { return dict.contains(prefix + m); });
+  if (strict && all_under_prefix)
+    problems += cat("; the file holds every missing entry under the prefix '", prefix,
+                    "' (a training checkpoint: Model::load_checkpoint reads it, as the "
+                    "examples' --resume does)");
   MINIDL_CHECK(problems.empty(), type_name(), "::load_state_dict: the state dict does not fit",
                problems);
   NoGradGuard no_grad;

@@ -76,6 +76,10 @@ for split, n in (("train", 8), ("t10k", 4)):
 ' "$tmp/small"
 expect 1 "error: lenet_mnist: $tmp/small holds images of 20 x 20 pixels ([8, 1, 20, 20]); LeNet-5 takes 28 x 28" \
   $lenet --data "$tmp/small" --batch 4
+expect 1 "error: --data: $tmp/small holds images of 20 x 20 pixels ([8, 1, 20, 20]); the model takes 28 x 28" \
+  $bin/mlp_mnist --data "$tmp/small" --batch 4
+expect 1 "error: --data: $tmp/small holds images of 20 x 20 pixels ([8, 1, 20, 20]); the model takes 28 x 28" \
+  $bin/adasum --data "$tmp/small" --batch 4 --reduce mean
 
 # Output paths are checked before any training (nothing on stdout yet).
 expect 1 "error: --save: cannot write '$tmp/missing/w.safetensors': creating a file in '$tmp/missing' failed: No such file or directory" \
@@ -91,6 +95,9 @@ expect 1 "error: --device: gpu not in {cpu,cuda,auto}" $lenet --device gpu
 expect 1 "error: --cuda-graph: needs the network on CUDA (--device cuda, or auto with a GPU); --device cpu runs it on the CPU" \
   $lenet $good --device cpu --cuda-graph --epochs 1 --steps 2
 [ -s "$tmp/stdout" ] && fail "--cuda-graph on the CPU was checked after the data was loaded"
+expect 1 "error: --cuda-graph: needs the network on CUDA (--device cuda, or auto with a GPU); --device cpu runs it on the CPU" \
+  $bin/mlp_mnist $good --device cpu --cuda-graph --epochs 1 --steps 2
+[ -s "$tmp/stdout" ] && fail "mlp_mnist: --cuda-graph on the CPU was checked after the data was loaded"
 expect 1 "error: --cuda-graph: needs --parallel none" \
   $lenet $good --cuda-graph --parallel data --epochs 1 --steps 2
 if ! command -v nvidia-smi >/dev/null; then  # no GPU here: cuda is refused, auto is the CPU

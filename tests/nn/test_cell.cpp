@@ -197,6 +197,27 @@ TEST_CASE("load_state_dict reports missing, unexpected and mis-shaped names in o
   CHECK(fc1.weight.to_float_vector() == std::vector<float>(12, 0.5f));
 }
 
+TEST_CASE("load_state_dict's error is one line: 3 names a kind, and the prefix that explains them") {
+  nn::Cell net;
+  nn::Dense fc1{3, 4}, fc2{4, 2};
+  net.register_cells({{"fc1", fc1}, {"fc2", fc2}});
+  TensorDict checkpoint;  // what Model::save_checkpoint writes: the weights under "model."
+  for (const auto& [name, t] : net.state_dict()) checkpoint.insert("model." + name, t);
+  checkpoint.insert("optimizer.steps", Tensor::zeros({4}));
+  CHECK(error_of([&] { net.load_state_dict(checkpoint); }) ==
+        "minidl::nn::Cell::load_state_dict: the state dict does not fit; missing: fc1.weight, "
+        "fc1.bias, "
+        "fc2.weight and 1 more; unexpected: model.fc1.weight, model.fc1.bias, model.fc2.weight "
+        "and 2 more; the file holds every missing entry under the prefix 'model.' (a training "
+        "checkpoint: Model::load_checkpoint reads it, as the examples' --resume does)");
+  TensorDict partial;  // not every missing entry under the prefix: no hint
+  for (const auto& [name, t] : checkpoint)
+    if (name != "model.fc2.bias") partial.insert(name, t);
+  const std::string msg = error_of([&] { net.load_state_dict(partial); });
+  CHECK(msg.find("prefix") == std::string::npos);
+  CHECK(msg.find('\n') == std::string::npos);
+}
+
 TEST_CASE("load_state_dict converts dtypes while copying") {
   nn::Dense fc{2, 1};
   TensorDict sd{{"weight", Tensor::of({1, 2}, {1, 2}).to(kFloat16)}, {"bias", Tensor::of({3})}};
