@@ -157,18 +157,23 @@ inline Normalization normalization(const Flags& f) {
   return f.dataset == "fashion" ? Normalization{0.2860, 0.3530} : Normalization{0.1307, 0.3081};
 }
 
+// The examples' models take 28 x 28 images [N, 1, 28, 28]: others are
+// refused when loaded, naming the data's size ("<who>: DIR holds images of
+// 20 x 20 pixels (...); <model> takes 28 x 28"), not later by a layer's shape
+// check.
+inline void check_image_size(const Flags& f, const Shape& images, const std::string& who,
+                             const std::string& model) {
+  MINIDL_CHECK(images[2] == 28 && images[3] == 28, who, ": ", data_dir(f), " holds images of ",
+               images[2], " x ", images[3], " pixels (", images, "); ", model, " takes 28 x 28");
+}
+
 // Rescale(1/255) and Normalize with the data set's mean and std, as in the tutorial.
-// The examples' models take 28 x 28 images: others are refused here, naming
-// the data's size, not later by a layer's shape check.
 inline data::Dataset load(const Flags& f, data::Usage usage) {
   const Normalization n = normalization(f);
   data::Dataset d = data::MnistDataset(data_dir(f), usage)
                         .map(data::Rescale(1.0 / 255, 0))
                         .map(data::Normalize(n.mean, n.std));
-  const Shape images = d.data().shape();
-  MINIDL_CHECK(images[2] == 28 && images[3] == 28, "--data: ", data_dir(f),
-               " holds images of ", images[2], " x ", images[3], " pixels (", images,
-               "); the model takes 28 x 28");
+  check_image_size(f, d.data().shape(), "--data", "the model");
   return d;
 }
 

@@ -58,9 +58,7 @@ void program(int argc, char** argv) {
                                 .batch(1000);
   // LeNet-5's Dense layers fix the image size: refuse others naming the data's.
   for (const Shape& images : {train_set.data().shape(), test.dataset().data().shape()})
-    MINIDL_CHECK(images[2] == 28 && images[3] == 28, "lenet_mnist: ", example::data_dir(flags),
-                 " holds images of ", images[2], " x ", images[3], " pixels (", images,
-                 "); LeNet-5 takes 28 x 28");
+    example::check_image_size(flags, images, "lenet_mnist", "LeNet-5");
   example::print_setup(flags, train_set.size(), test.size(), device);
 
   // 3. Loss, optimizer (sgd, momentum or adam), and the Model that drives them;

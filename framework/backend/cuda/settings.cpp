@@ -1,7 +1,7 @@
-// The CUDA-only API (framework/cuda.h) in a build with CUDA: the settings the
-// kernels read, and which GPU the process uses.
+// The build-dependent part of the CUDA-only API (framework/cuda.h; the
+// settings and is_available are framework/cuda.cpp's) in a build with CUDA:
+// which GPU the process uses, and the convolution choices made.
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 
 #include "framework/backend/cuda/cuda.h"
@@ -10,9 +10,6 @@
 
 namespace minidl::cuda {
 namespace {
-
-std::atomic<bool> tf32{false};
-std::atomic<ConvAlgorithm> conv_setting{ConvAlgorithm::Auto};
 
 std::mutex device_mutex;  // guards the three below
 int requested = 0;    // set_device's index, or prefer_device's (taken modulo the GPUs)
@@ -24,17 +21,7 @@ int pick(int count) { return chosen ? requested : requested % std::max(count, 1)
 
 }  // namespace
 
-void set_allow_tf32(bool allow) { tf32.store(allow); }
-bool allow_tf32() { return tf32.load(); }
-void set_conv_algorithm(ConvAlgorithm algorithm) { conv_setting.store(algorithm); }
-ConvAlgorithm conv_algorithm() { return conv_setting.load(); }
 std::vector<std::string> conv_choices() { return conv_choice_lines(); }
-
-bool is_available() { return device_available(Device::CUDA); }
-
-void synchronize() {
-  if (is_available()) allocator(Device::CUDA).synchronize();
-}
 
 // A backend a test installed (tests/emulated_device.h) is not a GPU.
 int device_count() { return is_available() ? gpu_count() : 0; }
