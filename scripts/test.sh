@@ -7,5 +7,6 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 scripts/get_mnist.sh
+scripts/get_text.sh
 cd build
 ctest --output-on-failure --timeout 600 "$@"

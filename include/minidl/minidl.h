@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/mnist.h"
+#include "data/text.h"
 #include "data/transforms.h"
 #include "framework/safetensors.h"
 #include "nn/activation.h"
