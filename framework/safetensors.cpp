@@ -94,6 +94,21 @@ double StateDict::get_double(const std::string& key, const char* what) const {
   return v;
 }
 
+void StateDict::put(const std::string& prefix, const StateDict& part) {
+  for (const auto& [name, t] : part.tensors) tensors.insert(prefix + "." + name, t);
+  for (const auto& [key, v] : part.values) values[prefix + "." + key] = v;
+}
+
+StateDict StateDict::take(const std::string& prefix) const {
+  const std::string p = prefix + ".";
+  StateDict part;
+  for (const auto& [name, t] : tensors)
+    if (name.starts_with(p)) part.tensors.insert(name.substr(p.size()), t);
+  for (const auto& [key, v] : values)
+    if (key.starts_with(p)) part.values[key.substr(p.size())] = v;
+  return part;
+}
+
 // ---- safetensors ----
 namespace {
 

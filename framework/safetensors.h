@@ -69,6 +69,11 @@ struct StateDict {
   const std::string& get(const std::string& key, const char* what) const;
   int64_t get_int(const std::string& key, const char* what) const;
   double get_double(const std::string& key, const char* what) const;
+  // Adds `part`'s entries, every name prefixed with "<prefix>." (a checkpoint
+  // of several objects: put("model", ...), put("optimizer", ...)).
+  void put(const std::string& prefix, const StateDict& part);
+  // The entries named "<prefix>.<name>", as <name>.
+  StateDict take(const std::string& prefix) const;
 };
 
 // Writes `tensors` (in their order) and optional string metadata to `path`.

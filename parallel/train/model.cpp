@@ -42,23 +42,6 @@ Device device_of(nn::Cell& network) {
   return params.empty() ? Device::CPU : params.front().device();
 }
 
-// Adds `part` to `into`, every name prefixed with "<prefix>.".
-void put(StateDict& into, const std::string& prefix, const StateDict& part) {
-  for (const auto& [name, t] : part.tensors) into.tensors.insert(prefix + "." + name, t);
-  for (const auto& [key, v] : part.values) into.values[prefix + "." + key] = v;
-}
-
-// The entries of `from` named "<prefix>.<name>", as <name>.
-StateDict take(const StateDict& from, const std::string& prefix) {
-  const std::string p = prefix + ".";
-  StateDict part;
-  for (const auto& [name, t] : from.tensors)
-    if (name.starts_with(p)) part.tensors.insert(name.substr(p.size()), t);
-  for (const auto& [key, v] : from.values)
-    if (key.starts_with(p)) part.values[key.substr(p.size())] = v;
-  return part;
-}
-
 // What every rank must agree on before training, as named facts (compared by
 // Communicator::check_same): the schedule of steps, which samples each rank
 // sees (the data set's size before sharding, its shuffle seed, its per-batch
@@ -309,9 +292,9 @@ void Model::save_checkpoint(const std::string& path) const {
                "save the network's weights with network.save(path)");
   StateDict state;
   state.values[kCheckpointFormat] = "1";
-  put(state, "model", StateDict{network_.state_dict(), {}});
-  put(state, "optimizer", optimizer_->state_dict());
-  if (scheduler_) put(state, "scheduler", scheduler_->state_dict());
+  state.put("model", StateDict{network_.state_dict(), {}});
+  state.put("optimizer", optimizer_->state_dict());
+  if (scheduler_) state.put("scheduler", scheduler_->state_dict());
   state.set_int("epoch", position_.epoch);
   state.set_int("step", position_.step);
   state.set_int("global_step", position_.global_step);
@@ -331,19 +314,19 @@ const TrainPosition& Model::load_checkpoint(const std::string& path,
                kCheckpointFormat, "' in its metadata; Model::save_checkpoint writes them). For "
                "weights only, load it with network.load(path) (--init)");
   try {
-    const StateDict sched = take(state, "scheduler");
+    const StateDict sched = state.take("scheduler");
     MINIDL_CHECK(sched.values.empty() == !scheduler, "the checkpoint ",
                  sched.values.empty() ? "has no" : "holds a", " learning-rate schedule's state but ",
                  scheduler ? "a scheduler was" : "no scheduler was", " given to restore");
     const TrainPosition pos = position_in(state);
-    const TensorDict weights = take(state, "model").tensors;
+    const TensorDict weights = state.take("model").tensors;
     check_finite(weights, "model.");
     network_.load_state_dict(weights);
-    optimizer_->load_state_dict(take(state, "optimizer"));
+    optimizer_->load_state_dict(state.take("optimizer"));
     if (scheduler) scheduler->load_state_dict(sched);
     default_generator().set_state(state.get("rng", "checkpoint"));
     position_ = pos;
-    resumed_order_ = take(state, "data").values;
+    resumed_order_ = state.take("data").values;
   } catch (const Error& e) {
     throw Error(cat(what, ": ", e.what()));
   } catch (const std::invalid_argument& e) {  // a setter's check, should one slip through
