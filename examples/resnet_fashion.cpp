@@ -81,7 +81,8 @@ void test(nn::Cell& net, const data::BatchDataset& batches, Device device) {
 }
 
 void program(int argc, char** argv) {
-  std::string dir = kDataDir, device_flag = "cpu", save, resume;
+  std::string dir = kDataDir, device_flag = "cpu", save, resume, init;
+  bool no_shuffle = false;
   int64_t epochs = kEpochs, batch = kBatch, max_steps = -1, threads = 0, log_every = 50;
   double lr = kLearningRate;
   uint64_t seed = 0;
@@ -100,6 +101,8 @@ void program(int argc, char** argv) {
   app.add_option("--device", device_flag, "cpu, cuda, or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--save", save, "save the training state (weights, optimizer, steps) at the end");
   app.add_option("--resume", resume, "continue from a --save file");
+  app.add_option("--init", init, "start from these weights (safetensors, the state_dict's names)");
+  app.add_flag("--no-shuffle", no_shuffle, "train in file order");
   example::parse(app, argc, argv);
   if (threads > 0) set_num_threads(static_cast<int>(threads));
   const Device device = example::pick_device(device_flag);
@@ -109,12 +112,14 @@ void program(int argc, char** argv) {
   auto load = [&](data::Usage usage) {
     return data::MnistDataset(dir, usage).map(data::Rescale(1.0 / 255, 0)).map(data::Normalize(0.2860, 0.3530));
   };
-  data::BatchDataset train = load(data::Usage::Train).shuffle(seed).batch(batch);
+  data::Dataset train_set = load(data::Usage::Train);
+  data::BatchDataset train = (no_shuffle ? train_set : train_set.shuffle(seed)).batch(batch);
   data::BatchDataset test_set = load(data::Usage::Test).batch(kTestBatch);
 
   // 2. The model and optimizer; --resume restores both and the steps taken.
   manual_seed(seed);
   ResNet8 net;
+  if (!init.empty()) net.load(init);
   net.to(device);
   optim::Momentum optimizer(net.trainable_params(), lr, kMomentum, {.weight_decay = kWeightDecay});
   const example::Trainables state{{{"net", &net}}, {{"optimizer", &optimizer}}};
@@ -137,7 +142,7 @@ void program(int argc, char** argv) {
       optimizer.zero_grad();
       loss.backward();
       optimizer.step();
-      if (++step % log_every == 0) std::printf("epoch %lld step %lld loss %.4f\n", (long long)epoch + 1, (long long)step, loss.item());
+      if (++step % log_every == 0) std::printf("epoch %lld step %lld loss %.6f\n", (long long)epoch + 1, (long long)step, loss.item());
     }
     test(net, test_set, device);
   }
