@@ -354,6 +354,7 @@ MpiWorld mpi_init() {
   // The timeout's watchdog thread asks and answers the other ranks while this
   // thread waits inside MPI: that needs MPI_THREAD_MULTIPLE (timeout.h).
   const bool timeout_on = collective_timeout() > 0;
+  StartupGuard startup(env_int("OMPI_COMM_WORLD_RANK", -1));  // until the set-up below is done
   if (!initialized) {
     int provided = 0;
     MINIDL_MPI_CHECK(MPI_Init_thread(nullptr, nullptr,

@@ -327,6 +327,41 @@ uint64_t announce_start(const CommScope& scope, uint64_t& counter, Op op) {
   return number;
 }
 
+struct StartupGuard::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread thread;
+};
+
+StartupGuard::StartupGuard(int world_rank) {
+  const double limit = collective_timeout();
+  if (limit <= 0) return;
+  state_ = new State;
+  state_->thread = std::thread([s = state_, limit, world_rank] {
+    std::unique_lock<std::mutex> lock(s->mu);
+    if (s->cv.wait_for(lock, std::chrono::duration<double>(limit), [s] { return s->done; })) return;
+    std::fprintf(stderr,
+                 "minidl: rank %d: MPI start-up (MPI_Init_thread and the world's set-up) has "
+                 "taken longer than MINIDL_TIMEOUT=%g s. A rank is stopped or stuck before or in "
+                 "its start-up, or was never started. Ending the job.\n",
+                 world_rank, limit);
+    std::fflush(nullptr);
+    std::_Exit(1);  // mpirun ends the other ranks when one exits non-zero
+  });
+}
+
+StartupGuard::~StartupGuard() {
+  if (!state_) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->done = true;
+  }
+  state_->cv.notify_one();
+  state_->thread.join();
+  delete state_;
+}
+
 void start_watchdog(int world_rank) {
   const double limit = collective_timeout();
   Watchdog& w = watchdog();

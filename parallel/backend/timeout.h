@@ -36,6 +36,24 @@ namespace minidl::parallel::backend {
 // variable when it is not a number >= 0.
 double collective_timeout();
 
+// Start-up, before the records exist: while one lives, a thread ends the job
+// (one line on stderr naming the rank and MINIDL_TIMEOUT, exit status 1,
+// which makes mpirun end the other ranks) if it is not destroyed within the
+// timeout. mpi_init holds one around MPI_Init_thread and the collective
+// set-up after it, which wait for every rank: a rank stopped or stuck before
+// or inside its own start-up leaves them there. Nothing when the timeout is off.
+class StartupGuard {
+ public:
+  explicit StartupGuard(int world_rank);
+  ~StartupGuard();
+  StartupGuard(const StartupGuard&) = delete;
+  StartupGuard& operator=(const StartupGuard&) = delete;
+
+ private:
+  struct State;
+  State* state_ = nullptr;
+};
+
 // Starts the watchdog thread when the timeout is on (idempotent); stop joins it.
 void start_watchdog(int world_rank);
 void stop_watchdog();

@@ -7,6 +7,8 @@
 //   other     rank 1 enters a broadcast; the others an allreduce (#3)
 //   mixed     rank 1 enters a broadcast, rank 3 stops; the others an allreduce
 //   steps     rank 1 ends its program (MPI_Finalize); the others an allreduce
+//   startup   rank 1 stops itself before parallel::init: the others wait in
+//             MPI_Init_thread, where no collective is recorded yet
 // In `other` and `mixed`, rank 1's own timeout is 30 s, so that the ranks that
 // see it out of step are the ones that report.
 #include <unistd.h>
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if ((mode == "other" || mode == "mixed") && env_rank && std::string(env_rank) == "1")
     setenv("MINIDL_TIMEOUT", "30", 1);
+  if (mode == "startup" && env_rank && std::string(env_rank) == "1") std::raise(SIGSTOP);
   par::init();
   const int rank = par::rank();
   for (int step = 0; step < 2; ++step) {

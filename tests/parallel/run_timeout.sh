@@ -19,6 +19,7 @@ case $mode in
   other) call=allreduce missing="rank 1 had not arrived: rank 1 is in broadcast #3" ;;
   mixed) call=allreduce missing="ranks 1 and 3 had not arrived: rank 1 is in broadcast #3; rank 3 $stopped" ;;
   steps) call=allreduce missing="rank 1 had not arrived: rank 1 is in MPI_Finalize (its program has ended)" ;;
+  startup) call="MPI start-up" ;;
   *) echo "run_timeout: unknown mode $mode"; exit 2 ;;
 esac
 start=$(date +%s.%N)
@@ -31,6 +32,14 @@ echo "run_timeout: $np ranks, $mode over $transport: exit status $rc after ${ela
 fail() { echo "run_timeout: FAILED: $*"; exit 1; }
 [ "$rc" -eq 124 ] && fail "the job hung (killed by timeout)"
 [ "$rc" -eq 0 ] && fail "the job exited 0"
+if [ "$mode" = startup ]; then  # no collective yet: the start-up guard's line
+  grep -Eq "^minidl: rank [0-9]+: MPI start-up \(MPI_Init_thread and the world's set-up\) has taken longer than MINIDL_TIMEOUT=$timeout_s s\. A rank is stopped or stuck" <<<"$output" ||
+    fail "no rank reported the start-up that timed out"
+  awk -v e="$elapsed" -v t="$timeout_s" 'BEGIN { exit !(e >= t) }' || fail "ended before the timeout"
+  awk -v e="$elapsed" -v m="$max" 'BEGIN { exit !(e < m) }' || fail "took ${elapsed} s"
+  echo "run_timeout: ok"
+  exit 0
+fi
 reports=$(grep "has waited" <<<"$output")
 [ -n "$reports" ] || fail "no rank reported the $call that timed out"
 expected="for the other ranks, longer than MINIDL_TIMEOUT=$timeout_s s. It is collective #3 on the world; $missing."
