@@ -172,7 +172,13 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {  // the only cause: a string that is not UTF-8
+    throw Error(cat(op, ": a tensor name or metadata entry is not valid UTF-8 (safetensors "
+                    "headers are JSON)"));
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // data section starts 8-byte aligned
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));

@@ -45,7 +45,7 @@ export OMPI_MCA_mca_base_component_disable_dlclose=1
 timed "ctest under ASan+UBSan" bash -c "cd '$build' && ctest --output-on-failure --timeout 900 \
   -E '^(consumer|docs_tutorial|examples_portable_cpu)\$' $*"
 
-for target in idx safetensors; do
+for target in idx safetensors checkpoint; do
   work=$(mktemp -d)
   timed "fuzz_$target ${fuzz_seconds} s" bash -c "
     '$build/bin/fuzz_$target' -max_total_time=$fuzz_seconds -rss_limit_mb=2048 -timeout=10 \

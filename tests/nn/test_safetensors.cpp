@@ -229,6 +229,12 @@ TEST_CASE("save_safetensors errors name the file") {
       doctest::Contains("invalid tensor name '__metadata__'"), Error);
   CHECK_THROWS_WITH_AS(save_safetensors(temp_path("x"), TensorDict{{"u", Tensor()}}),
                        doctest::Contains("tensor 'u' is undefined"), Error);
+  // JSON holds UTF-8 only (the checkpoint fuzzer found this one escaping as nlohmann's type_error)
+  CHECK_THROWS_WITH_AS(save_safetensors(temp_path("x"), TensorDict{{"\xff", Tensor::ones({1})}}),
+                       doctest::Contains("is not valid UTF-8"), Error);
+  CHECK_THROWS_WITH_AS(save_safetensors(temp_path("x"), TensorDict{{"w", Tensor::ones({1})}},
+                                        {{"step", "\xfe"}}),
+                       doctest::Contains("is not valid UTF-8"), Error);
   CHECK(!std::filesystem::exists(temp_path("x")));
 }
 
