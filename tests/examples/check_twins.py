@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The model-zoo examples against their PyTorch twins (tests/examples/twin_<example>.py):
-runs build/bin/<example> with the arguments its tests/reference/<example>_losses.json
-names (from the repository root) and compares every printed "loss X" with the twin's
-losses, to 1e-4 relative. Needs no PyTorch.
+for each run in tests/reference/<example>_losses.json, runs build/bin/<example> with
+the run's arguments (from the repository root) and compares the numbers its output
+gives after each "<name> " of the run's loss names ("loss" unless it says) with the
+twin's, to 1e-4 relative. Needs no PyTorch.
     tests/examples/check_twins.py BIN_DIR EXAMPLE..."""
 import json
 import os
@@ -13,19 +14,23 @@ import sys
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 bin_dir, failed = sys.argv[1], False
 for example in sys.argv[2:]:
-    want = json.load(open(os.path.join(root, "tests", "reference", example + "_losses.json")))
-    out = subprocess.run([os.path.join(bin_dir, example)] + want["args"], cwd=root, capture_output=True,
-                         text=True, timeout=600)
-    if out.returncode != 0:
-        print(example, "failed:", out.stdout[-2000:], out.stderr[-2000:])
-        failed = True
-        continue
-    got = [float(v) for v in re.findall(r"\bloss ([-+0-9.eE]+)", out.stdout)][:len(want["losses"])]
-    worst = max((abs(g - w) / abs(w) for g, w in zip(got, want["losses"])), default=float("inf"))
-    ok = len(got) == len(want["losses"]) and worst <= 1e-4
-    print("%s: %d losses vs PyTorch %s, largest relative difference %.2e: %s"
-          % (example, len(got), want["torch"], worst, "ok" if ok else "FAILED"))
-    if not ok:
-        print("  minidl: ", got, "\n  PyTorch:", want["losses"])
-    failed |= not ok
+    file = json.load(open(os.path.join(root, "tests", "reference", example + "_losses.json")))
+    for run in file["runs"]:
+        out = subprocess.run([os.path.join(bin_dir, example)] + run["args"], cwd=root,
+                             capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            print(example, run["what"], "failed:", out.stdout[-2000:], out.stderr[-2000:])
+            failed = True
+            continue
+        names = run.get("names", ["loss"])
+        pattern = r"\b(%s) ([-+0-9.eE]+)" % "|".join(names)
+        got = [float(v) for _, v in re.findall(pattern, out.stdout)][:len(run["losses"])]
+        want = run["losses"]
+        worst = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=float("inf"))
+        ok = len(got) == len(want) and worst <= 1e-4
+        print("%s (%s): %d losses vs PyTorch %s, largest relative difference %.2e: %s"
+              % (example, run["what"], len(got), file["torch"], worst, "ok" if ok else "FAILED"))
+        if not ok:
+            print("  minidl: ", got, "\n  PyTorch:", want)
+        failed |= not ok
 sys.exit(1 if failed else 0)

@@ -84,5 +84,6 @@ for s in range(STEPS):
 args = ["--init", "tests/reference/resnet_fashion_init.safetensors", "--no-shuffle", "--batch", str(BATCH),
         "--steps", str(STEPS), "--lr", str(LR), "--log-every", "1", "--threads", "1"]
 with open(os.path.join(ref, "resnet_fashion_losses.json"), "w") as f:
-    json.dump({"example": "resnet_fashion", "args": args, "torch": torch.__version__, "losses": losses}, f, indent=1)
+    json.dump({"example": "resnet_fashion", "torch": torch.__version__,
+               "runs": [{"what": "PyTorch's initial weights", "args": args, "losses": losses}]}, f, indent=1)
 print("resnet_fashion twin:", ["%.6f" % v for v in losses])
