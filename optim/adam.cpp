@@ -4,45 +4,31 @@ namespace minidl::optim {
 
 Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
            double weight_decay)
-    : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, false, "Adam") {}
+    : Adam({ParamGroup{std::move(params)}}, {.lr = lr, .weight_decay = weight_decay,
+                                              .betas = std::pair{beta1, beta2}, .eps = eps}) {}
 
-Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
-           double weight_decay, bool decoupled, const char* name)
-    : Optimizer(std::move(params), lr, name),
-      beta1_(beta1),
-      beta2_(beta2),
-      eps_(eps),
-      weight_decay_(weight_decay),
-      decoupled_(decoupled),
-      m_(params_.size()),
-      v_(params_.size()) {
-  check(beta1 >= 0 && beta1 < 1, "beta1", beta1, "0 <= beta1 < 1");
-  check(beta2 >= 0 && beta2 < 1, "beta2", beta2, "0 <= beta2 < 1");
-  check(eps > 0, "eps", eps, "eps > 0");
-  check(weight_decay >= 0, "weight_decay", weight_decay, "weight_decay >= 0");
+Adam::Adam(std::vector<ParamGroup> groups, GroupOptions defaults)
+    : Adam(std::move(groups), defaults, /*weight_decay=*/0, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, GroupOptions defaults, double weight_decay,
+           bool decoupled, const char* name)
+    : Optimizer(name, {"beta1", "beta2", "eps", "weight_decay"}) {
+  init(std::move(groups),
+       {.lr = 1e-3, .weight_decay = weight_decay, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+        .decoupled = decoupled},
+       defaults);
 }
 
-Settings Adam::hyperparameters() const {
-  Settings s = Optimizer::hyperparameters();
-  s.emplace_back("beta1", exact_text(beta1_));
-  s.emplace_back("beta2", exact_text(beta2_));
-  s.emplace_back("eps", exact_text(eps_));
-  s.emplace_back("weight_decay", exact_text(weight_decay_));
-  return s;
+void Adam::check_options(const UpdateArgs& a) const {
+  check(a.beta1 >= 0 && a.beta1 < 1, "beta1", a.beta1, "0 <= beta1 < 1");
+  check(a.beta2 >= 0 && a.beta2 < 1, "beta2", a.beta2, "0 <= beta2 < 1");
+  check(a.eps > 0, "eps", a.eps, "eps > 0");
+  check(a.weight_decay >= 0, "weight_decay", a.weight_decay, "weight_decay >= 0");
 }
 
 // See the header for the rule.
-void Adam::update(const std::vector<size_t>& ready) {
-  apply(UpdateRule::Adam,
-        {.lr = lr_, .weight_decay = weight_decay_, .beta1 = beta1_, .beta2 = beta2_, .eps = eps_,
-         .decoupled = decoupled_},
-        ready, &m_, &v_);
-}
-
-std::vector<Tensor> Adam::state_tensors() const {
-  std::vector<Tensor> all = m_;
-  all.insert(all.end(), v_.begin(), v_.end());
-  return all;
+void Adam::update(const UpdateArgs& args, const std::vector<size_t>& ready) {
+  apply(UpdateRule::Adam, args, ready, &m_, &v_);
 }
 
 std::vector<Optimizer::StateSlot> Adam::state_slots() {

@@ -16,25 +16,25 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8, double weight_decay = 0);
-  double weight_decay() const { return weight_decay_; }
-  Settings hyperparameters() const override;  // lr, beta1, beta2, eps, weight_decay
+  // Parameter groups (options: lr, betas, eps, weight_decay; unset: the
+  // defaults above).
+  Adam(std::vector<ParamGroup> groups, GroupOptions defaults);
+  double weight_decay() const { return param_groups()[0].options.weight_decay; }
   // Parameter i's state: first and second moments (undefined before its
   // first update) and its number of updates.
   const Tensor& exp_avg(size_t i) const { return m_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return v_.at(i); }
   int64_t step_count(size_t i) const { return steps_.at(i); }
-  std::vector<Tensor> state_tensors() const override;  // the moments m, then v
 
  protected:
-  Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
-       double weight_decay, bool decoupled, const char* name);
-  void update(const std::vector<size_t>& ready) override;
+  Adam(std::vector<ParamGroup> groups, GroupOptions defaults, double weight_decay, bool decoupled,
+       const char* name);
+  void update(const UpdateArgs& args, const std::vector<size_t>& ready) override;
+  void check_options(const UpdateArgs& args) const override;
   // "exp_avg.<i>" and "exp_avg_sq.<i>" (>= 0), both required once a parameter is updated
   std::vector<StateSlot> state_slots() override;
 
  private:
-  double beta1_, beta2_, eps_, weight_decay_;
-  bool decoupled_;
   std::vector<Tensor> m_, v_;  // beside params_
 };
 
@@ -44,7 +44,10 @@ class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 1e-2)
-      : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true, "AdamW") {}
+      : AdamW({ParamGroup{std::move(params)}},
+              {.lr = lr, .weight_decay = weight_decay, .betas = std::pair{beta1, beta2}, .eps = eps}) {}
+  AdamW(std::vector<ParamGroup> groups, GroupOptions defaults)
+      : Adam(std::move(groups), defaults, /*weight_decay=*/1e-2, true, "AdamW") {}
 };
 
 }  // namespace minidl::optim

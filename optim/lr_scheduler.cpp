@@ -7,20 +7,30 @@
 namespace minidl::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer, SchedulerOptions options, const char* name)
-    : optimizer_(optimizer), base_lr_(optimizer.lr()), options_(options), name_(name) {
+    : optimizer_(optimizer), options_(options), name_(name) {
   if (options.warmup < 0)
     throw std::invalid_argument(cat(name, ": invalid warmup ", options.warmup, " (expected >= 0)"));
   if (!(options.warmup_start > 0 && options.warmup_start <= 1))
     throw std::invalid_argument(
         cat(name, ": invalid warmup_start ", options.warmup_start, " (expected 0 < warmup_start <= 1)"));
+  for (const Optimizer::Group& g : optimizer.param_groups()) base_lrs_.push_back(g.options.lr);
+}
+
+void LRScheduler::apply() {
+  const auto& groups = optimizer_.param_groups();
+  while (base_lrs_.size() < groups.size()) base_lrs_.push_back(groups[base_lrs_.size()].options.lr);
+  for (size_t g = 0; g < groups.size(); ++g) optimizer_.set_lr(g, lr(epoch_, g));
 }
 
 Settings LRScheduler::settings() const {
-  return {{"interval", options_.interval == Interval::Epoch ? "epoch" : "step"},
-          {"warmup", std::to_string(options_.warmup)},
-          {"warmup_start", exact_text(options_.warmup_start)},
-          {"base_lr", exact_text(base_lr_)},
-          {"last_epoch", std::to_string(epoch_)}};
+  Settings s = {{"interval", options_.interval == Interval::Epoch ? "epoch" : "step"},
+                {"warmup", std::to_string(options_.warmup)},
+                {"warmup_start", exact_text(options_.warmup_start)},
+                {"base_lr", exact_text(base_lrs_[0])}};
+  for (size_t g = 1; g < base_lrs_.size(); ++g)
+    s.emplace_back(cat("group ", g, " base_lr"), exact_text(base_lrs_[g]));
+  s.emplace_back("last_epoch", std::to_string(epoch_));
+  return s;
 }
 
 void LRScheduler::step() {
@@ -31,7 +41,8 @@ void LRScheduler::step() {
 StateDict LRScheduler::state_dict() const {
   StateDict s;
   s.set_int("last_epoch", epoch_);
-  s.set_double("base_lr", base_lr_);
+  s.set_double("base_lr", base_lrs_[0]);
+  for (size_t g = 1; g < base_lrs_.size(); ++g) s.set_double(cat("base_lr.", g), base_lrs_[g]);
   return s;
 }
 
@@ -39,19 +50,29 @@ void LRScheduler::load_state_dict(const StateDict& s) {
   const int64_t epoch = s.get_int("last_epoch", "LRScheduler::load_state_dict");
   MINIDL_CHECK(epoch >= 0 && epoch <= Optimizer::kMaxSteps, "LRScheduler::load_state_dict: "
                "'last_epoch' is ", epoch, ", expected 0 to 2^53");
-  const double base_lr = s.get_double("base_lr", "LRScheduler::load_state_dict");
-  MINIDL_CHECK(std::isfinite(base_lr) && base_lr >= 0,
-               "LRScheduler::load_state_dict: 'base_lr' is ", s.values.at("base_lr"),
-               ", expected a finite number >= 0");
-  base_lr_ = base_lr;
+  const size_t groups = optimizer_.param_groups().size();
+  MINIDL_CHECK(!s.values.count(cat("base_lr.", groups)), "LRScheduler::load_state_dict: the "
+               "state holds 'base_lr.", groups, "', but the optimizer has ", groups,
+               " parameter group(s) (expected base_lr to base_lr.", groups - 1, ")");
+  std::vector<double> base_lrs;
+  for (size_t g = 0; g < groups; ++g) {
+    const std::string key = g == 0 ? "base_lr" : cat("base_lr.", g);
+    const double base_lr = s.get_double(key, "LRScheduler::load_state_dict");
+    MINIDL_CHECK(std::isfinite(base_lr) && base_lr >= 0, "LRScheduler::load_state_dict: '", key,
+                 "' is ", s.values.at(key), ", expected a finite number >= 0");
+    base_lrs.push_back(base_lr);
+  }
+  base_lrs_ = base_lrs;
   epoch_ = epoch;
   apply();
 }
 
-double LRScheduler::lr(int64_t t) const {
+double LRScheduler::lr(int64_t t, size_t group) const {
   const int64_t w = options_.warmup;
-  if (t >= w) return lr_at(t - w);
-  return base_lr_ * (options_.warmup_start + (1 - options_.warmup_start) * double(t) / double(w));
+  const double base_lr = group < base_lrs_.size() ? base_lrs_[group]
+                                                  : optimizer_.param_groups().at(group).options.lr;
+  if (t >= w) return lr_at(base_lr, t - w);
+  return base_lr * (options_.warmup_start + (1 - options_.warmup_start) * double(t) / double(w));
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, SchedulerOptions options)
@@ -70,8 +91,8 @@ Settings StepLR::settings() const {
   return s;
 }
 
-double StepLR::lr_at(int64_t epoch) const {
-  return base_lr_ * std::pow(gamma_, double(epoch / step_size_));
+double StepLR::lr_at(double base_lr, int64_t epoch) const {
+  return base_lr * std::pow(gamma_, double(epoch / step_size_));
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min,
@@ -93,8 +114,8 @@ Settings CosineAnnealingLR::settings() const {
   return s;
 }
 
-double CosineAnnealingLR::lr_at(int64_t epoch) const {
-  return eta_min_ + (base_lr_ - eta_min_) *
+double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
+  return eta_min_ + (base_lr - eta_min_) *
                         (1 + std::cos(std::numbers::pi * double(epoch) / double(t_max_))) / 2;
 }
 

@@ -7,9 +7,13 @@
 //
 // or let Model step it: `model.train(90, ds, {}, {.scheduler = &sched})`.
 //
-// The constructor records the optimizer's lr as base_lr and sets period 0's
-// rate; step() advances the period (an epoch, or a step with
-// {.interval = Interval::Step}) and writes lr(period) into the optimizer.
+// The constructor records each parameter group's lr as its base_lr and sets
+// period 0's rates; step() advances the period (an epoch, or a step with
+// {.interval = Interval::Step}) and writes each group's lr(period), computed
+// from its own base_lr as PyTorch's schedulers do, into the optimizer. A group
+// added to the optimizer later starts from its lr then (PyTorch's initial_lr).
+//
+// The formulas below give a group's rate from its base_lr.
 #pragma once
 #include "optim/optimizer.h"
 
@@ -37,32 +41,34 @@ class LRScheduler {
   explicit LRScheduler(Optimizer& optimizer, SchedulerOptions options = {},
                        const char* name = "LRScheduler");
   virtual ~LRScheduler() = default;
-  void step();  // period += 1; optimizer.set_lr(lr(period))
+  void step();  // period += 1; each group's lr = lr(period, group)
   int64_t last_epoch() const { return epoch_; }  // periods stepped (PyTorch's name)
-  double base_lr() const { return base_lr_; }
-  double get_last_lr() const { return optimizer_.lr(); }
+  double base_lr() const { return base_lrs_.at(0); }  // the first group's
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  double get_last_lr() const { return optimizer_.lr(); }  // the first group's
   Interval interval() const { return options_.interval; }
   Optimizer& optimizer() const { return optimizer_; }
   const char* name() const { return name_; }
   // Everything that decides the rates, exactly: interval, warmup,
-  // warmup_start, base_lr, last_epoch, then the schedule's own (StepLR:
-  // step_size, gamma; CosineAnnealingLR: T_max, eta_min). Model::train
-  // compares them across ranks.
+  // warmup_start, base_lr (then "group <g> base_lr" for each later group),
+  // last_epoch, then the schedule's own (StepLR: step_size, gamma;
+  // CosineAnnealingLR: T_max, eta_min). Model::train compares them across ranks.
   virtual Settings settings() const;
-  // For an exact resume: values "last_epoch" and "base_lr". load_state_dict
-  // restores them and sets the optimizer's lr to lr(last_epoch); throws
-  // minidl::Error naming a missing or malformed value.
+  // For an exact resume: values "last_epoch", "base_lr" (the first group's)
+  // and "base_lr.<g>" for each later group. load_state_dict restores them and
+  // sets each group's lr to lr(last_epoch, group); throws minidl::Error naming
+  // a missing or malformed value, or base_lrs for another number of groups.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
-  // The rate of period t, warm-up included.
-  double lr(int64_t t) const;
-  // The schedule's own formula at period t (no warm-up).
-  virtual double lr_at(int64_t epoch) const = 0;
+  // The rate of period t for parameter group `group`, warm-up included.
+  double lr(int64_t t, size_t group = 0) const;
+  // The schedule's own formula at period t (no warm-up) from base_lr.
+  virtual double lr_at(double base_lr, int64_t epoch) const = 0;
 
  protected:
-  void apply() { optimizer_.set_lr(lr(epoch_)); }  // derived constructors call it
+  void apply();  // each group's lr = lr(epoch, group); derived constructors call it
   Optimizer& optimizer_;
-  double base_lr_;
+  std::vector<double> base_lrs_;  // each group's
 
  private:
   SchedulerOptions options_;
@@ -75,7 +81,7 @@ class LRScheduler {
 class StepLR : public LRScheduler {
  public:
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1, SchedulerOptions options = {});
-  double lr_at(int64_t epoch) const override;
+  double lr_at(double base_lr, int64_t epoch) const override;
   Settings settings() const override;
 
  private:
@@ -90,7 +96,7 @@ class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0,
                     SchedulerOptions options = {});
-  double lr_at(int64_t epoch) const override;
+  double lr_at(double base_lr, int64_t epoch) const override;
   Settings settings() const override;
 
  private:

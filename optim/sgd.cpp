@@ -1,56 +1,71 @@
 #include "optim/sgd.h"
 
+#include <stdexcept>
+
 namespace minidl::optim {
 
-SGD::SGD(std::vector<Tensor> params, double lr, double weight_decay)
-    : Optimizer(std::move(params), lr, "SGD"), weight_decay_(weight_decay) {
-  check(weight_decay >= 0, "weight_decay", weight_decay, "weight_decay >= 0");
+namespace {
+
+// The group constructors' defaults: lr has none (PyTorch's SGDOptions(lr)).
+GroupOptions with_lr(GroupOptions defaults, const char* name) {
+  if (!defaults.lr)
+    throw std::invalid_argument(cat(name, ": the defaults set no lr (expected e.g. {.lr = 0.1})"));
+  return defaults;
 }
 
-Settings SGD::hyperparameters() const {
-  Settings s = Optimizer::hyperparameters();
-  s.emplace_back("weight_decay", exact_text(weight_decay_));
-  return s;
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, double lr, double weight_decay)
+    : SGD({ParamGroup{std::move(params)}}, GroupOptions{.lr = lr, .weight_decay = weight_decay}) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, GroupOptions defaults)
+    : Optimizer("SGD", {"weight_decay"}) {
+  init(std::move(groups), {}, with_lr(defaults, "SGD"));
+}
+
+void SGD::check_options(const UpdateArgs& a) const {
+  check(a.weight_decay >= 0, "weight_decay", a.weight_decay, "weight_decay >= 0");
 }
 
 // p -= lr * (g + wd * p)
-void SGD::update(const std::vector<size_t>& ready) {
-  apply(UpdateRule::SGD, {.lr = lr_, .weight_decay = weight_decay_}, ready);
+void SGD::update(const UpdateArgs& args, const std::vector<size_t>& ready) {
+  apply(UpdateRule::SGD, args, ready);
 }
 
 Momentum::Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions opt)
-    : Optimizer(std::move(params), lr, "Momentum"),
-      momentum_(momentum),
-      opt_(opt),
-      buffers_(params_.size()) {
-  check(momentum >= 0, "momentum", momentum, "momentum >= 0");
-  check(opt.weight_decay >= 0, "weight_decay", opt.weight_decay, "weight_decay >= 0");
-  check(opt.dampening >= 0 && opt.dampening <= 1, "dampening", opt.dampening,
-        "0 <= dampening <= 1");
-  if (opt.nesterov)
-    check(momentum > 0 && opt.dampening == 0, "momentum", momentum,
+    : Momentum({ParamGroup{std::move(params)}},
+               GroupOptions{.lr = lr, .weight_decay = opt.weight_decay, .momentum = momentum,
+                            .dampening = opt.dampening, .nesterov = opt.nesterov}) {}
+
+Momentum::Momentum(std::vector<ParamGroup> groups, GroupOptions defaults)
+    : Optimizer("Momentum", {"momentum", "nesterov", "dampening", "weight_decay"}) {
+  init(std::move(groups), {}, with_lr(defaults, "Momentum"));
+}
+
+void Momentum::check_options(const UpdateArgs& a) const {
+  check(a.momentum >= 0, "momentum", a.momentum, "momentum >= 0");
+  check(a.weight_decay >= 0, "weight_decay", a.weight_decay, "weight_decay >= 0");
+  check(a.dampening >= 0 && a.dampening <= 1, "dampening", a.dampening, "0 <= dampening <= 1");
+  if (a.nesterov)
+    check(a.momentum > 0 && a.dampening == 0, "momentum", a.momentum,
           "nesterov needs momentum > 0 and dampening 0");
 }
 
-Settings Momentum::hyperparameters() const {
-  Settings s = Optimizer::hyperparameters();
-  s.emplace_back("momentum", exact_text(momentum_));
-  s.emplace_back("nesterov", opt_.nesterov ? "true" : "false");
-  s.emplace_back("dampening", exact_text(opt_.dampening));
-  s.emplace_back("weight_decay", exact_text(opt_.weight_decay));
-  return s;
+MomentumOptions Momentum::options() const {
+  const UpdateArgs& a = param_groups()[0].options;
+  return {.nesterov = a.nesterov, .weight_decay = a.weight_decay, .dampening = a.dampening};
 }
 
 // See the header for the rule; momentum 0 is plain SGD with no buffer.
-void Momentum::update(const std::vector<size_t>& ready) {
-  const UpdateArgs args{.lr = lr_, .weight_decay = opt_.weight_decay, .momentum = momentum_,
-                        .dampening = opt_.dampening, .nesterov = opt_.nesterov};
-  if (momentum_ == 0) return apply(UpdateRule::SGD, args, ready);
+void Momentum::update(const UpdateArgs& args, const std::vector<size_t>& ready) {
+  if (args.momentum == 0) return apply(UpdateRule::SGD, args, ready);
   apply(UpdateRule::Momentum, args, ready, &buffers_);
 }
 
 std::vector<Optimizer::StateSlot> Momentum::state_slots() {
-  return {{.key = "momentum_buffer", .state = &buffers_, .required = momentum_ > 0}};
+  return {{.key = "momentum_buffer",
+           .state = &buffers_,
+           .required = [](const UpdateArgs& a) { return a.momentum > 0; }}};
 }
 
 }  // namespace minidl::optim

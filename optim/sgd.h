@@ -9,14 +9,14 @@ namespace minidl::optim {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double weight_decay = 0);
-  double weight_decay() const { return weight_decay_; }
-  Settings hyperparameters() const override;
+  // Parameter groups; `defaults` must set lr (options: lr, weight_decay).
+  SGD(std::vector<ParamGroup> groups, GroupOptions defaults);
+  double weight_decay() const { return param_groups()[0].options.weight_decay; }
 
  protected:
-  void update(const std::vector<size_t>& ready) override;
-
- private:
-  double weight_decay_;
+  void update(const UpdateArgs& args, const std::vector<size_t>& ready) override;
+  void check_options(const UpdateArgs& args) const override;
+  std::vector<StateSlot> state_slots() override { return {}; }
 };
 
 struct MomentumOptions {
@@ -36,21 +36,22 @@ struct MomentumOptions {
 class Momentum : public Optimizer {
  public:
   Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions options = {});
-  double momentum() const { return momentum_; }
-  const MomentumOptions& options() const { return opt_; }
-  Settings hyperparameters() const override;
+  // Parameter groups; `defaults` must set lr (options: lr, momentum (default
+  // 0), nesterov, dampening, weight_decay).
+  Momentum(std::vector<ParamGroup> groups, GroupOptions defaults);
+  double momentum() const { return param_groups()[0].options.momentum; }
+  // The first group's nesterov, weight_decay and dampening.
+  MomentumOptions options() const;
   // Parameter i's momentum buffer (undefined before its first update).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
-  std::vector<Tensor> state_tensors() const override { return buffers_; }
 
  protected:
-  void update(const std::vector<size_t>& ready) override;
-  // "momentum_buffer.<i>", required once a parameter is updated unless momentum is 0
+  void update(const UpdateArgs& args, const std::vector<size_t>& ready) override;
+  void check_options(const UpdateArgs& args) const override;
+  // "momentum_buffer.<i>", required once a parameter is updated unless its momentum is 0
   std::vector<StateSlot> state_slots() override;
 
  private:
-  double momentum_;
-  MomentumOptions opt_;
   std::vector<Tensor> buffers_;  // beside params_
 };
 

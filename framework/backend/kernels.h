@@ -23,7 +23,7 @@ enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad };
 // ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b].
 enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad };
 enum class ReduceOp { Sum, Max };  // Max propagates NaN
-enum class UpdateRule { SGD, Momentum, Adam };
+enum class UpdateRule { SGD, Momentum, Adam, RMSprop };
 
 // A broadcast binary op's index map, dims coalesced by the front end: out has
 // dims size[0..nd), and a (b) advances stride_a[d] (stride_b[d]) elements per
@@ -42,16 +42,18 @@ struct PoolGeometry {
   int64_t NC, H, W, K, stride, pad, OH, OW;
 };
 
-// One parameter's update: p [n] from g [n] with state m, v [n] (Momentum's
-// buffer is m; Adam's moments m and v). step: the 1-based count of this
-// parameter's updates including this one (Momentum: 1 initialises m; Adam:
-// the bias corrections' t).
+// One parameter's update: p [n] from g [n] with state m, v, w [n] (Momentum's
+// buffer is m; Adam's moments m and v; RMSprop's square average v, momentum
+// buffer m (momentum > 0) and gradient average w (centered)). step: the
+// 1-based count of this parameter's updates including this one (Momentum: 1
+// initialises m; Adam: the bias corrections' t).
 struct UpdateSlice {
   float* p;
   const float* g;
   float* m;
   float* v;
   int64_t n, step;
+  float* w = nullptr;
 };
 // The rules' hyperparameters (PyTorch's update formulas; see optim/*.h).
 struct UpdateArgs {
@@ -60,6 +62,8 @@ struct UpdateArgs {
   bool nesterov = false;
   double beta1 = 0, beta2 = 0, eps = 0;  // Adam
   bool decoupled = false;                // AdamW
+  double alpha = 0;                      // RMSprop: the square average's smoothing
+  bool centered = false;                 // RMSprop: divide by the gradient's variance
 };
 
 // ---- shape ops (issue 22) ----

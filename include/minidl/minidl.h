@@ -40,3 +40,6 @@
 #include "parallel/train/graphed_step.h"
 #include "parallel/train/model.h"
 #include "parallel/train/train_step.h"
+// ---- optim (issue 22) ----
+#include "optim/clip_grad.h"
+#include "optim/rmsprop.h"

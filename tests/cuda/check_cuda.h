@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,39 @@ inline void check_op(const std::string& name, const Op& op, const std::vector<Te
 
 // Values in [lo, hi), away from zero when lo > 0 (for log, sqrt, pow, div).
 inline Tensor uniform(const Shape& shape, double lo, double hi) { return Tensor::rand(shape, lo, hi); }
+
+// ---- optim (issue 22) ----
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+
+// An optimizer's five steps on CUDA against the CPU, from the same parameters
+// [5, 4], [7], [3000] (the last spans several blocks) and gradients, parameter
+// 1 skipping step 2 (so its own step count lags); every parameter compared
+// after every step.
+inline void check_optimizer_steps(const MakeOptimizer& make) {
+  const std::vector<Shape> shapes{{5, 4}, {7}, {3000}};
+  std::vector<Tensor> on_cpu, on_cuda;
+  for (const Shape& s : shapes) {
+    Tensor p = Tensor::randn(s);
+    on_cpu.push_back(p.clone().requires_grad_());
+    on_cuda.push_back(p.cuda().requires_grad_());
+  }
+  auto cpu_opt = make(on_cpu), cuda_opt = make(on_cuda);
+  for (int step = 0; step < 5; ++step) {
+    CAPTURE(step);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (i == 1 && step == 2) {
+        on_cpu[i].zero_grad();
+        on_cuda[i].zero_grad();
+        continue;
+      }
+      Tensor g = Tensor::randn(shapes[i]);
+      on_cpu[i].set_grad(g);
+      on_cuda[i].set_grad(g.cuda());
+    }
+    cpu_opt->step();
+    cuda_opt->step();
+    for (size_t i = 0; i < shapes.size(); ++i) check_match(on_cuda[i], on_cpu[i], "parameter");
+  }
+}
 
 }  // namespace minidl::cuda_suite

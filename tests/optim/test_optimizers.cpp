@@ -374,10 +374,10 @@ TEST_CASE("load_state_dict refuses a state inconsistent with itself, naming the 
   // a bad lr is a minidl::Error too, not the setter's std::invalid_argument
   for (const char* lr : {"nan", "-0.1", "inf"}) {
     StateDict bad = edited(good, "steps", good.tensors.at("steps").clone());
-    bad.values["lr"] = lr;
+    bad.values["param_groups.0.lr"] = lr;
     CAPTURE(lr);
     CHECK(load_error(adam, bad) ==
-          adam_load + "'lr' is " + lr + ", expected a finite number >= 0");
+          adam_load + "'param_groups.0.lr' is " + lr + ", expected a finite number >= 0");
     CHECK_THROWS_AS(adam.load_state_dict(bad), Error);
   }
   // nothing was taken from the refused states

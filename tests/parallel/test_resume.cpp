@@ -62,6 +62,14 @@ std::vector<char> bytes_of(const nn::Cell& net) {
 std::unique_ptr<optim::Optimizer> make(const std::string& kind, nn::Cell& net) {
   if (kind == "sgd") return std::make_unique<optim::SGD>(net.trainable_params(), 0.1);
   if (kind == "momentum") return std::make_unique<optim::Momentum>(net.trainable_params(), 0.1, 0.9);
+  if (kind == "rmsprop groups") {  // fc1's and fc2's parameters in two groups (drop has none)
+    auto* cells = dynamic_cast<DropNet*>(&net);
+    return std::make_unique<optim::RMSprop>(
+        std::vector<optim::ParamGroup>{
+            {cells->fc1.trainable_params()},
+            {cells->fc2.trainable_params(), {.lr = 0.003, .momentum = 0.5, .centered = true}}},
+        optim::GroupOptions{.lr = 0.01});
+  }
   return std::make_unique<optim::Adam>(net.trainable_params(), 0.01);
 }
 
@@ -147,14 +155,14 @@ void check_resume(const std::string& kind, int64_t first_steps, bool augment = f
 }  // namespace
 
 TEST_CASE("1 epoch + save + resume + 1 epoch equals 2 epochs bit for bit") {
-  for (const char* kind : {"sgd", "momentum", "adam"}) {
+  for (const char* kind : {"sgd", "momentum", "adam", "rmsprop groups"}) {
     CAPTURE(kind);
     check_resume(kind, /*first_steps=*/48 / N() / 4);
   }
 }
 
 TEST_CASE("a checkpoint saved mid-epoch resumes the same epoch's order at the next batch") {
-  for (const char* kind : {"sgd", "momentum", "adam"}) {
+  for (const char* kind : {"sgd", "momentum", "adam", "rmsprop groups"}) {
     CAPTURE(kind);
     check_resume(kind, /*first_steps=*/48 / N() / 4 + 1);
   }
@@ -236,7 +244,7 @@ TEST_CASE("the optimizers' state_dict holds their steps and per-parameter state"
     adam.step();
   }
   StateDict s = adam.state_dict();
-  CHECK(s.values.at("lr") == "0.01");
+  CHECK(s.values.at("param_groups.0.lr") == "0.01");
   CHECK(s.tensors.at("steps").to_vector<int64_t>() == std::vector<int64_t>(4, 3));
   CHECK(s.tensors.at("exp_avg.0").to_float_vector() == adam.exp_avg(0).to_float_vector());
   CHECK(s.tensors.at("exp_avg_sq.3").to_float_vector() == adam.exp_avg_sq(3).to_float_vector());
@@ -254,8 +262,8 @@ TEST_CASE("the optimizers' state_dict holds their steps and per-parameter state"
                        Error);
   optim::Adam fewer({other.fc1.weight}, 0.1);
   CHECK_THROWS_WITH_AS(fewer.load_state_dict(s),
-                       "Adam::load_state_dict: 'steps' is int64 [4], expected int64 [1] (one "
-                       "count per parameter)",
+                       "Adam::load_state_dict: parameter group 0 holds 4 parameter(s) in the "
+                       "state, 1 in this Adam",
                        Error);
 }
 
@@ -315,6 +323,19 @@ TEST_CASE("load_checkpoint names the file and what does not fit") {
   Run adam("adam", 0);
   CHECK_THROWS_WITH_AS(adam.model->load_checkpoint(ckpt),
                        doctest::Contains("Adam::load_state_dict: the state is a SGD's"), Error);
+  // parameter groups: another structure is refused, naming both
+  Run groups("rmsprop groups", 0);
+  const std::string grouped = fs::path(weights).parent_path() / "groups.safetensors";
+  if (R() == 0) groups.model->save_checkpoint(grouped);
+  parallel::world().barrier();
+  DropNet net;
+  optim::RMSprop one(net.trainable_params());
+  nn::CrossEntropyLoss loss;
+  Model flat(net, loss, one);
+  CHECK_THROWS_WITH_AS(flat.load_checkpoint(grouped),
+                       doctest::Contains("RMSprop::load_state_dict: the state holds 2 parameter "
+                                         "group(s), this RMSprop has 1"),
+                       Error);
   remove_shared(weights);
 }
 
@@ -360,10 +381,14 @@ TEST_CASE("load_checkpoint refuses a checkpoint inconsistent with itself, naming
   CHECK(error_of("optimizer.steps", Tensor::of_ints({2, -1, 2, 2})) ==
         momentum + "'steps' entry 1 is -1, expected 0 to 2^53 (the updates parameter 1 [8] "
                    "has taken)");
-  CHECK(error_of("", Tensor(), "optimizer.lr", "nan") ==
-        momentum + "'lr' is nan, expected a finite number >= 0");
-  CHECK(error_of("", Tensor(), "optimizer.lr", "-1") ==
-        momentum + "'lr' is -1, expected a finite number >= 0");
+  CHECK(error_of("", Tensor(), "optimizer.param_groups.0.lr", "nan") ==
+        momentum + "'param_groups.0.lr' is nan, expected a finite number >= 0");
+  CHECK(error_of("", Tensor(), "optimizer.param_groups.0.lr", "-1") ==
+        momentum + "'param_groups.0.lr' is -1, expected a finite number >= 0");
+  CHECK(error_of("", Tensor(), "optimizer.param_groups.0.momentum", "-0.5") ==
+        momentum + "parameter group 0: Momentum: invalid momentum -0.5 (expected momentum >= 0)");
+  CHECK(error_of("", Tensor(), "optimizer.param_groups", "2") ==
+        momentum + "the state holds 2 parameter group(s), this Momentum has 1");
   CHECK(error_of("", Tensor(), "epoch", "9223372036854775807") ==
         file + "'epoch' is 9223372036854775807, expected 0 to 2^53");
   CHECK(error_of("", Tensor(), "global_step", "9223372036854775807") ==

@@ -1,4 +1,4 @@
-// CPU optimizer updates: PyTorch's SGD, Momentum and Adam(W) formulas, one
+// CPU optimizer updates: PyTorch's SGD, Momentum, Adam(W) and RMSprop formulas, one
 // plain SIMD loop per parameter chunk.
 #include <omp.h>
 
@@ -64,12 +64,42 @@ MINIDL_CLONES void adam(const UpdateSlice& s, const UpdateArgs& a, int64_t begin
   }
 }
 
+// p, g, square_avg = v, buf = m (momentum > 0), grad_avg = w (centered) [n];
+// see optim/rmsprop.h for the rule, in torch's operation order
+MINIDL_CLONES void rmsprop(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
+  const float lr = static_cast<float>(a.lr), wd = static_cast<float>(a.weight_decay);
+  const float alpha = static_cast<float>(a.alpha), c = static_cast<float>(1 - a.alpha);
+  const float eps = static_cast<float>(a.eps), mu = static_cast<float>(a.momentum);
+  const bool centered = a.centered, momentum = a.momentum > 0;
+  float *__restrict p = s.p, *__restrict sq = s.v, *__restrict buf = s.m, *__restrict ga = s.w;
+  const float* __restrict g = s.g;
+#pragma omp simd
+  for (int64_t j = begin; j < end; ++j) {
+    const float gj = g[j] + wd * p[j];
+    sq[j] = sq[j] * alpha + c * gj * gj;
+    float avg;
+    if (centered) {
+      ga[j] = ga[j] * alpha + c * gj;
+      avg = std::sqrt(sq[j] - ga[j] * ga[j]) + eps;
+    } else {
+      avg = std::sqrt(sq[j]) + eps;
+    }
+    if (momentum) {
+      buf[j] = buf[j] * mu + gj / avg;
+      p[j] -= lr * buf[j];
+    } else {
+      p[j] -= lr * (gj / avg);
+    }
+  }
+}
+
 void update_range(UpdateRule rule, const UpdateArgs& args, const UpdateSlice& s, int64_t begin,
                   int64_t end) {
   switch (rule) {
     case UpdateRule::SGD: sgd(s, args, begin, end); break;
     case UpdateRule::Momentum: momentum(s, args, begin, end); break;
     case UpdateRule::Adam: adam(s, args, begin, end); break;
+    case UpdateRule::RMSprop: rmsprop(s, args, begin, end); break;
   }
 }
 

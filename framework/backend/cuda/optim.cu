@@ -3,7 +3,7 @@
 // and the per-slice scalars, e.g. Adam's bias corrections from the slice's own
 // step, computed in double as on the CPU) into a small device buffer; each
 // block finds its slice by binary search and updates one chunk of it with
-// PyTorch's formulas (optim/sgd.h, optim/adam.h), in the CPU's operation order.
+// PyTorch's formulas (optim/sgd.h, optim/adam.h, optim/rmsprop.h), in the CPU's operation order.
 // The hyperparameters travel in the same buffer, so that a CUDA graph can
 // refresh all of a step's arguments with one recorded copy (graph.cpp).
 #include <cmath>
@@ -23,6 +23,7 @@ struct SliceDesc {
   const float* g;
   float* m;
   float* v;
+  float* w;
   int64_t n, first_block;
   float step_size, bc2_sqrt;  // Adam: lr / (1 - beta1^t), sqrt(1 - beta2^t)
   bool first;                 // Momentum: this update initialises the buffer
@@ -36,6 +37,8 @@ struct Hyper {
   bool nesterov, plain;              // plain: momentum 0, i.e. SGD
   float c1, b2, c2, eps, decay, l2;  // Adam: 1 - beta1, beta2, 1 - beta2, eps, 1 - lr wd, L2 wd
   bool decoupled;
+  float alpha, ca;       // RMSprop: alpha, 1 - alpha (and eps, lr, wd, mu above)
+  bool centered, has_momentum;
 };
 // Where the descriptors start in the arguments' buffer, after the Hyper.
 constexpr size_t kDescsAt = (sizeof(Hyper) + 63) / 64 * 64;
@@ -49,6 +52,22 @@ __device__ inline void update_one(const Hyper& h, const SliceDesc& s, int64_t j)
     s.m[j] += h.c1 * (g - s.m[j]);  // = beta1 m + (1 - beta1) g, as torch's lerp_
     s.v[j] = h.b2 * s.v[j] + h.c2 * g * g;
     p[j] -= s.step_size * s.m[j] / (sqrtf(s.v[j]) / s.bc2_sqrt + h.eps);
+  } else if (h.rule == UpdateRule::RMSprop) {  // square_avg v, buf m, grad_avg w
+    const float g = s.g[j] + h.wd * p[j];
+    s.v[j] = s.v[j] * h.alpha + h.ca * g * g;
+    float avg;
+    if (h.centered) {
+      s.w[j] = s.w[j] * h.alpha + h.ca * g;
+      avg = sqrtf(s.v[j] - s.w[j] * s.w[j]) + h.eps;
+    } else {
+      avg = sqrtf(s.v[j]) + h.eps;
+    }
+    if (h.has_momentum) {
+      s.m[j] = s.m[j] * h.mu + g / avg;
+      p[j] -= h.lr * s.m[j];
+    } else {
+      p[j] -= h.lr * (g / avg);
+    }
   } else if (h.rule == UpdateRule::SGD || h.plain) {
     p[j] -= h.lr * (s.g[j] + h.wd * p[j]);
   } else {
@@ -99,6 +118,10 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
   h.decay = static_cast<float>(1 - a.lr * a.weight_decay);
   h.l2 = a.decoupled ? 0.f : static_cast<float>(a.weight_decay);
   h.decoupled = a.decoupled;
+  h.alpha = static_cast<float>(a.alpha);
+  h.ca = static_cast<float>(1 - a.alpha);
+  h.centered = a.centered;
+  h.has_momentum = a.momentum > 0;
 
   // The arguments as the kernel reads them: the Hyper, then the descriptors.
   std::vector<SliceDesc> descs;
@@ -108,7 +131,7 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
     if (s.n == 0) continue;
     const double t = static_cast<double>(s.step);
     const double bc1 = 1 - std::pow(a.beta1, t), bc2 = 1 - std::pow(a.beta2, t);
-    descs.push_back({s.p, s.g, s.m, s.v, s.n, total, static_cast<float>(a.lr / bc1),
+    descs.push_back({s.p, s.g, s.m, s.v, s.w, s.n, total, static_cast<float>(a.lr / bc1),
                      static_cast<float>(std::sqrt(bc2)), s.step == 1});
     total += (s.n + kChunk - 1) / kChunk;
   }
@@ -133,7 +156,7 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
       bool same = static_cast<const Hyper*>(slot->host)->rule == h.rule;
       for (size_t i = 0; same && i < descs.size(); ++i)
         same = old[i].p == descs[i].p && old[i].g == descs[i].g && old[i].m == descs[i].m &&
-               old[i].v == descs[i].v && old[i].n == descs[i].n;
+               old[i].v == descs[i].v && old[i].w == descs[i].w && old[i].n == descs[i].n;
       MINIDL_CHECK(same, "CUDA graph: the optimizer step fed updates other parameters or state "
                    "than the step captured (a parameter without a gradient, or new state?)");
     }

@@ -1,0 +1,93 @@
+#include "optim/clip_grad.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "framework/autograd.h"
+#include "framework/ops.h"
+
+namespace minidl::optim {
+namespace {
+
+// x [n], y [n] -> the elementwise larger [n] (NaN propagates), exactly
+Tensor maximum(const Tensor& x, const Tensor& y) {
+  const int64_t n = x.numel();
+  return max(concat({reshape(x, {1, n}), reshape(y, {1, n})}), {0});
+}
+
+// g [any] -> |g| [n]
+Tensor abs_of(const Tensor& g) {
+  const Tensor flat = reshape(g, {g.numel()});
+  return maximum(flat, neg(flat));
+}
+
+// x [n] -> the norm_type-norm of x, a 0-d tensor
+Tensor norm_of(const Tensor& x, double p) {
+  if (std::isinf(p)) return max(abs_of(x));
+  if (p == 2) return sqrt(sum(mul(x, x)));
+  return pow(sum(pow(abs_of(x), p)), 1 / p);
+}
+
+std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+}  // namespace
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  if (!(max_norm >= 0))
+    throw std::invalid_argument(cat("clip_grad_norm_: invalid max_norm ", max_norm,
+                                    " (expected max_norm >= 0)"));
+  if (!(norm_type > 0))
+    throw std::invalid_argument(cat("clip_grad_norm_: invalid norm_type ", norm_type,
+                                    " (expected > 0, or kInf)"));
+  NoGradGuard no_grad;
+  const std::vector<Tensor> grads = grads_of(params);
+  if (grads.empty()) return 0;
+  // the norm of the gradients' norms, on the first gradient's device
+  std::vector<Tensor> norms;
+  for (const Tensor& g : grads)
+    norms.push_back(reshape(norm_of(g, norm_type), {1}).to(grads[0].device()));
+  const float total = static_cast<float>(norm_of(concat(norms), norm_type).item());
+  MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm_: the total norm of "
+               "order ", norm_type, " of the gradients of ", grads.size(), " parameter(s) is ",
+               total, ", so it cannot be clipped (with error_if_nonfinite = false the gradients "
+               "are scaled by it anyway)");
+  // in float32, as torch: max_norm / (total + 1e-6), clamped to 1
+  const float coef = std::fmin(static_cast<float>(max_norm) / (total + 1e-6f), 1.f);
+  for (const Tensor& g : grads) {
+    Tensor target = g;
+    target.copy_(mul(g, scalar_like(coef, g)));
+  }
+  return total;
+}
+
+double clip_grad_norm_(const nn::Cell& cell, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  return clip_grad_norm_(cell.trainable_params(), max_norm, norm_type, error_if_nonfinite);
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  if (!(clip_value >= 0))
+    throw std::invalid_argument(cat("clip_grad_value_: invalid clip_value ", clip_value,
+                                    " (expected clip_value >= 0)"));
+  NoGradGuard no_grad;
+  for (const Tensor& g : grads_of(params)) {
+    const Tensor flat = reshape(g, {g.numel()});
+    const Tensor bound = Tensor::full({g.numel()}, clip_value, g.dtype(), g.device());
+    // min(max(g, -c), c) = -max(-max(g, -c), -c)
+    const Tensor low = maximum(flat, neg(bound));
+    Tensor target = g;
+    target.copy_(neg(maximum(neg(low), neg(bound))));
+  }
+}
+
+void clip_grad_value_(const nn::Cell& cell, double clip_value) {
+  clip_grad_value_(cell.trainable_params(), clip_value);
+}
+
+}  // namespace minidl::optim
