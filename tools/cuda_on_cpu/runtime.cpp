@@ -148,6 +148,8 @@ void install_cuda_on_cpu() {
       .cross_entropy_forward = k::cross_entropy_forward,
       .cross_entropy_backward = k::cross_entropy_backward,
       .update = k::update,
+      // ---- math (issue 22) ----
+      .compare = k::compare,
   };
   // graphs recorded and replayed as on the emulated device
   static const GraphOps graphs = testing::emulate_graphs(memory, table);

@@ -103,5 +103,8 @@ void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, 
                             float* probs);
 // optim.cpp
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
+// ---- math (issue 22) ----
+// elementwise.cpp
+void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out);
 
 }  // namespace minidl::cpu

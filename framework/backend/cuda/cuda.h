@@ -109,4 +109,8 @@ void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, 
 // ---- optim.cu: every slice of a step in one launch ----
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 
+// ---- math (issue 22) ----
+// elementwise.cu
+void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out);
+
 }  // namespace minidl::cuda

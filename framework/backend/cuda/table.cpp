@@ -57,6 +57,8 @@ const Backend* backend_if_present() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      // ---- math (issue 22) ----
+      .compare = compare,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,
