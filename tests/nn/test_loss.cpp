@@ -229,6 +229,10 @@ TEST_CASE("nll_loss and cross_entropy with weights, ignore_index and label smoot
   // label smoothing 0.3 on the uniform row: every log-probability is -log 3
   check_close(cross_entropy(Tensor::of({1, 1, 1}, {1, 3}), Tensor::of_ints({0}), {}, -100, "mean", 0.3),
               {float(std::log(3.0))});
+  // one sample: logits [C], a 0-d target
+  Tensor one = cross_entropy(Tensor::of({1, 2, 3}), Tensor::of_ints({2}).reshape({}), {}, -100, "none");
+  CHECK(one.dim() == 0);
+  check_close(one, {float(kL0)});
   // [N, C, d] logits equal the [N * d, C] rows
   manual_seed(41);
   Tensor x3 = Tensor::randn({2, 3, 4}), l3 = Tensor::randint(0, 3, {2, 4});

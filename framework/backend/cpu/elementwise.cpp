@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/float_to_int.h"
@@ -155,18 +156,8 @@ void compare_as(CompareOp op, const Broadcast& bc, const T* a, const T* b, float
     const int64_t n = bc.n;
 #pragma omp parallel for if (n > 65536)
     for (int64_t i = 0; i < n; ++i) {
-      int64_t oa = i, ob = i;
-      if (bc.nd > 0) {
-        int64_t rem = i;
-        oa = ob = 0;
-        for (int d = bc.nd - 1; d >= 0; --d) {
-          const int64_t idx = rem % bc.size[d];
-          rem /= bc.size[d];
-          oa += idx * bc.stride_a[d];
-          ob += idx * bc.stride_b[d];
-        }
-      }
-      out[i] = cmp(convert<V>(a[oa]), convert<V>(b[ob])) ? 1.f : 0.f;
+      const BroadcastOffsets o = broadcast_offsets(bc, i);
+      out[i] = cmp(convert<V>(a[o.a]), convert<V>(b[o.b])) ? 1.f : 0.f;
     }
   };
   switch (op) {

@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cuda/device.cuh"
 #include "framework/backend/float_to_int.h"
 #include "framework/backend/philox.h"
@@ -80,18 +81,8 @@ __global__ void permute_kernel(int64_t n, Strided s, const T* src, T* dst) {
 template <class F>
 __global__ void broadcast_kernel(Broadcast bc, const float* a, const float* b, float* out, F f) {
   for (int64_t i = thread_index(); i < bc.n; i += thread_count()) {
-    int64_t oa = i, ob = i;
-    if (bc.nd > 0) {
-      int64_t rem = i;
-      oa = ob = 0;
-      for (int d = bc.nd - 1; d >= 0; --d) {
-        const int64_t idx = rem % bc.size[d];
-        rem /= bc.size[d];
-        oa += idx * bc.stride_a[d];
-        ob += idx * bc.stride_b[d];
-      }
-    }
-    out[i] = f(a[oa], b[ob]);
+    const BroadcastOffsets o = broadcast_offsets(bc, i);
+    out[i] = f(a[o.a], b[o.b]);
   }
 }
 
@@ -260,19 +251,9 @@ namespace {
 template <class T>
 __global__ void compare_kernel(CompareOp op, Broadcast bc, const T* a, const T* b, float* out) {
   for (int64_t i = thread_index(); i < bc.n; i += thread_count()) {
-    int64_t oa = i, ob = i;
-    if (bc.nd > 0) {
-      int64_t rem = i;
-      oa = ob = 0;
-      for (int d = bc.nd - 1; d >= 0; --d) {
-        const int64_t idx = rem % bc.size[d];
-        rem /= bc.size[d];
-        oa += idx * bc.stride_a[d];
-        ob += idx * bc.stride_b[d];
-      }
-    }
+    const BroadcastOffsets o = broadcast_offsets(bc, i);
     using V = std::conditional_t<std::is_same_v<T, __half>, float, T>;
-    const V x = convert<V>(a[oa]), y = convert<V>(b[ob]);
+    const V x = convert<V>(a[o.a]), y = convert<V>(b[o.b]);
     bool r = false;
     switch (op) {
       case CompareOp::Eq: r = x == y; break;
