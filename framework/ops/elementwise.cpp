@@ -1,5 +1,6 @@
 // Elementwise ops: broadcasting binary ops and unary maps, each with its
 // backward beside it; the loops are the device's unary and binary kernels.
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -268,10 +269,14 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* name, CompareOp op)
 }
 
 // A 0-d tensor holding v to compare x with: x's dtype where v fits it
-// exactly (an integer value for an integer x), else float32.
+// exactly (an integer value for an integer x; int64 beyond int32's range),
+// else float32.
 Tensor scalar_for(double v, const Tensor& x) {
-  const bool keep = is_floating(x.dtype()) || v == static_cast<double>(static_cast<int64_t>(v));
-  return Tensor::full({}, v, keep ? x.dtype() : kFloat32, x.device());
+  const bool integral = std::isfinite(v) && std::abs(v) < 9.2e18 && v == std::trunc(v);
+  DType t = x.dtype();
+  if (!is_floating(t) && !integral) t = kFloat32;
+  else if (t == kInt32 && std::abs(v) > 2147483647.0) t = kInt64;
+  return Tensor::full({}, v, t, x.device());
 }
 
 // x -> 1, 0 or -1 as float32 (0 at 0 and NaN), no gradient

@@ -388,6 +388,7 @@ TEST_CASE("comparisons on every dtype give float 1/0, broadcast, no gradient") {
   check_values(eq(Tensor::of_ints({3, 4}, {2}, kInt32), Tensor::of_ints({4}, {1}, kInt64)), {0, 1});
   check_values(lt(Tensor::of({1.5, 2}).to(kFloat16), Tensor::of({2})), {1, 0});  // float16 meets float32
   check_values(le(Tensor::of_ints({1, 2}), 1.5), {1, 0});  // an integer against a fraction: as float
+  check_values(lt(Tensor::of_ints({5, -7}, {2}, kInt32), 3e9), {1, 1});  // beyond int32: as int64
   check_values(eq(Tensor::of({NAN, 1}), Tensor::of({NAN, 1})), {0, 1});
   check_values(ge(Tensor::of({1, 5}, {2, 1}), Tensor::of({0, 2, 6})), {1, 0, 0, 1, 1, 0});
   CHECK_ERROR(lt(Tensor::zeros({2}), Tensor::zeros({3})), "lt: shapes [2] and [3] cannot broadcast");
