@@ -168,7 +168,7 @@ Tensor log_sigmoid(const Tensor& x);
 
 // Losses (framework/ops/loss.cpp). reduction: "none" (per element), "mean"
 // (the default) or "sum"; anything else throws. weight: undefined (Tensor())
-// for none. Targets get no gradient except where noted.
+// for none. Weights get no gradient, targets none except where noted.
 // p, target [...] in [0, 1], weight broadcast to p:
 // -weight * (target * log(p) + (1 - target) * log(1 - p)), each log clamped
 // at -100 (finite at p = 0 and 1); its gradient's denominator p (1 - p) is
