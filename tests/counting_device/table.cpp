@@ -57,6 +57,8 @@ Kernels counted_table() {
   count<&Kernels::cross_entropy_forward>(k, "cross_entropy_forward");
   count<&Kernels::cross_entropy_backward>(k, "cross_entropy_backward");
   count<&Kernels::update>(k, "update");
+  // ---- math (issue 22) ----
+  count<&Kernels::compare>(k, "compare");
   return k;
 }
 
