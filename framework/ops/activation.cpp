@@ -65,7 +65,8 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 
 // clamp's values; gradient 1 only strictly inside (min, max), as PyTorch's hardtanh
 Tensor hardtanh(const Tensor& x, double lo, double hi) {
-  MINIDL_CHECK(lo <= hi, "hardtanh: min_val ", lo, " is above max_val ", hi, " (shape ", x.shape(), ")");
+  MINIDL_CHECK(lo <= hi, "hardtanh: min_val ", lo, " is above max_val ", hi, " (shape ", x.shape(),
+               ")");
   return activation("hardtanh", x, [lo, hi](const Tensor& v) {
     Tensor out = clamp(v.detach(), lo, hi);
     return record(out, "hardtanh", {v}, [v, lo, hi](const Tensor& g) {

@@ -44,9 +44,14 @@ TEST_CASE("cuda: comparisons on every dtype, broadcast") {
   Tensor i64a = Tensor::of_ints({big, big + 1, 16777217, -3}, {4}, kInt64);
   Tensor i64b = Tensor::of_ints({big + 1, big + 1, 16777216, -3}, {4}, kInt64);
   Tensor f32a = Tensor::randn({2, 3, 4}), f32b = Tensor::randn({3, 1});
-  Tensor i32a = Tensor::of_ints({1, 5, -2, 7, 0, 3}, {2, 3}, kInt32), i32b = Tensor::of_ints({1, 0, 3}, {3}, kInt32);
+  Tensor i32a = Tensor::of_ints({1, 5, -2, 7, 0, 3}, {2, 3}, kInt32),
+         i32b = Tensor::of_ints({1, 0, 3}, {3}, kInt32);
   const std::vector<std::pair<Tensor, Tensor>> pairs{
-      {i64a, i64b}, {f32a, f32b}, {f32a.to(kFloat16), f32b.to(kFloat16)}, {i32a, i32b}, {i32a, Tensor::of_ints({1, 16777217, 3}, {3}, kInt64)}};
+      {i64a, i64b},
+      {f32a, f32b},
+      {f32a.to(kFloat16), f32b.to(kFloat16)},
+      {i32a, i32b},
+      {i32a, Tensor::of_ints({1, 16777217, 3}, {3}, kInt64)}};
   for (const auto& pair : pairs) {
     const Tensor &a = pair.first, &b = pair.second;
     check_op("eq", [](const In& in) { return eq(in[0], in[1]); }, {a, b});

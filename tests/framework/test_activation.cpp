@@ -25,7 +25,8 @@ TEST_CASE("leaky_relu, elu, hardtanh by hand, with PyTorch's gradients at the ki
   Tensor x = Tensor::of({-2, 0, 3});
   check_values(leaky_relu(x), {-0.02, 0, 3});
   check_values(leaky_relu(x, 0.5), {-1, 0, 3});
-  check_values(grad_at([](const Tensor& v) { return leaky_relu(v, 0.5); }, {-2, 0, 3}), {0.5, 0.5, 1});
+  check_values(grad_at([](const Tensor& v) { return leaky_relu(v, 0.5); }, {-2, 0, 3}),
+               {0.5, 0.5, 1});
   check_values(elu(x, 2), {2 * std::expm1(-2.0), 0, 3});
   check_values(grad_at([](const Tensor& v) { return elu(v, 2); }, {-2, 0, 3, 1000}),
                {2 * std::exp(-2.0), 2, 1, 1});  // no 0 * inf at 1000
@@ -48,7 +49,8 @@ TEST_CASE("gelu (erf and tanh), silu, softplus, log_sigmoid by hand") {
   check_values(softplus(Tensor::of({3, 1}), 2, 4), {3, std::log1p(std::exp(2.0)) / 2});
   check_values(grad_at([](const Tensor& v) { return softplus(v, 2, 4); }, {3, 1}),
                {1, 1 / (1 + std::exp(-2.0))});
-  check_values(log_sigmoid(x), {-std::log1p(std::exp(1.5)), -std::log(2.0), -std::log1p(std::exp(-2.0))});
+  check_values(log_sigmoid(x),
+               {-std::log1p(std::exp(1.5)), -std::log(2.0), -std::log1p(std::exp(-2.0))});
   CHECK_ERROR(gelu(x, "fast"), "gelu: approximate must be \"none\" or \"tanh\", got \"fast\"");
   CHECK_ERROR(silu(Tensor::of_ints({1})), "silu: expected a float tensor, got int64");
 }
@@ -58,7 +60,8 @@ TEST_CASE("activations stay finite for extreme inputs") {
   for (const Tensor& y : {log_sigmoid(x), softplus(x), elu(x), gelu(x), silu(x), gelu(x, "tanh")})
     for (float v : y.to_float_vector()) CHECK(std::isfinite(v));
   check_values(log_sigmoid(x), {-1e4, -100, 0, 0});
-  check_values(grad_at([](const Tensor& v) { return log_sigmoid(v); }, {-1e4, 0, 1e4}), {1, 0.5, 0});
+  check_values(grad_at([](const Tensor& v) { return log_sigmoid(v); }, {-1e4, 0, 1e4}),
+               {1, 0.5, 0});
   check_values(softplus(x), {0, std::exp(-100.0), 100, 1e4});
 }
 

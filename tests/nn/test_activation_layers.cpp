@@ -10,7 +10,9 @@ using testing::check_close;
 
 TEST_CASE("activation cells call their functions with their arguments") {
   Tensor x = Tensor::of({-2, -0.5, 0, 1.5, 3});
-  auto same = [](const Tensor& a, const Tensor& b) { CHECK(a.to_float_vector() == b.to_float_vector()); };
+  auto same = [](const Tensor& a, const Tensor& b) {
+    CHECK(a.to_float_vector() == b.to_float_vector());
+  };
   same(nn::LeakyReLU(0.2)(x), leaky_relu(x, 0.2));
   same(nn::GELU("tanh")(x), gelu(x, "tanh"));
   same(nn::GELU()(x), gelu(x));
@@ -20,12 +22,14 @@ TEST_CASE("activation cells call their functions with their arguments") {
   same(nn::Hardtanh(-1, 2)(x), hardtanh(x, -1, 2));
   same(nn::LogSigmoid()(x), log_sigmoid(x));
   check_close(nn::Hardtanh()(x), {-1, -0.5, 0, 1, 1});
-  for (const char* name : {"leaky_relu", "gelu", "silu", "elu", "softplus", "hardtanh", "log_sigmoid"}) {
+  for (const char* name :
+       {"leaky_relu", "gelu", "silu", "elu", "softplus", "hardtanh", "log_sigmoid"}) {
     CAPTURE(name);
     CHECK(nn::Activation(name)(x).shape() == x.shape());
   }
   CHECK_THROWS_WITH_AS(nn::GELU("fast"), doctest::Contains("GELU: approximate must be"), Error);
-  CHECK_THROWS_WITH_AS(nn::Hardtanh(2, 1), doctest::Contains("Hardtanh: min_val 2 is above max_val 1"), Error);
+  CHECK_THROWS_WITH_AS(nn::Hardtanh(2, 1),
+                       doctest::Contains("Hardtanh: min_val 2 is above max_val 1"), Error);
 }
 
 TEST_CASE("losses keep their class weights as the buffer 'weight'") {
