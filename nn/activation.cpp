@@ -37,7 +37,6 @@ Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim_); }
 
-
 // ---- math (issue 22) ----
 GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
   MINIDL_CHECK(approximate_ == "none" || approximate_ == "tanh",

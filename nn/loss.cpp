@@ -49,7 +49,9 @@ Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
 }
 
 CrossEntropyLoss::CrossEntropyLoss(const CrossEntropyLossOptions& o)
-    : Loss(o.reduction), has_options_(true), ignore_index_(o.ignore_index),
+    : Loss(o.reduction),
+      has_options_(true),
+      ignore_index_(o.ignore_index),
       label_smoothing_(o.label_smoothing) {
   MINIDL_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
                "CrossEntropyLoss: label_smoothing must lie in [0, 1], got ", o.label_smoothing);
@@ -59,8 +61,10 @@ CrossEntropyLoss::CrossEntropyLoss(const CrossEntropyLossOptions& o)
 // logits [N, C], labels [N] int or [N, C] float -> [N] or scalar
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels) {
   if (has_options_) {
-    MINIDL_CHECK(!is_floating(labels.dtype()), "CrossEntropyLoss: with options, expected int32 "
-                 "or int64 labels, got ", dtype_name(labels.dtype()), " ", labels.shape());
+    MINIDL_CHECK(!is_floating(labels.dtype()),
+                 "CrossEntropyLoss: with options, expected int32 "
+                 "or int64 labels, got ",
+                 dtype_name(labels.dtype()), " ", labels.shape());
     return cross_entropy(logits, labels, weight_, ignore_index_, reduction_name(reduction()),
                          label_smoothing_);
   }
@@ -129,7 +133,8 @@ Tensor HuberLoss::forward(const Tensor& x, const Tensor& y) {
 // batchmean is not a Reduction: the base keeps Mean and mode_ the name
 KLDivLoss::KLDivLoss(const std::string& reduction, bool log_target)
     : Loss(reduction == "batchmean" ? ReductionArg(Reduction::Mean) : ReductionArg(reduction)),
-      mode_(reduction), log_target_(log_target) {}
+      mode_(reduction),
+      log_target_(log_target) {}
 Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
   return kl_div(input, target, mode_, log_target_);
 }

@@ -25,7 +25,8 @@ Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
 
 // The index map of a broadcast from a and b to out_shape. Dims are coalesced
 // so the kernel's inner loop has stride 0 or 1 on each side.
-Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out_shape, const char* name) {
+Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out_shape,
+                          const char* name) {
   Broadcast bc;
   bc.n = 1;
   for (int64_t s : out_shape) bc.n *= s;
@@ -274,8 +275,10 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* name, CompareOp op)
 Tensor scalar_for(double v, const Tensor& x) {
   const bool integral = std::isfinite(v) && std::abs(v) < 9.2e18 && v == std::trunc(v);
   DType t = x.dtype();
-  if (!is_floating(t) && !integral) t = kFloat32;
-  else if (t == kInt32 && std::abs(v) > 2147483647.0) t = kInt64;
+  if (!is_floating(t) && !integral)
+    t = kFloat32;
+  else if (t == kInt32 && std::abs(v) > 2147483647.0)
+    t = kInt64;
   return Tensor::full({}, v, t, x.device());
 }
 
@@ -304,9 +307,8 @@ Tensor ge(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "ge",
 Tensor abs(const Tensor& x) {
   MINIDL_HALF_UNARY(abs, x);
   Tensor out = unary_map(x, UnaryOp::Abs);
-  return record(out, "abs", {x}, [x](const Tensor& g) {
-    return std::vector<Tensor>{mul(g, sign_of(x))};
-  });
+  return record(out, "abs", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{mul(g, sign_of(x))}; });
 }
 
 // x -> erf(x); gx = g * 2/sqrt(pi) * exp(-x^2)
@@ -331,9 +333,8 @@ Tensor expm1(const Tensor& x) {
 Tensor log1p(const Tensor& x) {
   MINIDL_HALF_UNARY(log1p, x);
   Tensor out = unary_map(x, UnaryOp::Log1p);
-  return record(out, "log1p", {x}, [x](const Tensor& g) {
-    return std::vector<Tensor>{div(g, x + 1.0)};
-  });
+  return record(out, "log1p", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{div(g, x + 1.0)}; });
 }
 
 // x -> 1 / sqrt(x); gx = -g * y^3 / 2
@@ -349,20 +350,23 @@ Tensor rsqrt(const Tensor& x) {
 Tensor sin(const Tensor& x) {
   MINIDL_HALF_UNARY(sin, x);
   Tensor out = unary_map(x, UnaryOp::Sin);
-  return record(out, "sin", {x}, [x](const Tensor& g) { return std::vector<Tensor>{mul(g, cos(x))}; });
+  return record(out, "sin", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{mul(g, cos(x))}; });
 }
 
 // x -> cos(x); gx = -g * sin(x)
 Tensor cos(const Tensor& x) {
   MINIDL_HALF_UNARY(cos, x);
   Tensor out = unary_map(x, UnaryOp::Cos);
-  return record(out, "cos", {x}, [x](const Tensor& g) { return std::vector<Tensor>{neg(mul(g, sin(x)))}; });
+  return record(out, "cos", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{neg(mul(g, sin(x)))}; });
 }
 
 // x -> x limited to [min, max] (either bound may be absent; min > max gives
 // max everywhere, NaN stays NaN); gx = g where min <= x <= max, else 0
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-  MINIDL_CHECK(lo || hi, "clamp: at least one of min and max must be given (shape ", x.shape(), ")");
+  MINIDL_CHECK(lo || hi, "clamp: at least one of min and max must be given (shape ", x.shape(),
+               ")");
   MINIDL_HALF_UNARY(clamp, x, lo, hi);
   Tensor out = x.detach();
   if (lo) out = broadcast_map(out, scalar_like(*lo, x), "clamp", BinaryOp::Maximum);

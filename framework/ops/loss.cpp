@@ -103,9 +103,8 @@ Tensor binary_cross_entropy(const Tensor& p, const Tensor& target, const Tensor&
 // x, target [...] -> l = w ((1 - t) x + lw softplus(-x)), lw = 1 + (pw - 1) t,
 // softplus(-x) = log1p(exp(-|x|)) + max(-x, 0) (stable);
 // gx = g w (lw sigmoid(x) - pw t), gt = g w ((pw - 1) softplus(-x) - x)
-Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& target,
-                                        const Tensor& weight, const Tensor& pos_weight,
-                                        const std::string& reduction) {
+Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& target, const Tensor& weight,
+                                        const Tensor& pos_weight, const std::string& reduction) {
   const char* op = "binary_cross_entropy_with_logits";
   check_reduction(op, reduction);
   check_pair(op, x, target, "input", "target");
@@ -140,7 +139,8 @@ struct NllParts {
 NllParts nll_parts(const char* op, const Tensor& logp, const Tensor& target, const Tensor& weight,
                    int64_t ignore_index) {
   require_f32(op, logp, "input");
-  MINIDL_CHECK(logp.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got ", logp.shape());
+  MINIDL_CHECK(logp.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got ",
+               logp.shape());
   MINIDL_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32, op,
                ": expected int32 or int64 targets, got ", dtype_name(target.dtype()), " ",
                target.shape());
@@ -161,7 +161,8 @@ NllParts nll_parts(const char* op, const Tensor& logp, const Tensor& target, con
   const int64_t inner = single ? 1 : logp.numel() / std::max<int64_t>(n * c, 1), m = n * inner;
   if (target.device() == Device::CPU) {
     for (int64_t i = 0; i < m; ++i) {
-      const int64_t v = target.dtype() == kInt64 ? target.data<int64_t>()[i] : target.data<int32_t>()[i];
+      const int64_t v =
+          target.dtype() == kInt64 ? target.data<int64_t>()[i] : target.data<int32_t>()[i];
       MINIDL_CHECK(v == ignore_index || (v >= 0 && v < c), op, ": target ", v, " at position ", i,
                    " out of range [0, ", c, ") for input ", logp.shape(), " (ignore_index ",
                    ignore_index, ")");
@@ -169,15 +170,17 @@ NllParts nll_parts(const char* op, const Tensor& logp, const Tensor& target, con
   }
   NllParts p;
   p.target_shape = target.shape();
-  p.rows = inner == 1 ? logp.reshape({m, c}) : transpose(logp.reshape({n, c, inner}), 1, 2).reshape({m, c});
+  p.rows = inner == 1 ? logp.reshape({m, c})
+                      : transpose(logp.reshape({n, c, inner}), 1, 2).reshape({m, c});
   Tensor flat = target.reshape({m});
   p.valid = ne(flat, static_cast<double>(ignore_index));
   Tensor safe = cast(mul(cast(flat, kFloat32), p.valid), kInt64);  // ignored -> class 0
   p.picked = gather(p.rows, safe);
-  p.wt = weight.defined()
-             ? mul(gather(mul(Tensor::ones({m, 1}, kFloat32, logp.device()), weight.detach().reshape({1, c})), safe),
-                   p.valid)
-             : p.valid;
+  p.wt = weight.defined() ? mul(gather(mul(Tensor::ones({m, 1}, kFloat32, logp.device()),
+                                           weight.detach().reshape({1, c})),
+                                       safe),
+                                p.valid)
+                          : p.valid;
   return p;
 }
 
@@ -190,8 +193,8 @@ Tensor reduce_weighted(const Tensor& l, const NllParts& p, const std::string& r)
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& logp, const Tensor& target, const Tensor& weight, int64_t ignore_index,
-                const std::string& reduction) {
+Tensor nll_loss(const Tensor& logp, const Tensor& target, const Tensor& weight,
+                int64_t ignore_index, const std::string& reduction) {
   check_reduction("nll_loss", reduction);
   NllParts p = nll_parts("nll_loss", logp, target, weight, ignore_index);
   return reduce_weighted(neg(mul(p.picked, p.wt)), p, reduction);
@@ -204,7 +207,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   MINIDL_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op,
                ": label_smoothing must lie in [0, 1], got ", label_smoothing);
   require_f32(op, logits, "logits");
-  MINIDL_CHECK(logits.dim() >= 1, op, ": expected logits [N, C] or [N, C, d1, ...], got ", logits.shape());
+  MINIDL_CHECK(logits.dim() >= 1, op, ": expected logits [N, C] or [N, C, d1, ...], got ",
+               logits.shape());
   if (!weight.defined() && label_smoothing == 0 && reduction == "mean" && logits.dim() == 2 &&
       target.device() == Device::CPU && target.dim() == 1 && target.numel() == logits.size(0) &&
       sum(eq(target, static_cast<double>(ignore_index))).item() == 0)
@@ -214,7 +218,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   Tensor l = neg(mul(p.picked, p.wt));
   if (label_smoothing > 0) {
     const double c = static_cast<double>(p.rows.size(1));
-    Tensor w_rows = weight.defined() ? mul(p.rows, weight.detach().reshape({1, p.rows.size(1)})) : p.rows;
+    Tensor w_rows =
+        weight.defined() ? mul(p.rows, weight.detach().reshape({1, p.rows.size(1)})) : p.rows;
     Tensor smooth = mul(neg(sum(w_rows, {1})), p.valid);
     l = add(l * (1 - label_smoothing), smooth * (label_smoothing / c));
   }

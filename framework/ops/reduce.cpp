@@ -141,8 +141,10 @@ Tensor arg_along(const Tensor& x, int64_t dim, bool keepdim, bool smallest, cons
   Tensor flat = argmax(xf.reshape({outer * inner, d}));
   Shape s = x.shape();
   if (x.dim() > 0) {
-    if (keepdim) s[dim] = 1;
-    else s.erase(s.begin() + dim);
+    if (keepdim)
+      s[dim] = 1;
+    else
+      s.erase(s.begin() + dim);
   }
   return flat.reshape(s);
 }
@@ -160,13 +162,15 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims_in, bool unbiased, bool keepdim) {
   require_nonempty("var", x);
   MINIDL_CHECK(is_floating(x.dtype()), "var: expected a float tensor, got ", dtype_name(x.dtype()));
-  if (x.dtype() == kFloat16) return cast(var(cast(x, kFloat32), dims_in, unbiased, keepdim), kFloat16);
+  if (x.dtype() == kFloat16)
+    return cast(var(cast(x, kFloat32), dims_in, unbiased, keepdim), kFloat16);
   auto dims = norm_dims(x, dims_in, "var");
   int64_t count = 1;
   for (int64_t d : dims) count *= x.shape()[d];
   Tensor d = sub(x, mean(x, dims, true));
   // n - 1 = 0 divides by zero: NaN (inf for nonzero sums), as PyTorch
-  return div(sum(mul(d, d), dims, keepdim), scalar_like(static_cast<double>(count - (unbiased ? 1 : 0)), x));
+  return div(sum(mul(d, d), dims, keepdim),
+             scalar_like(static_cast<double>(count - (unbiased ? 1 : 0)), x));
 }
 
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
@@ -179,7 +183,8 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, boo
 // +inf gives +inf (inf - inf would be NaN)
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   require_nonempty("logsumexp", x);
-  MINIDL_CHECK(is_floating(x.dtype()), "logsumexp: expected a float tensor, got ", dtype_name(x.dtype()));
+  MINIDL_CHECK(is_floating(x.dtype()), "logsumexp: expected a float tensor, got ",
+               dtype_name(x.dtype()));
   if (x.dtype() == kFloat16) return cast(logsumexp(cast(x, kFloat32), dims_in, keepdim), kFloat16);
   auto dims = norm_dims(x, dims_in, "logsumexp");
   const double big = std::numeric_limits<float>::max();
@@ -193,7 +198,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims_in, bool keep
 Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims_in, bool keepdim) {
   MINIDL_CHECK(p > 0, "norm: expected p > 0 (1, 2, inf or another positive order), got ", p,
                " for shape ", x.shape());
-  MINIDL_CHECK(is_floating(x.dtype()), "norm: expected a float tensor, got ", dtype_name(x.dtype()));
+  MINIDL_CHECK(is_floating(x.dtype()), "norm: expected a float tensor, got ",
+               dtype_name(x.dtype()));
   if (x.dtype() == kFloat16) return cast(norm(cast(x, kFloat32), p, dims_in, keepdim), kFloat16);
   auto dims = norm_dims(x, dims_in, "norm");
   if (p == 1) return sum(abs(x), dims, keepdim);

@@ -343,12 +343,14 @@ TEST_CASE("clamp: values, NaN, gradient 1 at the bounds and 0 outside") {
   check_values(clamp(Tensor::of({-3, 5}), std::nullopt, 2.0), {-3, 2});
   check_values(clamp(Tensor::of({-3, 5}), 0.0, std::nullopt), {0, 5});
   check_values(clamp(Tensor::of({-3, 5}), 2.0, 1.0), {1, 1});  // min > max: max, as PyTorch
-  CHECK_ERROR(clamp(Tensor::of({1}), std::nullopt, std::nullopt), "clamp: at least one of min and max");
+  CHECK_ERROR(clamp(Tensor::of({1}), std::nullopt, std::nullopt),
+              "clamp: at least one of min and max");
   CHECK_ERROR(clamp(Tensor::of_ints({1, 2}), 0.0, 1.0), "clamp: expected float tensors, got int64");
 }
 
 TEST_CASE("maximum and minimum: broadcast, NaN wins, ties split the gradient") {
-  Tensor a = Tensor::of({1, 5, 2, NAN}).requires_grad_(), b = Tensor::of({3, 5, 1, 0}).requires_grad_();
+  Tensor a = Tensor::of({1, 5, 2, NAN}).requires_grad_(),
+         b = Tensor::of({3, 5, 1, 0}).requires_grad_();
   Tensor hi = maximum(a, b), lo = minimum(a, b);
   std::vector<float> h = hi.to_float_vector(), l = lo.to_float_vector();
   CHECK(h[0] == 3);
@@ -366,7 +368,8 @@ TEST_CASE("maximum and minimum: broadcast, NaN wins, ties split the gradient") {
   Tensor x = Tensor::randn({2, 3}), y = Tensor::randn({3});
   CHECK_GRADCHECK([](const Inputs& in) { return maximum(in[0], in[1]); }, {x, y});
   CHECK_GRADCHECK([](const Inputs& in) { return minimum(in[0], in[1]); }, {x, y});
-  CHECK_ERROR(maximum(Tensor::zeros({2, 3}), Tensor::zeros({4})), "maximum: shapes [2, 3] and [4] cannot broadcast");
+  CHECK_ERROR(maximum(Tensor::zeros({2, 3}), Tensor::zeros({4})),
+              "maximum: shapes [2, 3] and [4] cannot broadcast");
 }
 
 TEST_CASE("comparisons on every dtype give float 1/0, broadcast, no gradient") {
@@ -381,15 +384,19 @@ TEST_CASE("comparisons on every dtype give float 1/0, broadcast, no gradient") {
   CHECK_FALSE(gt(a.requires_grad_(), b).requires_grad());
   // int64 ids above 2^24 that one float32 cannot tell apart
   const int64_t big = int64_t{1} << 24;
-  Tensor ids = Tensor::of_ints({big, big + 1, (int64_t{1} << 40) + 1}), other = Tensor::of_ints({big + 1});
+  Tensor ids = Tensor::of_ints({big, big + 1, (int64_t{1} << 40) + 1}),
+         other = Tensor::of_ints({big + 1});
   check_values(eq(ids, other), {0, 1, 0});
   check_values(lt(ids, other), {1, 0, 0});
   check_values(gt(ids, static_cast<double>(big)), {0, 1, 1});
   check_values(eq(Tensor::of_ints({3, 4}, {2}, kInt32), Tensor::of_ints({4}, {1}, kInt64)), {0, 1});
-  check_values(lt(Tensor::of({1.5, 2}).to(kFloat16), Tensor::of({2})), {1, 0});  // float16 meets float32
-  check_values(le(Tensor::of_ints({1, 2}), 1.5), {1, 0});  // an integer against a fraction: as float
+  check_values(lt(Tensor::of({1.5, 2}).to(kFloat16), Tensor::of({2})),
+               {1, 0});  // float16 meets float32
+  check_values(le(Tensor::of_ints({1, 2}), 1.5),
+               {1, 0});  // an integer against a fraction: as float
   check_values(lt(Tensor::of_ints({5, -7}, {2}, kInt32), 3e9), {1, 1});  // beyond int32: as int64
   check_values(eq(Tensor::of({NAN, 1}), Tensor::of({NAN, 1})), {0, 1});
   check_values(ge(Tensor::of({1, 5}, {2, 1}), Tensor::of({0, 2, 6})), {1, 0, 0, 1, 1, 0});
-  CHECK_ERROR(lt(Tensor::zeros({2}), Tensor::zeros({3})), "lt: shapes [2] and [3] cannot broadcast");
+  CHECK_ERROR(lt(Tensor::zeros({2}), Tensor::zeros({3})),
+              "lt: shapes [2] and [3] cannot broadcast");
 }

@@ -159,7 +159,7 @@ TEST_CASE("min, argmin and argmax along a dim (hand-computed)") {
 
 TEST_CASE("var and std, unbiased and not, over dims (hand-computed)") {
   Tensor x = Tensor::of({1, 2, 3, 4, 6, 8}, {2, 3});
-  check_values(var(x, {1}), {1, 4});               // sum of squares 2 and 8 over n - 1 = 2
+  check_values(var(x, {1}), {1, 4});  // sum of squares 2 and 8 over n - 1 = 2
   check_values(var(x, {1}, false), {2 / 3.0, 8 / 3.0});
   check_values(minidl::std(x, {1}), {1, 2});
   check_values(var(x), {(1 + 4 + 9 + 16 + 36 + 64 - 24 * 24 / 6.0) / 5});
@@ -168,19 +168,25 @@ TEST_CASE("var and std, unbiased and not, over dims (hand-computed)") {
   check_values(var(Tensor::of({10000, 10001, 10002}), {0}), {1}, 1e-6);
   CHECK(std::isnan(var(Tensor::of({3}), {0}).item()));  // n - 1 = 0, as PyTorch
   CHECK_GRADCHECK([](const Inputs& in) { return var(in[0], {1}); }, {distinct({2, 4})});
-  CHECK_GRADCHECK([](const Inputs& in) { return minidl::std(in[0], {0}, false); }, {distinct({3, 2}, 0.2)});
+  CHECK_GRADCHECK([](const Inputs& in) { return minidl::std(in[0], {0}, false); },
+                  {distinct({3, 2}, 0.2)});
   CHECK_ERROR(var(Tensor::of_ints({1, 2})), "var: expected a float tensor, got int64");
 }
 
 TEST_CASE("logsumexp is stable for large and infinite inputs") {
-  check_values(logsumexp(Tensor::of({1, 2, 3}), {0}), {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))});
+  check_values(logsumexp(Tensor::of({1, 2, 3}), {0}),
+               {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))});
   check_values(logsumexp(Tensor::of({10000, 10000}), {0}), {10000 + std::log(2.0)});
   Tensor inf = logsumexp(Tensor::of({-INFINITY, -INFINITY, INFINITY, 1}, {2, 2}), {1});
   CHECK(inf.to_float_vector() == std::vector<float>{-INFINITY, INFINITY});
   Tensor x = Tensor::of({1, 2, 3}).requires_grad_();
   logsumexp(x, {0}).backward();
   check_values(x.grad(), {0.09003057, 0.24472847, 0.66524096}, 1e-5);  // softmax(x)
-  CHECK_GRADCHECK([](const Inputs& in) { return logsumexp(in[0], {0, 2}, true); }, {distinct({2, 3, 2})});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return logsumexp(in[0], {0, 2}, true);
+      },
+      {distinct({2, 3, 2})});
 }
 
 TEST_CASE("norm with p = 1, 2, inf and 3; zero gradient at zero") {
