@@ -3,6 +3,8 @@
 // are computed in float32 and the result cast back to float16.
 // Every shape or dtype error throws minidl::Error naming the op and both sides.
 #pragma once
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "framework/autograd.h"
@@ -23,8 +25,6 @@ Tensor sqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-// 1 where a == b, else 0 (float32, broadcasting, no gradient): torch.eq as float
-Tensor eq(const Tensor& a, const Tensor& b);
 Tensor scalar_like(double value, const Tensor& like);  // 0-d tensor of like's dtype
 Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
 // Sums `grad` down to `shape` (the inverse of broadcasting).
@@ -139,5 +139,124 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // or int64; a, b float32). The unchosen side never reaches the result or the
 // gradient, NaN and inf included.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// ---- math (issue 22): elementwise, reductions, activations, losses ----
+// Comparisons, broadcasting, on every dtype: 1 where `a op b` holds, else 0,
+// as float32 (there is no bool dtype), no gradient. Two dtypes meet in the
+// wider one (float beats int, float32 beats float16, int64 beats int32);
+// integers compare exactly (int64 ids above 2^24 included); NaN compares
+// unequal to everything. The double forms compare with a scalar.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+// Unary maps with gradients: |x| (gradient sign(x), 0 at 0), erf, exp(x) - 1,
+// log(1 + x), 1 / sqrt(x), sin, cos.
+Tensor abs(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+// x limited to [min, max]; either bound may be absent (not both). Gradient 1
+// where min <= x <= max, else 0 (torch.clamp); NaN stays NaN.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// Elementwise larger / smaller of a and b, broadcasting; NaN wins. The
+// gradient goes to the side that won, half to each side on ties (torch.maximum).
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+// Reductions (dims empty = all dims). min: gradient split evenly between tied
+// minima (torch.amin).
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Index of the smallest value along the last dim: [N, C] -> [N] int64 (no grad).
+Tensor argmin(const Tensor& x);
+// Index of the first largest (smallest) value along dim -> x's shape without
+// dim (kept as 1 with keepdim), int64, no gradient.
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// Variance and standard deviation over dims: sum((x - mean)^2) / (n - 1) with
+// unbiased (Bessel's correction), / n without (torch.var / torch.std).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+           bool keepdim = false);
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, bool unbiased = true,
+           bool keepdim = false);
+// log(sum(exp(x))) over dims, stable: max + log(sum(exp(x - max))); rows of
+// -inf give -inf, a +inf gives +inf. Gradient softmax(x).
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Vector p-norm over dims (all when empty): p = 2 (the default), 1, inf
+// (max |x|, gradient split between ties) or any p > 0: sum(|x|^p)^(1/p).
+// The gradient at an all-zero x is 0 (torch.linalg.vector_norm).
+Tensor norm(const Tensor& x, double p = 2, const std::vector<int64_t>& dims = {},
+            bool keepdim = false);
+
+// Activations (framework/ops/activation.cpp), x [...] -> [...], PyTorch's
+// definitions and gradients:
+// x where x > 0, else negative_slope * x
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// x * Phi(x): approximate "none" uses erf, "tanh" the tanh approximation
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// x * sigmoid(x)
+Tensor silu(const Tensor& x);
+// x where x > 0, else alpha * (exp(x) - 1)
+Tensor elu(const Tensor& x, double alpha = 1);
+// log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
+// clamp(x, min_val, max_val); gradient 1 strictly inside, 0 at and beyond the bounds
+Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1);
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for any x
+Tensor log_sigmoid(const Tensor& x);
+
+// Losses (framework/ops/loss.cpp). reduction: "none" (per element), "mean"
+// (the default) or "sum"; anything else throws. weight: undefined (Tensor())
+// for none. Weights get no gradient, targets none except where noted.
+// p, target [...] in [0, 1], weight broadcast to p:
+// -weight * (target * log(p) + (1 - target) * log(1 - p)), each log clamped
+// at -100 (finite at p = 0 and 1); its gradient's denominator p (1 - p) is
+// clamped at 1e-12 as in PyTorch. Also differentiable in target.
+Tensor binary_cross_entropy(const Tensor& p, const Tensor& target, const Tensor& weight = {},
+                            const std::string& reduction = "mean");
+// The same on logits x, stable for any x: with lw = 1 + (pos_weight - 1) * target,
+// weight * ((1 - target) * x + lw * log(1 + exp(-x))); pos_weight [C]
+// broadcasts over the last dim. Also differentiable in target.
+Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& target,
+                                        const Tensor& weight = {}, const Tensor& pos_weight = {},
+                                        const std::string& reduction = "mean");
+// logp [N, C] or [N, C, d1, ...] (or [C] with a 0-d target), target [N] or
+// [N, d1, ...] int32/int64 in [0, C) or == ignore_index, weight [C]:
+// l = -weight[t] * logp[n, t, ...], 0 for ignored targets; mean divides by the
+// sum of weight[t] over non-ignored targets.
+Tensor nll_loss(const Tensor& logp, const Tensor& target, const Tensor& weight = {},
+                int64_t ignore_index = -100, const std::string& reduction = "mean");
+// Cross entropy on logits [N, C] or [N, C, d1, ...] against class indices
+// (PyTorch 1.13's F.cross_entropy): nll_loss(log_softmax(logits, 1), ...),
+// with label_smoothing eps mixing in the uniform distribution:
+// (1 - eps) * nll + eps / C * smooth, smooth = -sum_c weight[c] * logp[n, c]
+// (0 for ignored targets; mean divides by the same weight sum as nll).
+// Without options on [N, C] this is the fused cross_entropy above.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                     int64_t ignore_index = -100, const std::string& reduction = "mean",
+                     double label_smoothing = 0);
+// |x - y|
+Tensor l1_loss(const Tensor& x, const Tensor& y, const std::string& reduction = "mean");
+// d = x - y: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta 0: l1)
+Tensor smooth_l1_loss(const Tensor& x, const Tensor& y, const std::string& reduction = "mean",
+                      double beta = 1);
+// 0.5 d^2 where |d| < delta, else delta * (|d| - 0.5 delta)
+Tensor huber_loss(const Tensor& x, const Tensor& y, const std::string& reduction = "mean",
+                  double delta = 1);
+// input holds log-probabilities: target * (log(target) - input) (0 where
+// target is 0), or exp(target) * (target - input) with log_target.
+// reduction also "batchmean": the sum over input.size(0).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
 
 }  // namespace minidl

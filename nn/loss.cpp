@@ -48,8 +48,26 @@ Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
   return reduce(mul(d, d));
 }
 
+CrossEntropyLoss::CrossEntropyLoss(const CrossEntropyLossOptions& o)
+    : Loss(o.reduction),
+      has_options_(true),
+      ignore_index_(o.ignore_index),
+      label_smoothing_(o.label_smoothing) {
+  MINIDL_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
+               "CrossEntropyLoss: label_smoothing must lie in [0, 1], got ", o.label_smoothing);
+  if (o.weight.defined()) weight_ = register_buffer("weight", o.weight);
+}
+
 // logits [N, C], labels [N] int or [N, C] float -> [N] or scalar
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels) {
+  if (has_options_) {
+    MINIDL_CHECK(!is_floating(labels.dtype()),
+                 "CrossEntropyLoss: with options, expected int32 "
+                 "or int64 labels, got ",
+                 dtype_name(labels.dtype()), " ", labels.shape());
+    return cross_entropy(logits, labels, weight_, ignore_index_, reduction_name(reduction()),
+                         label_smoothing_);
+  }
   MINIDL_CHECK(logits.dim() == 2, "CrossEntropyLoss: expected logits [N, C], got ", logits.shape());
   const int64_t n = logits.size(0);
   if (!is_floating(labels.dtype())) {
@@ -74,6 +92,51 @@ Tensor SoftmaxCrossEntropyWithLogits::forward(const Tensor& logits, const Tensor
                sparse_ ? "int32/int64 labels [N]" : "float labels [N, C]", ", got ",
                dtype_name(labels.dtype()), " ", labels.shape());
   return CrossEntropyLoss::forward(logits, labels);
+}
+
+// ---- math (issue 22) ----
+BCELoss::BCELoss(Tensor weight, ReductionArg reduction) : Loss(reduction) {
+  if (weight.defined()) weight_ = register_buffer("weight", weight);
+}
+Tensor BCELoss::forward(const Tensor& p, const Tensor& target) {
+  return binary_cross_entropy(p, target, weight_, reduction_name(reduction()));
+}
+
+BCEWithLogitsLoss::BCEWithLogitsLoss(Tensor weight, ReductionArg reduction, Tensor pos_weight)
+    : Loss(reduction) {
+  if (weight.defined()) weight_ = register_buffer("weight", weight);
+  if (pos_weight.defined()) pos_weight_ = register_buffer("pos_weight", pos_weight);
+}
+Tensor BCEWithLogitsLoss::forward(const Tensor& logits, const Tensor& target) {
+  return binary_cross_entropy_with_logits(logits, target, weight_, pos_weight_,
+                                          reduction_name(reduction()));
+}
+
+NLLLoss::NLLLoss(Tensor weight, int64_t ignore_index, ReductionArg reduction)
+    : Loss(reduction), ignore_index_(ignore_index) {
+  if (weight.defined()) weight_ = register_buffer("weight", weight);
+}
+Tensor NLLLoss::forward(const Tensor& logp, const Tensor& target) {
+  return nll_loss(logp, target, weight_, ignore_index_, reduction_name(reduction()));
+}
+
+Tensor L1Loss::forward(const Tensor& x, const Tensor& y) {
+  return l1_loss(x, y, reduction_name(reduction()));
+}
+Tensor SmoothL1Loss::forward(const Tensor& x, const Tensor& y) {
+  return smooth_l1_loss(x, y, reduction_name(reduction()), beta_);
+}
+Tensor HuberLoss::forward(const Tensor& x, const Tensor& y) {
+  return huber_loss(x, y, reduction_name(reduction()), delta_);
+}
+
+// batchmean is not a Reduction: the base keeps Mean and mode_ the name
+KLDivLoss::KLDivLoss(const std::string& reduction, bool log_target)
+    : Loss(reduction == "batchmean" ? ReductionArg(Reduction::Mean) : ReductionArg(reduction)),
+      mode_(reduction),
+      log_target_(log_target) {}
+Tensor KLDivLoss::forward(const Tensor& input, const Tensor& target) {
+  return kl_div(input, target, mode_, log_target_);
 }
 
 }  // namespace minidl::nn

@@ -53,10 +53,29 @@ class MSELoss : public Loss {
 // (one pass forward, one pass backward).
 // Errors (minidl::Error): logits not 2-D, labels of the wrong shape or dtype,
 // a label out of range (names the row).
+//
+// With options (PyTorch's CrossEntropyLossOptions), integer labels only:
+// logits [N, C] or [N, C, d1, ...], labels [N] or [N, d1, ...]; class weight
+// [C], ignore_index (those targets count nothing), label_smoothing in [0, 1],
+// as F.cross_entropy (ops.h); mean divides by the weight sum of the targets
+// that are not ignored.
+struct CrossEntropyLossOptions {
+  Tensor weight;  // [C] or undefined
+  int64_t ignore_index = -100;
+  ReductionArg reduction = Reduction::Mean;
+  double label_smoothing = 0;
+};
 class CrossEntropyLoss : public Loss {
  public:
   explicit CrossEntropyLoss(ReductionArg reduction = Reduction::Mean) : Loss(reduction) {}
+  explicit CrossEntropyLoss(const CrossEntropyLossOptions& options);
   Tensor forward(const Tensor& logits, const Tensor& labels) override;
+
+ private:
+  bool has_options_ = false;
+  Tensor weight_;  // the buffer "weight" when given
+  int64_t ignore_index_ = -100;
+  double label_smoothing_ = 0;
 };
 
 // MindSpore's SoftmaxCrossEntropyWithLogits(sparse = false, reduction = "none"):
@@ -73,6 +92,89 @@ class SoftmaxCrossEntropyWithLogits : public CrossEntropyLoss {
 
  private:
   bool sparse_;
+};
+
+// ---- math (issue 22): PyTorch's losses; the formulas are the functions' in ops.h ----
+// A class weight given to a loss is its buffer "weight" (state_dict, to()).
+
+// p [...] probabilities, target [...] -> binary_cross_entropy; weight broadcasts to p
+class BCELoss : public Loss {
+ public:
+  explicit BCELoss(Tensor weight = {}, ReductionArg reduction = Reduction::Mean);
+  Tensor forward(const Tensor& p, const Tensor& target) override;
+
+ private:
+  Tensor weight_;
+};
+
+// logits [...], target [...] -> binary_cross_entropy_with_logits; pos_weight [C]
+// broadcasts over the last dim
+class BCEWithLogitsLoss : public Loss {
+ public:
+  explicit BCEWithLogitsLoss(Tensor weight = {}, ReductionArg reduction = Reduction::Mean,
+                             Tensor pos_weight = {});
+  Tensor forward(const Tensor& logits, const Tensor& target) override;
+
+ private:
+  Tensor weight_, pos_weight_;
+};
+
+// log-probabilities [N, C] or [N, C, d1, ...], int targets -> nll_loss
+class NLLLoss : public Loss {
+ public:
+  explicit NLLLoss(Tensor weight = {}, int64_t ignore_index = -100,
+                   ReductionArg reduction = Reduction::Mean);
+  Tensor forward(const Tensor& logp, const Tensor& target) override;
+
+ private:
+  Tensor weight_;
+  int64_t ignore_index_;
+};
+
+// |x - y|
+class L1Loss : public Loss {
+ public:
+  explicit L1Loss(ReductionArg reduction = Reduction::Mean) : Loss(reduction) {}
+  Tensor forward(const Tensor& x, const Tensor& y) override;
+};
+
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta
+class SmoothL1Loss : public Loss {
+ public:
+  explicit SmoothL1Loss(ReductionArg reduction = Reduction::Mean, double beta = 1)
+      : Loss(reduction), beta_(beta) {}
+  Tensor forward(const Tensor& x, const Tensor& y) override;
+
+ private:
+  double beta_;
+};
+
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)
+class HuberLoss : public Loss {
+ public:
+  explicit HuberLoss(ReductionArg reduction = Reduction::Mean, double delta = 1)
+      : Loss(reduction), delta_(delta) {}
+  Tensor forward(const Tensor& x, const Tensor& y) override;
+
+ private:
+  double delta_;
+};
+
+// input log-probabilities, target probabilities (log-probabilities with
+// log_target) -> kl_div. reduction: "none", "mean", "sum" or "batchmean"
+// (the sum over the batch size, KL divergence's proper mean).
+class KLDivLoss : public Loss {
+ public:
+  explicit KLDivLoss(const std::string& reduction = "mean", bool log_target = false);
+  explicit KLDivLoss(const char* reduction, bool log_target = false)
+      : KLDivLoss(std::string(reduction), log_target) {}
+  explicit KLDivLoss(Reduction reduction, bool log_target = false)
+      : KLDivLoss(std::string(reduction_name(reduction)), log_target) {}
+  Tensor forward(const Tensor& input, const Tensor& target) override;
+
+ private:
+  std::string mode_;  // the reduction's name, batchmean included
+  bool log_target_;
 };
 
 }  // namespace minidl::nn

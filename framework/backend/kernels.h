@@ -17,11 +17,17 @@
 
 namespace minidl {
 
-// out = f(x, s): Pow x^s; PowGrad s*x^(s-1).
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad };
+// out = f(x, s): Pow x^s; PowGrad s*x^(s-1); Rsqrt 1/sqrt(x); Erf, Expm1
+// (exp(x) - 1), Log1p (log(1 + x)) as in <cmath>.
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad,
+                     Abs, Erf, Expm1, Log1p, Rsqrt, Sin, Cos };
 // out = f(a, b); the *Grad ops take (gradient, forward output):
-// ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b].
-enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad };
+// ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b];
+// Maximum, Minimum propagate NaN from either side (torch.maximum).
+enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad,
+                      Maximum, Minimum };
+// out = [a op b] as 1 or 0 (NaN compares unequal to everything, as in C++).
+enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Max };  // Max propagates NaN
 enum class UpdateRule { SGD, Momentum, Adam, RMSprop };
 
@@ -205,6 +211,11 @@ struct Kernels {
   // a, b, out float32 (the unchosen side is never read into the result)
   void (*where)(const Select& sel, const void* cond, DType cond_dtype, const float* a,
                 const float* b, float* out);
+  // ---- math (issue 22) ----
+  // a, b of one dtype (any) under bc -> out [bc.n] float32 = [a op b], compared
+  // in the dtype itself (int64 exactly, float16 through float)
+  void (*compare)(CompareOp op, DType dtype, const Broadcast& bc, const void* a, const void* b,
+                  float* out);
 };
 
 }  // namespace minidl

@@ -1,6 +1,8 @@
 // Elementwise ops: broadcasting binary ops and unary maps, each with its
 // backward beside it; the loops are the device's unary and binary kernels.
+#include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
@@ -21,48 +23,55 @@ Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-// out = op(a, b) over the broadcast shape. Dims are coalesced so the
-// kernel's inner loop has stride 0 or 1 on each side.
+// The index map of a broadcast from a and b to out_shape. Dims are coalesced
+// so the kernel's inner loop has stride 0 or 1 on each side.
+Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out_shape,
+                          const char* name) {
+  Broadcast bc;
+  bc.n = 1;
+  for (int64_t s : out_shape) bc.n *= s;
+  if (bc.n == 0 || a == b) return bc;
+  // Per-dim element strides (0 where broadcast), then merge dims that are
+  // contiguous on both sides.
+  const size_t nd = out_shape.size();
+  auto strides_of = [&](const Shape& s) {
+    std::vector<int64_t> st(nd, 0);
+    int64_t acc = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      size_t d = nd - 1 - i;
+      int64_t len = s[s.size() - 1 - i];
+      st[d] = len == 1 ? 0 : acc;
+      acc *= len;
+    }
+    return st;
+  };
+  std::vector<int64_t> ta = strides_of(a), tb = strides_of(b);
+  for (size_t d = 0; d < nd; ++d) {
+    if (out_shape[d] == 1) continue;
+    const int last = bc.nd - 1;
+    if (bc.nd > 0 && bc.stride_a[last] == ta[d] * out_shape[d] &&
+        bc.stride_b[last] == tb[d] * out_shape[d]) {
+      bc.size[last] *= out_shape[d];
+      bc.stride_a[last] = ta[d];
+      bc.stride_b[last] = tb[d];
+      continue;
+    }
+    MINIDL_CHECK(bc.nd < kMaxDims, name, ": shapes ", a, " and ", b, " broadcast over more than ",
+                 kMaxDims, " separate dims");
+    bc.size[bc.nd] = out_shape[d];
+    bc.stride_a[bc.nd] = ta[d];
+    bc.stride_b[bc.nd] = tb[d];
+    ++bc.nd;
+  }
+  return bc;
+}
+
+// out = op(a, b) over the broadcast shape
 Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryOp op) {
   const Kernels& k = kernels_for(name, a, {&b});
   Shape out_shape = broadcast_shape(a.shape(), b.shape(), name);
   Tensor out = empty_like(a, out_shape);
-  Broadcast bc;
-  bc.n = out.numel();
-  if (bc.n > 0 && a.shape() != b.shape()) {
-    // Per-dim element strides (0 where broadcast), then merge dims that are
-    // contiguous on both sides.
-    const size_t nd = out_shape.size();
-    auto strides_of = [&](const Shape& s) {
-      std::vector<int64_t> st(nd, 0);
-      int64_t acc = 1;
-      for (size_t i = 0; i < s.size(); ++i) {
-        size_t d = nd - 1 - i;
-        int64_t len = s[s.size() - 1 - i];
-        st[d] = len == 1 ? 0 : acc;
-        acc *= len;
-      }
-      return st;
-    };
-    std::vector<int64_t> ta = strides_of(a.shape()), tb = strides_of(b.shape());
-    for (size_t d = 0; d < nd; ++d) {
-      if (out_shape[d] == 1) continue;
-      const int last = bc.nd - 1;
-      if (bc.nd > 0 && bc.stride_a[last] == ta[d] * out_shape[d] &&
-          bc.stride_b[last] == tb[d] * out_shape[d]) {
-        bc.size[last] *= out_shape[d];
-        bc.stride_a[last] = ta[d];
-        bc.stride_b[last] = tb[d];
-        continue;
-      }
-      MINIDL_CHECK(bc.nd < kMaxDims, name, ": shapes ", a.shape(), " and ", b.shape(),
-                   " broadcast over more than ", kMaxDims, " separate dims");
-      bc.size[bc.nd] = out_shape[d];
-      bc.stride_a[bc.nd] = ta[d];
-      bc.stride_b[bc.nd] = tb[d];
-      ++bc.nd;
-    }
-  }
+  Broadcast bc = broadcast_index(a.shape(), b.shape(), out_shape, name);
   k.binary(op, bc, a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>());
   return out;
 }
@@ -107,13 +116,6 @@ Tensor scalar_like(double value, const Tensor& like) {
 #define MINIDL_HALF_UNARY(op, x, ...)            \
   if (DType t = check_float(#op, x); x.dtype() != kFloat32) \
     return cast(op(cast(x, kFloat32) __VA_OPT__(, ) __VA_ARGS__), t)
-
-// a, b broadcast -> out [a == b] (1 or 0); no gradient
-Tensor eq(const Tensor& a, const Tensor& b) {
-  require_f32("eq", a, "a");
-  require_f32("eq", b, "b");
-  return broadcast_map(a.detach(), b.detach(), "eq", BinaryOp::Equal);
-}
 
 // a, b broadcast -> out
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -239,6 +241,171 @@ Tensor dropout(const Tensor& x, double p) {
                "dropout in training mode without a graph");
   MINIDL_HALF_UNARY(dropout, x, p);
   return masked(x, static_cast<float>(1 - p), default_generator().next_u64());
+}
+
+// ---- math (issue 22) ----
+
+namespace {
+
+// The dtype two compared tensors meet in (PyTorch's promotion without bool):
+// a float beats an integer, float32 beats float16, int64 beats int32.
+DType promoted(DType a, DType b) {
+  if (a == b) return a;
+  if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+  if (is_floating(a)) return kFloat32;
+  return kInt64;
+}
+
+// a, b broadcast, any dtypes -> out float32 [a op b]; no gradient
+Tensor compare(const Tensor& a, const Tensor& b, const char* name, CompareOp op) {
+  const Kernels& k = kernels_for(name, a, {&b});
+  const DType t = promoted(a.dtype(), b.dtype());
+  Tensor ca = a.dtype() == t ? a.detach() : cast(a.detach(), t);
+  Tensor cb = b.dtype() == t ? b.detach() : cast(b.detach(), t);
+  Shape out_shape = broadcast_shape(a.shape(), b.shape(), name);
+  Tensor out = empty_like(a, out_shape);
+  k.compare(op, t, broadcast_index(a.shape(), b.shape(), out_shape, name), ca.raw_data_ptr(),
+            cb.raw_data_ptr(), out.data_ptr<float>());
+  return out;
+}
+
+// A 0-d tensor holding v to compare x with: x's dtype where v fits it
+// exactly (an integer value for an integer x; int64 beyond int32's range),
+// else float32.
+Tensor scalar_for(double v, const Tensor& x) {
+  const bool integral = std::isfinite(v) && std::abs(v) < 9.2e18 && v == std::trunc(v);
+  DType t = x.dtype();
+  if (!is_floating(t) && !integral)
+    t = kFloat32;
+  else if (t == kInt32 && std::abs(v) > 2147483647.0)
+    t = kInt64;
+  return Tensor::full({}, v, t, x.device());
+}
+
+// x -> 1, 0 or -1 as float32 (0 at 0 and NaN), no gradient
+Tensor sign_of(const Tensor& x) {
+  Tensor zero = scalar_for(0, x);
+  return sub(compare(x, zero, "sign", CompareOp::Gt), compare(x, zero, "sign", CompareOp::Lt));
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", CompareOp::Eq); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", CompareOp::Ne); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", CompareOp::Lt); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", CompareOp::Le); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", CompareOp::Gt); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", CompareOp::Ge); }
+Tensor eq(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "eq", CompareOp::Eq); }
+Tensor ne(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "ne", CompareOp::Ne); }
+Tensor lt(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "lt", CompareOp::Lt); }
+Tensor le(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "le", CompareOp::Le); }
+Tensor gt(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "gt", CompareOp::Gt); }
+Tensor ge(const Tensor& a, double b) { return compare(a, scalar_for(b, a), "ge", CompareOp::Ge); }
+
+// x -> |x|; gx = g * sign(x) (0 at 0, as PyTorch)
+Tensor abs(const Tensor& x) {
+  MINIDL_HALF_UNARY(abs, x);
+  Tensor out = unary_map(x, UnaryOp::Abs);
+  return record(out, "abs", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{mul(g, sign_of(x))}; });
+}
+
+// x -> erf(x); gx = g * 2/sqrt(pi) * exp(-x^2)
+Tensor erf(const Tensor& x) {
+  MINIDL_HALF_UNARY(erf, x);
+  Tensor out = unary_map(x, UnaryOp::Erf);
+  return record(out, "erf", {x}, [x](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, exp(mul(x, x) * -1.0) * 1.1283791670955126)};
+  });
+}
+
+// x -> exp(x) - 1, accurate near 0; gx = g * (y + 1)
+Tensor expm1(const Tensor& x) {
+  MINIDL_HALF_UNARY(expm1, x);
+  Tensor out = unary_map(x, UnaryOp::Expm1);
+  return record(out, "expm1", {x}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, y + 1.0)};
+  });
+}
+
+// x -> log(1 + x), accurate near 0; gx = g / (1 + x)
+Tensor log1p(const Tensor& x) {
+  MINIDL_HALF_UNARY(log1p, x);
+  Tensor out = unary_map(x, UnaryOp::Log1p);
+  return record(out, "log1p", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{div(g, x + 1.0)}; });
+}
+
+// x -> 1 / sqrt(x); gx = -g * y^3 / 2
+Tensor rsqrt(const Tensor& x) {
+  MINIDL_HALF_UNARY(rsqrt, x);
+  Tensor out = unary_map(x, UnaryOp::Rsqrt);
+  return record(out, "rsqrt", {x}, [y = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, mul(mul(y, y), y) * -0.5)};
+  });
+}
+
+// x -> sin(x); gx = g * cos(x)
+Tensor sin(const Tensor& x) {
+  MINIDL_HALF_UNARY(sin, x);
+  Tensor out = unary_map(x, UnaryOp::Sin);
+  return record(out, "sin", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{mul(g, cos(x))}; });
+}
+
+// x -> cos(x); gx = -g * sin(x)
+Tensor cos(const Tensor& x) {
+  MINIDL_HALF_UNARY(cos, x);
+  Tensor out = unary_map(x, UnaryOp::Cos);
+  return record(out, "cos", {x},
+                [x](const Tensor& g) { return std::vector<Tensor>{neg(mul(g, sin(x)))}; });
+}
+
+// x -> x limited to [min, max] (either bound may be absent; min > max gives
+// max everywhere, NaN stays NaN); gx = g where min <= x <= max, else 0
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  MINIDL_CHECK(lo || hi, "clamp: at least one of min and max must be given (shape ", x.shape(),
+               ")");
+  MINIDL_HALF_UNARY(clamp, x, lo, hi);
+  Tensor out = x.detach();
+  if (lo) out = broadcast_map(out, scalar_like(*lo, x), "clamp", BinaryOp::Maximum);
+  if (hi) out = broadcast_map(out, scalar_like(*hi, x), "clamp", BinaryOp::Minimum);
+  return record(out, "clamp", {x}, [x, lo, hi](const Tensor& g) {
+    Tensor inside = Tensor::ones({}, kFloat32, x.device());
+    if (lo) inside = mul(inside, ge(x, *lo));
+    if (hi) inside = mul(inside, le(x, *hi));
+    return std::vector<Tensor>{mul(g, inside)};
+  });
+}
+
+namespace {
+
+// maximum (take_larger) or minimum of a, b broadcast; the gradient goes to the
+// side that won, half to each on a tie, and (as in PyTorch) all of it to both
+// sides where either is NaN
+Tensor extremum(const Tensor& a, const Tensor& b, bool take_larger) {
+  const char* name = take_larger ? "maximum" : "minimum";
+  Tensor out = broadcast_map(a, b, name, take_larger ? BinaryOp::Maximum : BinaryOp::Minimum);
+  return record(out, name, {a, b}, [a, b, take_larger](const Tensor& g) {
+    Tensor half_tie = eq(a, b) * 0.5;
+    Tensor a_lost = take_larger ? lt(a, b) : gt(a, b), b_lost = take_larger ? gt(a, b) : lt(a, b);
+    Tensor ga = a.requires_grad() ? sum_to(mul(g, 1.0 - a_lost - half_tie), a.shape()) : Tensor();
+    Tensor gb = b.requires_grad() ? sum_to(mul(g, 1.0 - b_lost - half_tie), b.shape()) : Tensor();
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  MINIDL_HALF_BINARY(maximum, a, b);
+  return extremum(a, b, true);
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  MINIDL_HALF_BINARY(minimum, a, b);
+  return extremum(a, b, false);
 }
 
 }  // namespace minidl

@@ -1,4 +1,9 @@
-// Fused losses: forward and backward in one pass each, no intermediate graph.
+// Losses: the fused softmax cross entropy (forward and backward in one pass
+// each, no intermediate graph), and the losses of issue 22 composed from ops,
+// with their own gradients where PyTorch's differ from the composition's.
+#include <cmath>
+#include <optional>
+
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -32,6 +37,241 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
                                                g.data_ptr<float>(), probs.data_ptr<float>());
     return std::vector<Tensor>{probs};
   });
+}
+
+// ---- math (issue 22) ----
+namespace {
+
+void check_reduction(const char* op, const std::string& r, bool batchmean = false) {
+  MINIDL_CHECK(r == "none" || r == "mean" || r == "sum" || (batchmean && r == "batchmean"), op,
+               ": unknown reduction '", r, "' (expected \"none\", \"mean\"",
+               batchmean ? ", \"sum\" or \"batchmean\"" : " or \"sum\"", ")");
+}
+
+Tensor reduce_loss(const Tensor& l, const std::string& r) {
+  if (r == "mean") return mean(l);
+  if (r == "sum") return sum(l);
+  return l;
+}
+
+// The float32 input and target of a pointwise loss, of one shape.
+void check_pair(const char* op, const Tensor& x, const Tensor& y, const char* xn, const char* yn) {
+  require_f32(op, x, xn);
+  require_f32(op, y, yn);
+  MINIDL_CHECK(x.shape() == y.shape(), op, ": ", xn, " ", x.shape(), " and ", yn, " ", y.shape(),
+               " must have the same shape");
+}
+
+// A weight broadcast onto x's shape (it may not grow x).
+void check_weight(const char* op, const Tensor& w, const Tensor& x, const char* what) {
+  if (!w.defined()) return;
+  require_f32(op, w, what);
+  MINIDL_CHECK(broadcast_shape(w.shape(), x.shape(), op) == x.shape(), op, ": ", what, " ",
+               w.shape(), " must broadcast to the input's shape ", x.shape());
+}
+
+Tensor times(const Tensor& l, const Tensor& w) { return w.defined() ? mul(l, w) : l; }
+
+}  // namespace
+
+// p, target [...] -> l = -w (t max(log p, -100) + (1 - t) max(log(1 - p), -100));
+// gp = g w (p - t) / max(p (1 - p), 1e-12), gt = g w (max(log(1-p), -100) - max(log p, -100))
+Tensor binary_cross_entropy(const Tensor& p, const Tensor& target, const Tensor& weight,
+                            const std::string& reduction) {
+  const char* op = "binary_cross_entropy";
+  check_reduction(op, reduction);
+  check_pair(op, p, target, "input", "target");
+  check_weight(op, weight, p, "weight");
+  kernels_for(op, p, {&target, &weight});
+  if (p.device() == Device::CPU && p.numel() > 0) {
+    const double lo = min(p.detach()).item(), hi = max(p.detach()).item();
+    MINIDL_CHECK(lo >= 0 && hi <= 1, op, ": every element of the input ", p.shape(),
+                 " must lie in [0, 1], got values in [", lo, ", ", hi, "]");
+  }
+  Tensor pd = p.detach(), td = target.detach(), w = weight.defined() ? weight.detach() : Tensor();
+  Tensor log_p = clamp(log(pd), -100.0, std::nullopt);
+  Tensor log_q = clamp(log(1.0 - pd), -100.0, std::nullopt);
+  Tensor l = times(neg(add(mul(td, log_p), mul(1.0 - td, log_q))), w);
+  l = record(l, op, {p, target}, [pd, td, w, log_p, log_q](const Tensor& g) {
+    Tensor gw = times(g, w);
+    Tensor gp = mul(gw, div(sub(pd, td), clamp(mul(pd, 1.0 - pd), 1e-12, std::nullopt)));
+    return std::vector<Tensor>{gp, mul(gw, sub(log_q, log_p))};
+  });
+  return reduce_loss(l, reduction);
+}
+
+// x, target [...] -> l = w ((1 - t) x + lw softplus(-x)), lw = 1 + (pw - 1) t,
+// softplus(-x) = log1p(exp(-|x|)) + max(-x, 0) (stable);
+// gx = g w (lw sigmoid(x) - pw t), gt = g w ((pw - 1) softplus(-x) - x)
+Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& target, const Tensor& weight,
+                                        const Tensor& pos_weight, const std::string& reduction) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_reduction(op, reduction);
+  check_pair(op, x, target, "input", "target");
+  check_weight(op, weight, x, "weight");
+  check_weight(op, pos_weight, x, "pos_weight");
+  kernels_for(op, x, {&target, &weight, &pos_weight});
+  Tensor xd = x.detach(), td = target.detach();
+  Tensor w = weight.defined() ? weight.detach() : Tensor();
+  Tensor pw = pos_weight.defined() ? pos_weight.detach() : Tensor();
+  Tensor sp = add(log1p(exp(neg(abs(xd)))), relu(neg(xd)));
+  Tensor lw = pw.defined() ? add(mul(pw - 1.0, td), scalar_like(1, xd)) : Tensor();
+  Tensor l = times(add(mul(1.0 - td, xd), times(sp, lw)), w);
+  l = record(l, op, {x, target}, [xd, td, w, pw, lw, sp](const Tensor& g) {
+    Tensor gw = times(g, w);
+    Tensor gx = sub(times(sigmoid(xd), lw), times(td, pw));
+    Tensor gt = pw.defined() ? sub(mul(pw - 1.0, sp), xd) : neg(xd);
+    return std::vector<Tensor>{mul(gw, gx), mul(gw, gt)};
+  });
+  return reduce_loss(l, reduction);
+}
+
+namespace {
+
+// Per-position parts of nll_loss and cross_entropy over logp [N, C, d...]
+// viewed as [M, C] (M = N * d...): picked = logp[m, t_m], wt = weight[t_m]
+// (0 where ignored), and `rows` the [M, C] view.
+struct NllParts {
+  Tensor rows, picked, wt, valid;
+  Shape target_shape;
+};
+
+NllParts nll_parts(const char* op, const Tensor& logp, const Tensor& target, const Tensor& weight,
+                   int64_t ignore_index) {
+  require_f32(op, logp, "input");
+  MINIDL_CHECK(logp.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got ",
+               logp.shape());
+  MINIDL_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32, op,
+               ": expected int32 or int64 targets, got ", dtype_name(target.dtype()), " ",
+               target.shape());
+  const bool single = logp.dim() == 1;  // [C] with a 0-d target
+  const int64_t n = single ? 1 : logp.size(0), c = single ? logp.size(0) : logp.size(1);
+  Shape want{};
+  if (!single) want.push_back(n);
+  for (int64_t d = 2; d < logp.dim(); ++d) want.push_back(logp.size(d));
+  MINIDL_CHECK(target.shape() == want, op, ": input ", logp.shape(), " and target ", target.shape(),
+               ": expected target ", want);
+  MINIDL_CHECK(c > 0, op, ": input ", logp.shape(), " has no classes");
+  if (weight.defined()) {
+    require_f32(op, weight, "weight");
+    MINIDL_CHECK(weight.shape() == Shape{c}, op, ": weight ", weight.shape(), " for input ",
+                 logp.shape(), ": expected weight [", c, "]");
+  }
+  kernels_for(op, logp, {&target, &weight});
+  const int64_t inner = single ? 1 : logp.numel() / std::max<int64_t>(n * c, 1), m = n * inner;
+  if (target.device() == Device::CPU) {
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t v =
+          target.dtype() == kInt64 ? target.data<int64_t>()[i] : target.data<int32_t>()[i];
+      MINIDL_CHECK(v == ignore_index || (v >= 0 && v < c), op, ": target ", v, " at position ", i,
+                   " out of range [0, ", c, ") for input ", logp.shape(), " (ignore_index ",
+                   ignore_index, ")");
+    }
+  }
+  NllParts p;
+  p.target_shape = target.shape();
+  p.rows = inner == 1 ? logp.reshape({m, c})
+                      : transpose(logp.reshape({n, c, inner}), 1, 2).reshape({m, c});
+  Tensor flat = target.reshape({m});
+  p.valid = ne(flat, static_cast<double>(ignore_index));
+  Tensor safe = cast(mul(cast(flat, kFloat32), p.valid), kInt64);  // ignored -> class 0
+  p.picked = gather(p.rows, safe);
+  p.wt = weight.defined() ? mul(gather(mul(Tensor::ones({m, 1}, kFloat32, logp.device()),
+                                           weight.detach().reshape({1, c})),
+                                       safe),
+                                p.valid)
+                          : p.valid;
+  return p;
+}
+
+// per-position losses l [M] -> reduced ("mean" divides by the weight sum)
+Tensor reduce_weighted(const Tensor& l, const NllParts& p, const std::string& r) {
+  if (r == "none") return l.reshape(p.target_shape);
+  if (r == "sum") return sum(l);
+  return div(sum(l), sum(p.wt));
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& logp, const Tensor& target, const Tensor& weight,
+                int64_t ignore_index, const std::string& reduction) {
+  check_reduction("nll_loss", reduction);
+  NllParts p = nll_parts("nll_loss", logp, target, weight, ignore_index);
+  return reduce_weighted(neg(mul(p.picked, p.wt)), p, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                     int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  const char* op = "cross_entropy";
+  check_reduction(op, reduction);
+  MINIDL_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op,
+               ": label_smoothing must lie in [0, 1], got ", label_smoothing);
+  require_f32(op, logits, "logits");
+  MINIDL_CHECK(logits.dim() >= 1, op, ": expected logits [N, C] or [N, C, d1, ...], got ",
+               logits.shape());
+  if (!weight.defined() && label_smoothing == 0 && reduction == "mean" && logits.dim() == 2 &&
+      target.device() == Device::CPU && target.dim() == 1 && target.numel() == logits.size(0) &&
+      sum(eq(target, static_cast<double>(ignore_index))).item() == 0)
+    return cross_entropy(logits, target);  // the fused kernel: nothing to ignore
+  const int64_t dim = logits.dim() == 1 ? 0 : 1;
+  NllParts p = nll_parts(op, log_softmax(logits, dim), target, weight, ignore_index);
+  Tensor l = neg(mul(p.picked, p.wt));
+  if (label_smoothing > 0) {
+    const double c = static_cast<double>(p.rows.size(1));
+    Tensor w_rows =
+        weight.defined() ? mul(p.rows, weight.detach().reshape({1, p.rows.size(1)})) : p.rows;
+    Tensor smooth = mul(neg(sum(w_rows, {1})), p.valid);
+    l = add(l * (1 - label_smoothing), smooth * (label_smoothing / c));
+  }
+  return reduce_weighted(l, p, reduction);
+}
+
+Tensor l1_loss(const Tensor& x, const Tensor& y, const std::string& reduction) {
+  check_reduction("l1_loss", reduction);
+  check_pair("l1_loss", x, y, "input", "target");
+  return reduce_loss(abs(sub(x, y)), reduction);
+}
+
+// d = x - y, near = [|d| < beta]: near 0.5 d^2 / beta + (1 - near) (|d| - 0.5 beta)
+Tensor smooth_l1_loss(const Tensor& x, const Tensor& y, const std::string& reduction, double beta) {
+  check_reduction("smooth_l1_loss", reduction);
+  check_pair("smooth_l1_loss", x, y, "input", "target");
+  MINIDL_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
+  Tensor d = sub(x, y), ad = abs(d);
+  if (beta == 0) return reduce_loss(ad, reduction);
+  Tensor near = lt(ad.detach(), beta);
+  Tensor l = add(mul(near, mul(d, d) * (0.5 / beta)), mul(1.0 - near, ad - 0.5 * beta));
+  return reduce_loss(l, reduction);
+}
+
+// near 0.5 d^2 + (1 - near) delta (|d| - 0.5 delta)
+Tensor huber_loss(const Tensor& x, const Tensor& y, const std::string& reduction, double delta) {
+  check_reduction("huber_loss", reduction);
+  check_pair("huber_loss", x, y, "input", "target");
+  MINIDL_CHECK(delta > 0, "huber_loss: delta must be > 0, got ", delta);
+  Tensor d = sub(x, y), ad = abs(d);
+  Tensor near = lt(ad.detach(), delta);
+  Tensor l = add(mul(near, mul(d, d) * 0.5), mul(1.0 - near, (ad - 0.5 * delta) * delta));
+  return reduce_loss(l, reduction);
+}
+
+// t (log t - x) with 0 log 0 = 0 (xlogy), or exp(t) (t - x) with log_target
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction,
+              bool log_target) {
+  check_reduction("kl_div", reduction, true);
+  check_pair("kl_div", input, target, "input", "target");
+  Tensor l;
+  if (log_target) {
+    l = mul(exp(target), sub(target, input));
+  } else {
+    Tensor zero = eq(target.detach(), 0.0);
+    l = sub(mul(target, log(add(target, zero))), mul(target, input));  // log(1) = 0 where t = 0
+  }
+  if (reduction == "batchmean") {
+    const double n = input.dim() == 0 ? 1 : static_cast<double>(input.size(0));
+    return sum(l) / n;
+  }
+  return reduce_loss(l, reduction);
 }
 
 }  // namespace minidl

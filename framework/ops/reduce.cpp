@@ -1,5 +1,8 @@
-// Reductions over any set of dims: sum, mean, max (and argmax, no grad).
+// Reductions over any set of dims: sum, mean, max, min, var, std, logsumexp,
+// norm (and argmax, argmin, no grad).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
@@ -105,6 +108,109 @@ Tensor argmax(const Tensor& x) {
   Tensor out = Tensor::empty(s, kInt64, x.device());
   kernels(x.device()).argmax(n, c, xf.data_ptr<float>(), out.data_ptr<int64_t>());
   return out;
+}
+
+// ---- math (issue 22) ----
+
+// -max(-x): negation is exact, so the values, the NaN rule and the tie split are max's
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  require_nonempty("min", x);
+  MINIDL_CHECK(is_floating(x.dtype()), "min: expected a float tensor, got ", dtype_name(x.dtype()));
+  return neg(max(neg(x), dims, keepdim));
+}
+
+// x [N, C] -> [N] int64: argmax of -x (exact)
+Tensor argmin(const Tensor& x) {
+  require_nonempty("argmin", x);
+  return argmax(neg(x.dtype() == kFloat32 ? x.detach() : cast(x.detach(), kFloat32)));
+}
+
+namespace {
+
+// x [outer, D, inner] -> [outer, inner] (dim removed, or kept as 1), the
+// first largest along dim; smallest on -x
+Tensor arg_along(const Tensor& x, int64_t dim, bool keepdim, bool smallest, const char* op) {
+  require_nonempty(op, x);
+  dim = normalize_dim(dim, x.dim(), op);
+  Tensor xf = x.dtype() == kFloat32 ? x.detach() : cast(x.detach(), kFloat32);
+  if (smallest) xf = neg(xf);
+  int64_t outer = 1, inner = 1, d = x.dim() == 0 ? 1 : x.size(dim);
+  for (int64_t i = 0; i < dim; ++i) outer *= x.size(i);
+  for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.size(i);
+  if (inner > 1) xf = transpose(xf.reshape({outer, d, inner}), 1, 2);  // [outer, inner, D]
+  Tensor flat = argmax(xf.reshape({outer * inner, d}));
+  Shape s = x.shape();
+  if (x.dim() > 0) {
+    if (keepdim)
+      s[dim] = 1;
+    else
+      s.erase(s.begin() + dim);
+  }
+  return flat.reshape(s);
+}
+
+}  // namespace
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_along(x, dim, keepdim, false, "argmax");
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_along(x, dim, keepdim, true, "argmin");
+}
+
+// sum((x - mean)^2) / (n - correction), two passes (no cancellation)
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims_in, bool unbiased, bool keepdim) {
+  require_nonempty("var", x);
+  MINIDL_CHECK(is_floating(x.dtype()), "var: expected a float tensor, got ", dtype_name(x.dtype()));
+  if (x.dtype() == kFloat16)
+    return cast(var(cast(x, kFloat32), dims_in, unbiased, keepdim), kFloat16);
+  auto dims = norm_dims(x, dims_in, "var");
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.shape()[d];
+  Tensor d = sub(x, mean(x, dims, true));
+  // n - 1 = 0 divides by zero: NaN (inf for nonzero sums), as PyTorch
+  return div(sum(mul(d, d), dims, keepdim),
+             scalar_like(static_cast<double>(count - (unbiased ? 1 : 0)), x));
+}
+
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  MINIDL_CHECK(is_floating(x.dtype()), "std: expected a float tensor, got ", dtype_name(x.dtype()));
+  return sqrt(var(x, dims, unbiased, keepdim));
+}
+
+// m + log(sum(exp(x - m))), m = max(x) detached (the gradient is softmax(x)
+// either way), clamped to the finite floats so rows of -inf give -inf and a
+// +inf gives +inf (inf - inf would be NaN)
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
+  require_nonempty("logsumexp", x);
+  MINIDL_CHECK(is_floating(x.dtype()), "logsumexp: expected a float tensor, got ",
+               dtype_name(x.dtype()));
+  if (x.dtype() == kFloat16) return cast(logsumexp(cast(x, kFloat32), dims_in, keepdim), kFloat16);
+  auto dims = norm_dims(x, dims_in, "logsumexp");
+  const double big = std::numeric_limits<float>::max();
+  Tensor m = clamp(max(x.detach(), dims, true), -big, big);
+  Tensor out = add(log(sum(exp(sub(x, m)), dims, true)), m);
+  return keepdim ? out : out.reshape(reduced_shape(x.shape(), dims, false));
+}
+
+// p = 2: sqrt(sum(x^2)) with gradient x / norm (0 where the norm is 0);
+// p = 1: sum(|x|); p = inf: max(|x|); else sum(|x|^p)^(1/p)
+Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims_in, bool keepdim) {
+  MINIDL_CHECK(p > 0, "norm: expected p > 0 (1, 2, inf or another positive order), got ", p,
+               " for shape ", x.shape());
+  MINIDL_CHECK(is_floating(x.dtype()), "norm: expected a float tensor, got ",
+               dtype_name(x.dtype()));
+  if (x.dtype() == kFloat16) return cast(norm(cast(x, kFloat32), p, dims_in, keepdim), kFloat16);
+  auto dims = norm_dims(x, dims_in, "norm");
+  if (p == 1) return sum(abs(x), dims, keepdim);
+  if (std::isinf(p)) return max(abs(x), dims, keepdim);
+  if (p != 2) return pow(sum(pow(abs(x), p), dims, keepdim), 1 / p);
+  Tensor kept = sqrt(sum(mul(x.detach(), x.detach()), dims, true));
+  Tensor out = kept.reshape(reduced_shape(x.shape(), dims, keepdim));
+  return record(out, "norm", {x}, [x, kept](const Tensor& g) {
+    Tensor safe = add(kept, eq(kept, 0.0));  // 1 where the norm is 0 (x is 0 there)
+    return std::vector<Tensor>{mul(g.reshape(kept.shape()), div(x, safe))};
+  });
 }
 
 }  // namespace minidl

@@ -42,6 +42,8 @@ void check_labels(const char* op, const Tensor& labels, const Tensor& x, const c
 // The device's elementwise kernels on float32 tensors, without autograd:
 // out = op(a, b) broadcast (name is the op for errors), out = op(x, s).
 Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryOp op);
+// The coalesced index map of broadcasting a and b to out (kernels.h's Broadcast).
+Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out, const char* name);
 Tensor unary_map(const Tensor& x, UnaryOp op, float s = 0);
 
 }  // namespace minidl

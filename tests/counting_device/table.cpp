@@ -61,6 +61,8 @@ Kernels counted_table() {
   count<&Kernels::strided_copy>(k, "strided_copy"), count<&Kernels::index_select>(k, "index_select");
   count<&Kernels::index_add>(k, "index_add"), count<&Kernels::gather_dim>(k, "gather_dim");
   count<&Kernels::scatter_add_dim>(k, "scatter_add_dim"), count<&Kernels::where>(k, "where");
+  // ---- math (issue 22) ----
+  count<&Kernels::compare>(k, "compare");
   return k;
 }
 

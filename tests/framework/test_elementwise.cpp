@@ -298,3 +298,105 @@ TEST_CASE("the dropout gradient is the mask that was applied") {
       },
       {Tensor::randn({3, 4})});
 }
+
+// ---- math (issue 22): new unary maps, clamp, minimum/maximum, comparisons ----
+
+TEST_CASE("abs, erf, expm1, log1p, rsqrt, sin, cos forward (hand-computed)") {
+  Tensor x = Tensor::of({-2, 0, 0.5});
+  check_values(abs(x), {2, 0, 0.5});
+  check_values(erf(x), {std::erf(-2.0), 0, std::erf(0.5)});
+  check_values(sin(x), {std::sin(-2.0), 0, std::sin(0.5)});
+  check_values(cos(x), {std::cos(-2.0), 1, std::cos(0.5)});
+  check_values(rsqrt(Tensor::of({4, 0.25})), {0.5, 2});
+  // accurate near zero, where exp(x) - 1 and log(1 + x) in float32 lose every digit
+  check_values(expm1(Tensor::of({1e-7f, -2})), {1e-7 + 5e-15, std::expm1(-2.0)});
+  check_values(log1p(Tensor::of({1e-7f, 1})), {1e-7 - 5e-15, std::log(2.0)});
+  check_values(abs(Tensor::of({-1, 2}).to(kFloat16)), {1, 2});  // float16 through float32
+}
+
+TEST_CASE("gradients of abs, erf, expm1, log1p, rsqrt, sin, cos") {
+  manual_seed(31);
+  Tensor x = Tensor::randn({2, 3}), pos = Tensor::rand({2, 3}, 0.5, 2);
+  Tensor away = Tensor::of({-1.5, -0.7, -0.2, 0.3, 0.8, 2.0}, {2, 3});
+  CHECK_GRADCHECK([](const Inputs& in) { return abs(in[0]); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return erf(in[0]); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return expm1(in[0]); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return log1p(in[0]); }, {pos});
+  CHECK_GRADCHECK([](const Inputs& in) { return rsqrt(in[0]); }, {pos});
+  CHECK_GRADCHECK([](const Inputs& in) { return sin(in[0]); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return cos(in[0]); }, {x});
+  // abs at 0 passes no gradient (sign(0) = 0, PyTorch's choice)
+  Tensor z = Tensor::of({0, -3}).requires_grad_();
+  abs(z).sum().backward();
+  check_values(z.grad(), {0, -1});
+}
+
+TEST_CASE("clamp: values, NaN, gradient 1 at the bounds and 0 outside") {
+  Tensor x = Tensor::of({-3, -1, 0, 1, 2, NAN}).requires_grad_();
+  Tensor y = clamp(x, -1.0, 1.0);
+  std::vector<float> v = y.to_float_vector();
+  CHECK(std::vector<float>(v.begin(), v.end() - 1) == std::vector<float>{-1, -1, 0, 1, 1});
+  CHECK(std::isnan(v[5]));
+  y.sum().backward();
+  std::vector<float> g = x.grad().to_float_vector();
+  CHECK(std::vector<float>(g.begin(), g.end() - 1) == std::vector<float>{0, 1, 1, 1, 0});
+  check_values(clamp(Tensor::of({-3, 5}), std::nullopt, 2.0), {-3, 2});
+  check_values(clamp(Tensor::of({-3, 5}), 0.0, std::nullopt), {0, 5});
+  check_values(clamp(Tensor::of({-3, 5}), 2.0, 1.0), {1, 1});  // min > max: max, as PyTorch
+  CHECK_ERROR(clamp(Tensor::of({1}), std::nullopt, std::nullopt),
+              "clamp: at least one of min and max");
+  CHECK_ERROR(clamp(Tensor::of_ints({1, 2}), 0.0, 1.0), "clamp: expected float tensors, got int64");
+}
+
+TEST_CASE("maximum and minimum: broadcast, NaN wins, ties split the gradient") {
+  Tensor a = Tensor::of({1, 5, 2, NAN}).requires_grad_(),
+         b = Tensor::of({3, 5, 1, 0}).requires_grad_();
+  Tensor hi = maximum(a, b), lo = minimum(a, b);
+  std::vector<float> h = hi.to_float_vector(), l = lo.to_float_vector();
+  CHECK(h[0] == 3);
+  CHECK(h[1] == 5);
+  CHECK(h[2] == 2);
+  CHECK(std::isnan(h[3]));
+  CHECK(l[0] == 1);
+  CHECK(l[2] == 1);
+  CHECK(std::isnan(l[3]));
+  hi.sum().backward();
+  check_values(a.grad(), {0, 0.5, 1, 1});  // NaN: all of it to both sides (PyTorch)
+  check_values(b.grad(), {1, 0.5, 0, 1});
+  check_values(maximum(Tensor::of({1, 4}, {2, 1}), Tensor::of({2, 3, 5})), {2, 3, 5, 4, 4, 5});
+  manual_seed(32);
+  Tensor x = Tensor::randn({2, 3}), y = Tensor::randn({3});
+  CHECK_GRADCHECK([](const Inputs& in) { return maximum(in[0], in[1]); }, {x, y});
+  CHECK_GRADCHECK([](const Inputs& in) { return minimum(in[0], in[1]); }, {x, y});
+  CHECK_ERROR(maximum(Tensor::zeros({2, 3}), Tensor::zeros({4})),
+              "maximum: shapes [2, 3] and [4] cannot broadcast");
+}
+
+TEST_CASE("comparisons on every dtype give float 1/0, broadcast, no gradient") {
+  Tensor a = Tensor::of({1, 2, 3}), b = Tensor::of({2, 2, 2});
+  check_values(eq(a, b), {0, 1, 0});
+  check_values(ne(a, b), {1, 0, 1});
+  check_values(lt(a, b), {1, 0, 0});
+  check_values(le(a, b), {1, 1, 0});
+  check_values(gt(a, b), {0, 0, 1});
+  check_values(ge(a, b), {0, 1, 1});
+  CHECK(eq(a, b).dtype() == kFloat32);
+  CHECK_FALSE(gt(a.requires_grad_(), b).requires_grad());
+  // int64 ids above 2^24 that one float32 cannot tell apart
+  const int64_t big = int64_t{1} << 24;
+  Tensor ids = Tensor::of_ints({big, big + 1, (int64_t{1} << 40) + 1}),
+         other = Tensor::of_ints({big + 1});
+  check_values(eq(ids, other), {0, 1, 0});
+  check_values(lt(ids, other), {1, 0, 0});
+  check_values(gt(ids, static_cast<double>(big)), {0, 1, 1});
+  check_values(eq(Tensor::of_ints({3, 4}, {2}, kInt32), Tensor::of_ints({4}, {1}, kInt64)), {0, 1});
+  check_values(lt(Tensor::of({1.5, 2}).to(kFloat16), Tensor::of({2})),
+               {1, 0});  // float16 meets float32
+  check_values(le(Tensor::of_ints({1, 2}), 1.5),
+               {1, 0});  // an integer against a fraction: as float
+  check_values(lt(Tensor::of_ints({5, -7}, {2}, kInt32), 3e9), {1, 1});  // beyond int32: as int64
+  check_values(eq(Tensor::of({NAN, 1}), Tensor::of({NAN, 1})), {0, 1});
+  check_values(ge(Tensor::of({1, 5}, {2, 1}), Tensor::of({0, 2, 6})), {1, 0, 0, 1, 1, 0});
+  CHECK_ERROR(lt(Tensor::zeros({2}), Tensor::zeros({3})),
+              "lt: shapes [2] and [3] cannot broadcast");
+}

@@ -124,3 +124,83 @@ TEST_CASE("argmax returns the index of the largest value along the last dim") {
   CHECK(argmax(Tensor::of({0, 2, 1, 2})).item() == 1);  // the first of ties
   CHECK(argmax(Tensor::of({1, 9, 3}).to(kFloat16)).item() == 1);
 }
+
+// ---- math (issue 22): min, argmin, argmax along a dim, var, std, logsumexp, norm ----
+
+TEST_CASE("min, argmin and argmax along a dim (hand-computed)") {
+  Tensor x = Tensor::of({1, 5, 3, 4, 2, 6}, {2, 3});
+  check_values(min(x), {1});
+  check_values(min(x, {1}), {1, 2});
+  check_values(min(x, {0}, true), {1, 2, 3});
+  CHECK(min(x, {0}, true).shape() == Shape{1, 3});
+  CHECK(argmin(x).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK(argmin(x, 0).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0});
+  CHECK(argmax(x, 0, true).shape() == Shape{1, 3});
+  CHECK(argmax(x, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  Tensor cube = distinct({2, 3, 4});  // argmax along the middle dim against a loop
+  std::vector<float> v = cube.to_float_vector();
+  std::vector<int64_t> got = argmax(cube, 1).to_vector<int64_t>();
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      int best = 0;
+      for (int j = 1; j < 3; ++j)
+        if (v[i * 12 + j * 4 + k] > v[i * 12 + best * 4 + k]) best = j;
+      CHECK(got[i * 4 + k] == best);
+    }
+  // ties: the first smallest index; the gradient of min splits between ties
+  Tensor t = Tensor::of({2, 1, 1, 3}).requires_grad_();
+  CHECK(argmin(t.detach(), 0).item() == 1);
+  min(t).backward();
+  check_values(t.grad(), {0, 0.5, 0.5, 0});
+  CHECK_GRADCHECK([](const Inputs& in) { return min(in[0], {0, 2}); }, {distinct({3, 2, 4})});
+  CHECK_ERROR(argmin(x, 2), "argmin");
+  CHECK_ERROR(min(Tensor::zeros({0})), "min: empty tensor");
+}
+
+TEST_CASE("var and std, unbiased and not, over dims (hand-computed)") {
+  Tensor x = Tensor::of({1, 2, 3, 4, 6, 8}, {2, 3});
+  check_values(var(x, {1}), {1, 4});  // sum of squares 2 and 8 over n - 1 = 2
+  check_values(var(x, {1}, false), {2 / 3.0, 8 / 3.0});
+  check_values(minidl::std(x, {1}), {1, 2});
+  check_values(var(x), {(1 + 4 + 9 + 16 + 36 + 64 - 24 * 24 / 6.0) / 5});
+  CHECK(var(x, {0}, true, true).shape() == Shape{1, 3});
+  // two passes: no cancellation with a large offset
+  check_values(var(Tensor::of({10000, 10001, 10002}), {0}), {1}, 1e-6);
+  CHECK(std::isnan(var(Tensor::of({3}), {0}).item()));  // n - 1 = 0, as PyTorch
+  CHECK_GRADCHECK([](const Inputs& in) { return var(in[0], {1}); }, {distinct({2, 4})});
+  CHECK_GRADCHECK([](const Inputs& in) { return minidl::std(in[0], {0}, false); },
+                  {distinct({3, 2}, 0.2)});
+  CHECK_ERROR(var(Tensor::of_ints({1, 2})), "var: expected a float tensor, got int64");
+}
+
+TEST_CASE("logsumexp is stable for large and infinite inputs") {
+  check_values(logsumexp(Tensor::of({1, 2, 3}), {0}),
+               {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))});
+  check_values(logsumexp(Tensor::of({10000, 10000}), {0}), {10000 + std::log(2.0)});
+  Tensor inf = logsumexp(Tensor::of({-INFINITY, -INFINITY, INFINITY, 1}, {2, 2}), {1});
+  CHECK(inf.to_float_vector() == std::vector<float>{-INFINITY, INFINITY});
+  Tensor x = Tensor::of({1, 2, 3}).requires_grad_();
+  logsumexp(x, {0}).backward();
+  check_values(x.grad(), {0.09003057, 0.24472847, 0.66524096}, 1e-5);  // softmax(x)
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return logsumexp(in[0], {0, 2}, true);
+      },
+      {distinct({2, 3, 2})});
+}
+
+TEST_CASE("norm with p = 1, 2, inf and 3; zero gradient at zero") {
+  Tensor x = Tensor::of({3, -4, 0, 1, 1, 1}, {2, 3});
+  check_values(norm(x), {std::sqrt(28.0)});
+  check_values(norm(x, 2, {1}), {5, std::sqrt(3.0)});
+  check_values(norm(x, 1, {1}), {7, 3});
+  check_values(norm(x, INFINITY, {1}), {4, 1});
+  check_values(norm(x, 3, {1}), {std::cbrt(91.0), std::cbrt(3.0)});
+  CHECK(norm(x, 2, {1}, true).shape() == Shape{2, 1});
+  Tensor z = Tensor::zeros({3}).requires_grad_();
+  norm(z).backward();
+  check_values(z.grad(), {0, 0, 0});
+  CHECK_GRADCHECK([](const Inputs& in) { return norm(in[0], 2, {1}); }, {distinct({2, 3}, 0.25)});
+  CHECK_GRADCHECK([](const Inputs& in) { return norm(in[0], 3, {0}); }, {distinct({2, 3}, 0.25)});
+  CHECK_ERROR(norm(x, 0), "norm: expected p > 0");
+}

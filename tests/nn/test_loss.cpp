@@ -176,3 +176,128 @@ TEST_CASE("SoftmaxCrossEntropyWithLogits follows MindSpore's sparse flag") {
   CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return sparse(in[0], labels); },
                             {Tensor::randn({2, 3})}));
 }
+
+// ---- math (issue 22): PyTorch's losses as functions and cells ----
+#define CHECK_LOSS_GRADCHECK(...) CHECK_GRADCHECK_RESULT(gradcheck(__VA_ARGS__))
+
+TEST_CASE("binary_cross_entropy by hand; finite loss and gradient at p = 0 and 1") {
+  Tensor p = Tensor::of({0.25, 0.5}), t = Tensor::of({1, 0});
+  const double l0 = -std::log(0.25), l1 = -std::log(0.5);
+  check_close(binary_cross_entropy(p, t, {}, "none"), {float(l0), float(l1)});
+  check_close(binary_cross_entropy(p, t), {float((l0 + l1) / 2)});
+  check_close(nn::BCELoss(Tensor::of({2, 1}), "sum")(p, t), {float(2 * l0 + l1)});
+  Tensor edge = Tensor::of({0, 1, 0, 1}).requires_grad_();
+  Tensor loss = binary_cross_entropy(edge, Tensor::of({1, 0, 0, 1}), {}, "sum");
+  check_close(loss, {200});  // each log clamped at -100
+  loss.backward();
+  for (float g : edge.grad().to_float_vector()) CHECK(std::isfinite(g));
+  CHECK(edge.grad().to_float_vector()[0] == doctest::Approx(-1e12));
+  CHECK_THROWS_WITH_AS(
+      binary_cross_entropy(Tensor::of({1.5}), Tensor::of({1})),
+      doctest::Contains("binary_cross_entropy: every element of the input [1] must lie in [0, 1]"),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      binary_cross_entropy(p, Tensor::of({1, 0, 1})),
+      doctest::Contains("binary_cross_entropy: input [2] and target [3] must have the same shape"),
+      Error);
+}
+
+TEST_CASE("binary_cross_entropy_with_logits: by hand, pos_weight, finite at |x| = 1e4") {
+  Tensor x = Tensor::of({0, 2}), t = Tensor::of({1, 0});
+  const double l0 = std::log(2.0), l1 = std::log1p(std::exp(2.0));
+  check_close(binary_cross_entropy_with_logits(x, t, {}, {}, "none"), {float(l0), float(l1)});
+  // pos_weight scales the positive term: 3 * log(2) for the first
+  check_close(nn::BCEWithLogitsLoss({}, "none", Tensor::of({3, 3}))(x, t),
+              {float(3 * l0), float(l1)});
+  Tensor big = Tensor::of({1e4, -1e4, 1e4, -1e4}).requires_grad_();
+  Tensor loss = binary_cross_entropy_with_logits(big, Tensor::of({0, 1, 1, 0}), {}, {}, "sum");
+  check_close(loss, {2e4});
+  loss.backward();
+  check_close(big.grad(), {1, -1, 0, 0});
+  CHECK_LOSS_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        return binary_cross_entropy_with_logits(in[0], in[1], {}, Tensor::of({2, 0.5, 1}));
+      },
+      {Tensor::of({-1.2, 0.4, 2}), Tensor::of({0.2, 0.9, 0.5})});
+  CHECK_LOSS_GRADCHECK(
+      [](const std::vector<Tensor>& in) { return binary_cross_entropy(in[0], in[1]); },
+      {Tensor::of({0.3, 0.6, 0.8}), Tensor::of({0.2, 0.9, 0.5})});
+}
+
+TEST_CASE(
+    "nll_loss and cross_entropy with weights, ignore_index and label smoothing (hand-computed)") {
+  Tensor logits = logits_2x3();  // labels [2, 0]: losses kL0, kL1
+  Tensor labels = Tensor::of_ints({2, 0}), w = Tensor::of({2, 1, 3});
+  // weighted mean: (3 kL0 + 2 kL1) / (3 + 2)
+  check_close(cross_entropy(logits, labels, w), {float((3 * kL0 + 2 * kL1) / 5)});
+  check_close(nn::CrossEntropyLoss({.weight = w, .reduction = "none"})(logits, labels),
+              {float(3 * kL0), float(2 * kL1)});
+  // the second row ignored: the mean is the first row's alone
+  check_close(cross_entropy(logits, Tensor::of_ints({2, -100}), {}), {float(kL0)});
+  check_close(nll_loss(log_softmax(logits, 1), Tensor::of_ints({2, 7}), w, 7), {float(kL0)});
+  // label smoothing 0.3 on the uniform row: every log-probability is -log 3
+  check_close(
+      cross_entropy(Tensor::of({1, 1, 1}, {1, 3}), Tensor::of_ints({0}), {}, -100, "mean", 0.3),
+      {float(std::log(3.0))});
+  // one sample: logits [C], a 0-d target
+  Tensor one =
+      cross_entropy(Tensor::of({1, 2, 3}), Tensor::of_ints({2}).reshape({}), {}, -100, "none");
+  CHECK(one.dim() == 0);
+  check_close(one, {float(kL0)});
+  // [N, C, d] logits equal the [N * d, C] rows
+  manual_seed(41);
+  Tensor x3 = Tensor::randn({2, 3, 4}), l3 = Tensor::randint(0, 3, {2, 4});
+  Tensor rows = transpose(x3, 1, 2).reshape({8, 3});
+  check_close(cross_entropy(x3, l3, {}, -100, "sum"),
+              {cross_entropy(rows, l3.reshape({8}), {}, -100, "sum").item()});
+  CHECK_LOSS_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        return cross_entropy(in[0], Tensor::of_ints({1, -100, 0, 2}, {2, 2}),
+                             Tensor::of({1, 2, 0.5}), -100, "mean", 0.2);
+      },
+      {Tensor::randn({2, 3, 2})});
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, Tensor::of_ints({2, 3}), {}),
+                       doctest::Contains("3 at row 1 out of range [0, 3)"), Error);
+  CHECK_THROWS_WITH_AS(
+      cross_entropy(logits, Tensor::of_ints({2, 3}), w),
+      doctest::Contains("cross_entropy: target 3 at position 1 out of range [0, 3)"), Error);
+  CHECK_THROWS_WITH_AS(
+      nll_loss(logits, Tensor::of_ints({2, 1, 0})),
+      doctest::Contains("nll_loss: input [2, 3] and target [3]: expected target [2]"), Error);
+  CHECK_THROWS_WITH_AS(
+      nll_loss(logits, labels, Tensor::of({1, 2})),
+      doctest::Contains("nll_loss: weight [2] for input [2, 3]: expected weight [3]"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, labels, {}, -100, "average"),
+                       doctest::Contains("cross_entropy: unknown reduction 'average'"), Error);
+}
+
+TEST_CASE("l1, smooth_l1, huber and kl_div by hand, and their cells") {
+  Tensor x = Tensor::of({0, 0, 0}), y = Tensor::of({0.5, -2, 1});
+  check_close(l1_loss(x, y, "none"), {0.5, 2, 1});
+  check_close(nn::L1Loss("sum")(x, y), {3.5});
+  // beta 1: 0.5 * 0.25, 2 - 0.5, 1 - 0.5 (|d| = beta is the linear side, equal there)
+  check_close(nn::SmoothL1Loss("none")(x, y), {0.125, 1.5, 0.5});
+  check_close(smooth_l1_loss(x, y, "none", 0), {0.5, 2, 1});  // beta 0: l1
+  // delta 1.5: 0.5 * 0.25, 1.5 * (2 - 0.75), 0.5
+  check_close(nn::HuberLoss("none", 1.5)(x, y), {0.125, 1.875, 0.5});
+  Tensor logq =
+      Tensor::of({std::log(0.5f), std::log(0.5f), std::log(0.25f), std::log(0.75f)}, {2, 2});
+  Tensor t = Tensor::of({1, 0, 0.5, 0.5}, {2, 2});
+  // row 0: 1 * (0 - log 0.5) + 0 (0 log 0 = 0); row 1: 0.5 (log 0.5 - log 0.25) + 0.5 (log 0.5 -
+  // log 0.75)
+  const double r0 = std::log(2.0), r1 = 0.5 * std::log(2.0) + 0.5 * std::log(2 / 3.0);
+  check_close(nn::KLDivLoss("batchmean")(logq, t), {float((r0 + r1) / 2)});
+  check_close(kl_div(logq, t, "sum"), {float(r0 + r1)});
+  check_close(kl_div(logq, log(t + 1e-30), "sum", true), {float(r0 + r1)}, 1e-5);
+  CHECK_LOSS_GRADCHECK(
+      [](const std::vector<Tensor>& in) { return huber_loss(in[0], in[1], "mean", 0.7); },
+      {Tensor::of({0.1, 2, -1}), Tensor::of({0.3, 0.2, 1})});
+  CHECK_LOSS_GRADCHECK(
+      [](const std::vector<Tensor>& in) { return smooth_l1_loss(in[0], in[1], "sum", 0.5); },
+      {Tensor::of({0.1, 2, -1}), Tensor::of({0.3, 0.2, 1})});
+  CHECK_THROWS_WITH_AS(
+      l1_loss(x, Tensor::of({1, 2})),
+      doctest::Contains("l1_loss: input [3] and target [2] must have the same shape"), Error);
+  CHECK_THROWS_WITH_AS(nn::KLDivLoss("average"), doctest::Contains("unknown reduction 'average'"),
+                       Error);
+}

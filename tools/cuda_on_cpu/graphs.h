@@ -87,6 +87,8 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::strided_copy>(t), record<&Kernels::index_select>(t);
   record<&Kernels::index_add>(t), record<&Kernels::gather_dim>(t);
   record<&Kernels::scatter_add_dim>(t), record<&Kernels::where>(t);
+  // ---- math (issue 22) ----
+  record<&Kernels::compare>(t);
 
   // permute's shape and strides are host arrays: the closure keeps copies
   static void (*permute)(size_t, int, const int64_t*, const int64_t*, const void*, void*) =

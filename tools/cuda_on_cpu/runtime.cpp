@@ -155,6 +155,8 @@ void install_cuda_on_cpu() {
       .gather_dim = k::gather_dim,
       .scatter_add_dim = k::scatter_add_dim,
       .where = k::where,
+      // ---- math (issue 22) ----
+      .compare = k::compare,
   };
   // graphs recorded and replayed as on the emulated device
   static const GraphOps graphs = testing::emulate_graphs(memory, table);

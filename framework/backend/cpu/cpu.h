@@ -103,6 +103,9 @@ void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, 
                             float* probs);
 // optim.cpp
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
+// ---- math (issue 22) ----
+// elementwise.cpp
+void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out);
 
 // ---- shape ops (issue 22): elementwise.cpp (strided_copy), index.cpp ----
 void strided_copy(size_t elem_size, const StridedCopy& map, const void* src, void* dst);

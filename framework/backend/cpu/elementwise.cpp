@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/float_to_int.h"
@@ -94,6 +95,13 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Tanh: return map(n, x, out, [](float v) { return std::tanh(v); });
     case UnaryOp::Pow: return map(n, x, out, [s](float v) { return std::pow(v, s); });
     case UnaryOp::PowGrad: return map(n, x, out, [s](float v) { return s * std::pow(v, s - 1); });
+    case UnaryOp::Abs: return map(n, x, out, [](float v) { return std::fabs(v); });
+    case UnaryOp::Erf: return map(n, x, out, [](float v) { return std::erf(v); });
+    case UnaryOp::Expm1: return map(n, x, out, [](float v) { return std::expm1(v); });
+    case UnaryOp::Log1p: return map(n, x, out, [](float v) { return std::log1p(v); });
+    case UnaryOp::Rsqrt: return map(n, x, out, [](float v) { return 1.f / std::sqrt(v); });
+    case UnaryOp::Sin: return map(n, x, out, [](float v) { return std::sin(v); });
+    case UnaryOp::Cos: return map(n, x, out, [](float v) { return std::cos(v); });
   }
 }
 
@@ -131,7 +139,45 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
       return broadcast_map(bc, a, b, out, [](float gv, float y) { return gv * y * (1 - y); });
     case BinaryOp::TanhGrad:
       return broadcast_map(bc, a, b, out, [](float gv, float y) { return gv * (1 - y * y); });
+    case BinaryOp::Maximum:  // NaN from either side
+      return broadcast_map(bc, a, b, out, [](float x, float y) { return x > y || x != x ? x : y; });
+    case BinaryOp::Minimum:
+      return broadcast_map(bc, a, b, out, [](float x, float y) { return x < y || x != x ? x : y; });
   }
+}
+
+namespace {
+
+// a, b of T under bc -> out = [a op b]; T's own comparison (Half through float)
+template <class T>
+void compare_as(CompareOp op, const Broadcast& bc, const T* a, const T* b, float* out) {
+  using V = std::conditional_t<std::is_same_v<T, Half>, float, T>;
+  auto run = [&](auto cmp) {
+    const int64_t n = bc.n;
+#pragma omp parallel for if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const BroadcastOffsets o = broadcast_offsets(bc, i);
+      out[i] = cmp(convert<V>(a[o.a]), convert<V>(b[o.b])) ? 1.f : 0.f;
+    }
+  };
+  switch (op) {
+    case CompareOp::Eq: return run([](auto x, auto y) { return x == y; });
+    case CompareOp::Ne: return run([](auto x, auto y) { return x != y; });
+    case CompareOp::Lt: return run([](auto x, auto y) { return x < y; });
+    case CompareOp::Le: return run([](auto x, auto y) { return x <= y; });
+    case CompareOp::Gt: return run([](auto x, auto y) { return x > y; });
+    case CompareOp::Ge: return run([](auto x, auto y) { return x >= y; });
+  }
+}
+
+}  // namespace
+
+// a, b [dtype] under bc -> out [bc.n] float32
+void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out) {
+  typed(t, const_cast<void*>(a), [&](auto* pa) {
+    using T = std::remove_pointer_t<decltype(pa)>;
+    compare_as<T>(op, bc, pa, static_cast<const T*>(b), out);
+  });
 }
 
 // dst [n] = value, converted to dtype

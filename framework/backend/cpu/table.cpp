@@ -74,6 +74,8 @@ const Backend& backend() {
       .gather_dim = gather_dim,
       .scatter_add_dim = scatter_add_dim,
       .where = where,
+      // ---- math (issue 22) ----
+      .compare = compare,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

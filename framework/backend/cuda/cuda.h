@@ -121,5 +121,8 @@ void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, con
                      DType index_dtype, const float* src, float* out);
 void where(const Select& sel, const void* cond, DType cond_dtype, const float* a, const float* b,
            float* out);
+// ---- math (issue 22) ----
+// elementwise.cu
+void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out);
 
 }  // namespace minidl::cuda

@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cuda/device.cuh"
 #include "framework/backend/float_to_int.h"
 #include "framework/backend/philox.h"
@@ -80,18 +81,8 @@ __global__ void permute_kernel(int64_t n, Strided s, const T* src, T* dst) {
 template <class F>
 __global__ void broadcast_kernel(Broadcast bc, const float* a, const float* b, float* out, F f) {
   for (int64_t i = thread_index(); i < bc.n; i += thread_count()) {
-    int64_t oa = i, ob = i;
-    if (bc.nd > 0) {
-      int64_t rem = i;
-      oa = ob = 0;
-      for (int d = bc.nd - 1; d >= 0; --d) {
-        const int64_t idx = rem % bc.size[d];
-        rem /= bc.size[d];
-        oa += idx * bc.stride_a[d];
-        ob += idx * bc.stride_b[d];
-      }
-    }
-    out[i] = f(a[oa], b[ob]);
+    const BroadcastOffsets o = broadcast_offsets(bc, i);
+    out[i] = f(a[o.a], b[o.b]);
   }
 }
 
@@ -198,6 +189,20 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
       return map(n, x, out, [s] __device__(float v) { return powf(v, s); });
     case UnaryOp::PowGrad:
       return map(n, x, out, [s] __device__(float v) { return s * powf(v, s - 1); });
+    case UnaryOp::Abs:
+      return map(n, x, out, [] __device__(float v) { return fabsf(v); });
+    case UnaryOp::Erf:
+      return map(n, x, out, [] __device__(float v) { return erff(v); });
+    case UnaryOp::Expm1:
+      return map(n, x, out, [] __device__(float v) { return expm1f(v); });
+    case UnaryOp::Log1p:
+      return map(n, x, out, [] __device__(float v) { return log1pf(v); });
+    case UnaryOp::Rsqrt:  // not rsqrtf (2 ulp): the CPU's 1 / sqrt
+      return map(n, x, out, [] __device__(float v) { return 1.f / sqrtf(v); });
+    case UnaryOp::Sin:
+      return map(n, x, out, [] __device__(float v) { return sinf(v); });
+    case UnaryOp::Cos:
+      return map(n, x, out, [] __device__(float v) { return cosf(v); });
   }
 }
 
@@ -231,7 +236,48 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
       return broadcast(bc, a, b, out, [] __device__(float g, float y) { return g * y * (1 - y); });
     case BinaryOp::TanhGrad:
       return broadcast(bc, a, b, out, [] __device__(float g, float y) { return g * (1 - y * y); });
+    case BinaryOp::Maximum:  // NaN from either side
+      return broadcast(bc, a, b, out,
+                       [] __device__(float x, float y) { return x > y || x != x ? x : y; });
+    case BinaryOp::Minimum:
+      return broadcast(bc, a, b, out,
+                       [] __device__(float x, float y) { return x < y || x != x ? x : y; });
   }
+}
+
+namespace {
+
+// a, b [T] under bc -> out [bc.n] = [a op b] (float16 compared as float)
+template <class T>
+__global__ void compare_kernel(CompareOp op, Broadcast bc, const T* a, const T* b, float* out) {
+  for (int64_t i = thread_index(); i < bc.n; i += thread_count()) {
+    const BroadcastOffsets o = broadcast_offsets(bc, i);
+    using V = std::conditional_t<std::is_same_v<T, __half>, float, T>;
+    const V x = convert<V>(a[o.a]), y = convert<V>(b[o.b]);
+    bool r = false;
+    switch (op) {
+      case CompareOp::Eq: r = x == y; break;
+      case CompareOp::Ne: r = x != y; break;
+      case CompareOp::Lt: r = x < y; break;
+      case CompareOp::Le: r = x <= y; break;
+      case CompareOp::Gt: r = x > y; break;
+      case CompareOp::Ge: r = x >= y; break;
+    }
+    out[i] = r ? 1.f : 0.f;
+  }
+}
+
+}  // namespace
+
+// a, b [dtype] under bc -> out [bc.n] float32
+void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out) {
+  if (bc.n == 0) return;
+  typed(t, [&](auto tag) {
+    using T = decltype(tag);
+    compare_kernel<<<blocks_for(bc.n), kThreads, 0, stream()>>>(
+        op, bc, static_cast<const T*>(a), static_cast<const T*>(b), out);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace minidl::cuda

@@ -64,6 +64,8 @@ const Backend* backend_if_present() {
       .gather_dim = gather_dim,
       .scatter_add_dim = scatter_add_dim,
       .where = where,
+      // ---- math (issue 22) ----
+      .compare = compare,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,

@@ -1,0 +1,86 @@
+// Activations composed from elementwise ops (their gradients follow from the
+// ops'), with the masks of comparisons where PyTorch's gradient at a kink
+// differs from what the composition would give.
+#include "framework/ops.h"
+#include "framework/ops/util.h"
+
+namespace minidl {
+namespace {
+
+// Checks that x is a float tensor; float16 runs f in float32 and casts back.
+template <class F>
+Tensor activation(const char* op, const Tensor& x, F f) {
+  MINIDL_CHECK(is_floating(x.dtype()), op, ": expected a float tensor, got ", dtype_name(x.dtype()),
+               " ", x.shape(), " (cast with .to(kFloat32))");
+  if (x.dtype() == kFloat16) return cast(f(cast(x, kFloat32)), kFloat16);
+  return f(x);
+}
+
+}  // namespace
+
+// x * (1 where x > 0, else slope): the gradient is that factor (slope at 0)
+Tensor leaky_relu(const Tensor& x, double slope) {
+  return activation("leaky_relu", x, [slope](const Tensor& v) {
+    Tensor pos = gt(v, 0.0);
+    return mul(v, add(pos, mul(1.0 - pos, scalar_like(slope, v))));
+  });
+}
+
+// none: 0.5 x (1 + erf(x / sqrt(2))); tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  MINIDL_CHECK(approximate == "none" || approximate == "tanh",
+               "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  return activation("gelu", x, [&approximate](const Tensor& v) {
+    Tensor inner = approximate == "none"
+                       ? erf(v * 0.7071067811865476)
+                       : tanh(add(v, mul(mul(v, v), v) * 0.044715) * 0.7978845608028654);
+    return mul(v * 0.5, inner + 1.0);
+  });
+}
+
+Tensor silu(const Tensor& x) {
+  return activation("silu", x, [](const Tensor& v) { return mul(v, sigmoid(v)); });
+}
+
+// x > 0: x; else alpha * expm1(x), fed min(x, 0) so large x cannot overflow
+// into 0 * inf; the gradient at 0 is alpha (PyTorch's)
+Tensor elu(const Tensor& x, double alpha) {
+  return activation("elu", x, [alpha](const Tensor& v) {
+    Tensor pos = gt(v, 0.0);
+    return add(mul(pos, v), mul((1.0 - pos) * alpha, expm1(clamp(v, std::nullopt, 0.0))));
+  });
+}
+
+// beta x > threshold: x; else log1p(exp(beta x)) / beta, exp fed at most the
+// threshold
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  MINIDL_CHECK(beta != 0, "softplus: beta must be nonzero (shape ", x.shape(), ")");
+  return activation("softplus", x, [beta, threshold](const Tensor& v) {
+    Tensor z = v * beta;
+    Tensor linear = gt(z, threshold);
+    Tensor soft = log1p(exp(clamp(z, std::nullopt, threshold))) / beta;
+    return add(mul(linear, v), mul(1.0 - linear, soft));
+  });
+}
+
+// clamp's values; gradient 1 only strictly inside (min, max), as PyTorch's hardtanh
+Tensor hardtanh(const Tensor& x, double lo, double hi) {
+  MINIDL_CHECK(lo <= hi, "hardtanh: min_val ", lo, " is above max_val ", hi, " (shape ", x.shape(),
+               ")");
+  return activation("hardtanh", x, [lo, hi](const Tensor& v) {
+    Tensor out = clamp(v.detach(), lo, hi);
+    return record(out, "hardtanh", {v}, [v, lo, hi](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, mul(gt(v, lo), lt(v, hi)))};
+    });
+  });
+}
+
+// min(x, 0) - log1p(exp(-|x|)): no exp of a large positive number; at 0 the
+// gradient is minimum's half plus abs's 0 = 0.5 = sigmoid(-0)
+Tensor log_sigmoid(const Tensor& x) {
+  return activation("log_sigmoid", x, [](const Tensor& v) {
+    return sub(minimum(v, scalar_like(0, v)), log1p(exp(neg(abs(v)))));
+  });
+}
+
+}  // namespace minidl

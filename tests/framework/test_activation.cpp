@@ -1,0 +1,84 @@
+// Activations of issue 22 (ops.h): hand-computed values, PyTorch's gradients
+// at the kinks, finite values for extreme inputs, gradchecks and errors.
+// (PyTorch's own values and gradients: test_torch_math.cpp.)
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_values;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+// gradient of sum(f(x)) at the points xs
+Tensor grad_at(const std::function<Tensor(const Tensor&)>& f, std::initializer_list<float> xs) {
+  Tensor x = Tensor::of(xs).requires_grad_();
+  f(x).sum().backward();
+  return x.grad();
+}
+double phi(double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); }
+}  // namespace
+
+TEST_CASE("leaky_relu, elu, hardtanh by hand, with PyTorch's gradients at the kinks") {
+  Tensor x = Tensor::of({-2, 0, 3});
+  check_values(leaky_relu(x), {-0.02, 0, 3});
+  check_values(leaky_relu(x, 0.5), {-1, 0, 3});
+  check_values(grad_at([](const Tensor& v) { return leaky_relu(v, 0.5); }, {-2, 0, 3}),
+               {0.5, 0.5, 1});
+  check_values(elu(x, 2), {2 * std::expm1(-2.0), 0, 3});
+  check_values(grad_at([](const Tensor& v) { return elu(v, 2); }, {-2, 0, 3, 1000}),
+               {2 * std::exp(-2.0), 2, 1, 1});  // no 0 * inf at 1000
+  check_values(hardtanh(Tensor::of({-3, -1, 0.5, 1, 2})), {-1, -1, 0.5, 1, 1});
+  check_values(grad_at([](const Tensor& v) { return hardtanh(v); }, {-3, -1, 0.5, 1, 2}),
+               {0, 0, 1, 0, 0});  // strictly inside only
+  CHECK_ERROR(hardtanh(x, 1, -1), "hardtanh: min_val 1 is above max_val -1");
+}
+
+TEST_CASE("gelu (erf and tanh), silu, softplus, log_sigmoid by hand") {
+  Tensor x = Tensor::of({-1.5, 0, 2});
+  check_values(gelu(x), {-1.5 * phi(-1.5), 0, 2 * phi(2)});
+  auto tanh_gelu = [](double v) {
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  };
+  check_values(gelu(x, "tanh"), {tanh_gelu(-1.5), 0, tanh_gelu(2)});
+  check_values(silu(x), {-1.5 / (1 + std::exp(1.5)), 0, 2 / (1 + std::exp(-2.0))});
+  check_values(softplus(x), {std::log1p(std::exp(-1.5)), std::log(2.0), std::log1p(std::exp(2.0))});
+  // beta x above the threshold: x itself, gradient 1
+  check_values(softplus(Tensor::of({3, 1}), 2, 4), {3, std::log1p(std::exp(2.0)) / 2});
+  check_values(grad_at([](const Tensor& v) { return softplus(v, 2, 4); }, {3, 1}),
+               {1, 1 / (1 + std::exp(-2.0))});
+  check_values(log_sigmoid(x),
+               {-std::log1p(std::exp(1.5)), -std::log(2.0), -std::log1p(std::exp(-2.0))});
+  CHECK_ERROR(gelu(x, "fast"), "gelu: approximate must be \"none\" or \"tanh\", got \"fast\"");
+  CHECK_ERROR(silu(Tensor::of_ints({1})), "silu: expected a float tensor, got int64");
+}
+
+TEST_CASE("activations stay finite for extreme inputs") {
+  Tensor x = Tensor::of({-1e4, -100, 100, 1e4});
+  for (const Tensor& y : {log_sigmoid(x), softplus(x), elu(x), gelu(x), silu(x), gelu(x, "tanh")})
+    for (float v : y.to_float_vector()) CHECK(std::isfinite(v));
+  check_values(log_sigmoid(x), {-1e4, -100, 0, 0});
+  check_values(grad_at([](const Tensor& v) { return log_sigmoid(v); }, {-1e4, 0, 1e4}),
+               {1, 0.5, 0});
+  check_values(softplus(x), {0, std::exp(-100.0), 100, 1e4});
+}
+
+TEST_CASE("gradients of the activations (finite differences)") {
+  Tensor away = Tensor::of({-1.5, -0.7, -0.2, 0.3, 0.8, 2.0}, {2, 3});  // no kink in reach
+  CHECK_GRADCHECK([](const Inputs& in) { return leaky_relu(in[0], 0.1); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return gelu(in[0]); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return gelu(in[0], "tanh"); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return silu(in[0]); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return elu(in[0], 0.8); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return softplus(in[0], 1.5); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return hardtanh(in[0], -1, 1); }, {away});
+  CHECK_GRADCHECK([](const Inputs& in) { return log_sigmoid(in[0]); }, {away});
+}
+
+TEST_CASE("activations of float16 inputs compute in float32 and return float16") {
+  Tensor x = Tensor::of({-1, 0.5}).to(kFloat16);
+  CHECK(gelu(x).dtype() == kFloat16);
+  check_values(gelu(x), {-1 * phi(-1), 0.5 * phi(0.5)}, 1e-3);
+}
