@@ -9,25 +9,6 @@
 namespace minidl::optim {
 namespace {
 
-// x [n], y [n] -> the elementwise larger [n] (NaN propagates), exactly
-Tensor maximum(const Tensor& x, const Tensor& y) {
-  const int64_t n = x.numel();
-  return max(concat({reshape(x, {1, n}), reshape(y, {1, n})}), {0});
-}
-
-// g [any] -> |g| [n]
-Tensor abs_of(const Tensor& g) {
-  const Tensor flat = reshape(g, {g.numel()});
-  return maximum(flat, neg(flat));
-}
-
-// x [n] -> the norm_type-norm of x, a 0-d tensor
-Tensor norm_of(const Tensor& x, double p) {
-  if (std::isinf(p)) return max(abs_of(x));
-  if (p == 2) return sqrt(sum(mul(x, x)));
-  return pow(sum(pow(abs_of(x), p)), 1 / p);
-}
-
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
   std::vector<Tensor> grads;
   for (const Tensor& p : params)
@@ -51,8 +32,8 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   // the norm of the gradients' norms, on the first gradient's device
   std::vector<Tensor> norms;
   for (const Tensor& g : grads)
-    norms.push_back(reshape(norm_of(g, norm_type), {1}).to(grads[0].device()));
-  const float total = static_cast<float>(norm_of(concat(norms), norm_type).item());
+    norms.push_back(reshape(norm(g, norm_type), {1}).to(grads[0].device()));
+  const float total = static_cast<float>(norm(concat(norms), norm_type).item());
   MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm_: the total norm of "
                "order ", norm_type, " of the gradients of ", grads.size(), " parameter(s) is ",
                total, ", so it cannot be clipped (with error_if_nonfinite = false the gradients "
@@ -77,12 +58,8 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
                                     " (expected clip_value >= 0)"));
   NoGradGuard no_grad;
   for (const Tensor& g : grads_of(params)) {
-    const Tensor flat = reshape(g, {g.numel()});
-    const Tensor bound = Tensor::full({g.numel()}, clip_value, g.dtype(), g.device());
-    // min(max(g, -c), c) = -max(-max(g, -c), -c)
-    const Tensor low = maximum(flat, neg(bound));
     Tensor target = g;
-    target.copy_(neg(maximum(neg(low), neg(bound))));
+    target.copy_(clamp(g, -clip_value, clip_value));
   }
 }
 
