@@ -83,6 +83,8 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::conv2d_relu_pool_backward>(t), record<&Kernels::gather>(t);
   record<&Kernels::gather_backward>(t), record<&Kernels::cross_entropy_forward>(t);
   record<&Kernels::cross_entropy_backward>(t);
+  // ---- convolution family and resizing (issue 22) ----
+  record<&Kernels::upsample_nearest_forward>(t), record<&Kernels::upsample_nearest_backward>(t);
 
   // permute's shape and strides are host arrays: the closure keeps copies
   static void (*permute)(size_t, int, const int64_t*, const int64_t*, const void*, void*) =

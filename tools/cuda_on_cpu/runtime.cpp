@@ -148,6 +148,9 @@ void install_cuda_on_cpu() {
       .cross_entropy_forward = k::cross_entropy_forward,
       .cross_entropy_backward = k::cross_entropy_backward,
       .update = k::update,
+      // ---- convolution family and resizing (issue 22) ----
+      .upsample_nearest_forward = k::upsample_nearest_forward,
+      .upsample_nearest_backward = k::upsample_nearest_backward,
   };
   // graphs recorded and replayed as on the emulated device
   static const GraphOps graphs = testing::emulate_graphs(memory, table);

@@ -67,6 +67,9 @@ const Backend& backend() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      // ---- convolution family and resizing (issue 22) ----
+      .upsample_nearest_forward = upsample_nearest_forward,
+      .upsample_nearest_backward = upsample_nearest_backward,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

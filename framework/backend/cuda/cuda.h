@@ -109,4 +109,11 @@ void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, 
 // ---- optim.cu: every slice of a step in one launch ----
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 
+// ---- convolution family and resizing (issue 22): pool.{cpp,cu} ----
+void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                              const int32_t* rows, const int32_t* cols, const float* x, float* y);
+void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               const int32_t* row_first, const int32_t* col_first, const float* gy,
+                               float* gx);
+
 }  // namespace minidl::cuda

@@ -57,6 +57,9 @@ const Backend* backend_if_present() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      // ---- convolution family and resizing (issue 22) ----
+      .upsample_nearest_forward = upsample_nearest_forward,
+      .upsample_nearest_backward = upsample_nearest_backward,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,
