@@ -57,6 +57,9 @@ Kernels counted_table() {
   count<&Kernels::cross_entropy_forward>(k, "cross_entropy_forward");
   count<&Kernels::cross_entropy_backward>(k, "cross_entropy_backward");
   count<&Kernels::update>(k, "update");
+  // ---- convolution family and resizing (issue 22) ----
+  count<&Kernels::upsample_nearest_forward>(k, "upsample_nearest_forward");
+  count<&Kernels::upsample_nearest_backward>(k, "upsample_nearest_backward");
   return k;
 }
 

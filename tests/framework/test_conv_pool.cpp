@@ -21,28 +21,38 @@ using Inputs = std::vector<Tensor>;
 
 namespace {
 
-// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> y [N, OC, OH, OW],
-// one output at a time with explicit zero padding, summed in double.
-Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
-                    int64_t pad) {
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t OC = w.size(0), KH = w.size(2), KW = w.size(3);
-  const int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
+// conv2d with per-dim stride, padding, dilation and groups, one output at a
+// time in double: y[n, o, i, j] = b[o] + sum over c of o's group, ki, kj of
+// x[n, c, i*sh - ph + ki*dh, j*sw - pw + kj*dw] w[o, c - group start, ki, kj]
+Tensor naive_conv2d_general(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs a) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = a.groups;
+  const int64_t OC = w.size(0), Cg = C / G, OCg = OC / G, KH = w.size(2), KW = w.size(3);
+  const int64_t OH = (H + 2 * a.padding.h - a.dilation.h * (KH - 1) - 1) / a.stride.h + 1;
+  const int64_t OW = (W + 2 * a.padding.w - a.dilation.w * (KW - 1) - 1) / a.stride.w + 1;
   Tensor y = Tensor::zeros({N, OC, OH, OW});
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o)
       for (int64_t i = 0; i < OH; ++i)
         for (int64_t j = 0; j < OW; ++j) {
           double s = b.defined() ? b.at({o}) : 0.0;
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t c = 0; c < Cg; ++c)
             for (int64_t ki = 0; ki < KH; ++ki)
               for (int64_t kj = 0; kj < KW; ++kj) {
-                int64_t h = i * stride - pad + ki, v = j * stride - pad + kj;
-                if (h >= 0 && h < H && v >= 0 && v < W) s += x.at({n, c, h, v}) * w.at({o, c, ki, kj});
+                const int64_t h = i * a.stride.h - a.padding.h + ki * a.dilation.h;
+                const int64_t v = j * a.stride.w - a.padding.w + kj * a.dilation.w;
+                if (h >= 0 && h < H && v >= 0 && v < W)
+                  s += x.at({n, o / OCg * Cg + c, h, v}) * w.at({o, c, ki, kj});
               }
           y.set({n, o, i, j}, s);
         }
   return y;
+}
+
+// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> y [N, OC, OH, OW]
+// with square stride and padding
+Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                    int64_t pad) {
+  return naive_conv2d_general(x, w, b, {.stride = stride, .padding = pad});
 }
 
 }  // namespace
@@ -508,33 +518,6 @@ TEST_CASE("gradients of conv2d_relu_max_pool2d (finite differences)") {
 
 // ---- convolution family and resizing (issue 22) ----
 namespace {
-
-// conv2d with per-dim stride, padding, dilation and groups, one output at a
-// time in double: y[n, o, i, j] = b[o] + sum over c of o's group, ki, kj of
-// x[n, c, i*sh - ph + ki*dh, j*sw - pw + kj*dw] w[o, c - group start, ki, kj]
-Tensor naive_conv2d_general(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs a) {
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = a.groups;
-  const int64_t OC = w.size(0), Cg = C / G, OCg = OC / G, KH = w.size(2), KW = w.size(3);
-  const int64_t OH = (H + 2 * a.padding.h - a.dilation.h * (KH - 1) - 1) / a.stride.h + 1;
-  const int64_t OW = (W + 2 * a.padding.w - a.dilation.w * (KW - 1) - 1) / a.stride.w + 1;
-  Tensor y = Tensor::zeros({N, OC, OH, OW});
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < OC; ++o)
-      for (int64_t i = 0; i < OH; ++i)
-        for (int64_t j = 0; j < OW; ++j) {
-          double s = b.defined() ? b.at({o}) : 0.0;
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t ki = 0; ki < KH; ++ki)
-              for (int64_t kj = 0; kj < KW; ++kj) {
-                const int64_t h = i * a.stride.h - a.padding.h + ki * a.dilation.h;
-                const int64_t v = j * a.stride.w - a.padding.w + kj * a.dilation.w;
-                if (h >= 0 && h < H && v >= 0 && v < W)
-                  s += x.at({n, o / OCg * Cg + c, h, v}) * w.at({o, c, ki, kj});
-              }
-          y.set({n, o, i, j}, s);
-        }
-  return y;
-}
 
 // conv_transpose2d by scattering: each x[n, c, i, j] w[c, o, ki, kj] adds to
 // y[n, group(c) OCg + o, i*sh - ph + ki*dh, j*sw - pw + kj*dw] when inside
