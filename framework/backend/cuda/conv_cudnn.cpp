@@ -44,9 +44,11 @@ const char* pass_name(ConvPass p) {
 }
 
 std::string describe(ConvPass pass, const ConvGeometry& g) {
+  auto pair = [](int64_t a, int64_t b) { return a == b ? cat(a) : cat(a, ",", b); };
   return cat(pass_name(pass), " x[", g.N, ",", g.C, ",", g.H, ",", g.W, "] w[", g.OC, ",",
-             g.C / g.groups, ",", g.KH, ",", g.KW, "] stride ", g.sh, ",", g.sw, " pad ", g.ph, ",",
-             g.pw, " dilation ", g.dh, ",", g.dw, " groups ", g.groups);
+             g.C / g.groups, ",", g.KH, ",", g.KW, "] stride ", pair(g.sh, g.sw), " pad ",
+             pair(g.ph, g.pw), g.dh == 1 && g.dw == 1 ? "" : " dilation " + pair(g.dh, g.dw),
+             g.groups == 1 ? "" : cat(" groups ", g.groups));
 }
 
 struct Key {
