@@ -3,8 +3,10 @@
 // are computed in float32 and the result cast back to float16.
 // Every shape or dtype error throws minidl::Error naming the op and both sides.
 #pragma once
+#include <array>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "framework/autograd.h"
@@ -56,11 +58,27 @@ Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 
 // ---- convolution and pooling, NCHW ----
-struct Conv2dArgs {
-  int64_t stride = 1;
-  int64_t padding = 0;  // zero padding on every side
+// One size for both spatial dims, or (height, width): {.stride = 2} or
+// {.stride = {2, 1}} (PyTorch's ExpandingArray<2>). Prints as 2 or (2, 1).
+struct Size2 {
+  int64_t h, w;
+  // an integer (or what converts to one, e.g. a JSON number) is both dims
+  template <class T>
+    requires(std::is_convertible_v<const T&, int64_t> && !std::is_floating_point_v<T>)
+  Size2(const T& v) : h(static_cast<int64_t>(v)), w(h) {}  // NOLINT: implicit on purpose
+  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  friend bool operator==(const Size2&, const Size2&) = default;
 };
-// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> [N, OC, OH, OW]
+std::ostream& operator<<(std::ostream& os, const Size2& s);
+struct Conv2dArgs {
+  Size2 stride = 1;
+  Size2 padding = 0;  // zero padding on both sides of each dim
+  Size2 dilation = 1;
+  int64_t groups = 1;  // C and OC split into `groups` parts, part i of y seeing part i of x
+};
+// x [N, C, H, W], w [OC, C/groups, KH, KW], b [OC] or undefined -> [N, OC, OH, OW],
+// OH = (H + 2 padding.h - dilation.h (KH - 1) - 1) / stride.h + 1 (OW alike).
+// C and OC must be divisible by groups.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args = {});
 // max_pool2d(relu(conv2d(x, w, b, args)), pool) -> [N, OC, OH/pool, OW/pool],
 // the same bits and gradients as those three ops (tested). For pool 2 on the
@@ -258,5 +276,44 @@ Tensor huber_loss(const Tensor& x, const Tensor& y, const std::string& reduction
 // reduction also "batchmean": the sum over input.size(0).
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
               bool log_target = false);
+// ---- convolution family and resizing (issue 22), NCHW ----
+struct ConvTranspose2dArgs {
+  Size2 stride = 1;
+  Size2 padding = 0;         // removed from both sides of each output dim
+  Size2 output_padding = 0;  // added to the bottom and right; below stride or dilation
+  Size2 dilation = 1;
+  int64_t groups = 1;
+};
+// x [N, C, H, W], w [C, OC/groups, KH, KW], b [OC] or undefined -> [N, OC, OH, OW],
+// OH = (H - 1) stride.h - 2 padding.h + dilation.h (KH - 1) + output_padding.h + 1
+// (OW alike): the gradient of conv2d with respect to its input, by col2im
+// (PyTorch's conv_transpose2d). C must be divisible by groups.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b,
+                        ConvTranspose2dArgs args = {});
+struct Conv1dArgs {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+// x [N, C, L], w [OC, C/groups, K], b [OC] or undefined -> [N, OC, OL],
+// OL = (L + 2 padding - dilation (K - 1) - 1) / stride + 1: conv2d with H = 1.
+Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, Conv1dArgs args = {});
+// x [N, C, H, W] -> [N, C, OH, OW]: output (i, j) is the mean of input rows
+// floor(i H / OH) .. ceil((i + 1) H / OH) - 1 and the columns alike
+// (PyTorch's windows), as two products with averaging matrices (an inf or
+// NaN anywhere in a row or column of the input reaches every output of it).
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+// x [N, C, H, W] -> [N, C, OH, OW] = output_size, nearest: output row i reads
+// input row i (OH == H), i / 2 (OH == 2H), else min(floor(i * s), H - 1) in
+// float with s = 1 / scales.h when scales.h > 0, else H / OH (PyTorch's
+// nearest_idx); columns alike. The gradient sums over the copies.
+Tensor upsample_nearest2d(const Tensor& x, Size2 output_size, std::array<double, 2> scales = {});
+// PyTorch's interpolate for 4-D input and mode "nearest" (the only mode):
+// exactly one of size and scale_factor; the size from scale_factor is
+// floor(H * scale_factor.h) (W alike), and the scale is passed on.
+struct InterpolateArgs {
+  std::optional<Size2> size = std::nullopt;
+  std::optional<std::array<double, 2>> scale_factor = std::nullopt;
+  std::string mode = "nearest";
+};
+Tensor interpolate(const Tensor& x, const InterpolateArgs& args);
 
 }  // namespace minidl

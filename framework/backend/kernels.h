@@ -41,8 +41,16 @@ struct Broadcast {
   int64_t size[kMaxDims] = {}, stride_a[kMaxDims] = {}, stride_b[kMaxDims] = {};
 };
 
+// A convolution x [N, C, H, W], w [OC, C/groups, KH, KW] -> y [N, OC, OH, OW]:
+// output (oh, ow) reads input (oh*sh - ph + ki*dh, ow*sw - pw + kj*dw), zero
+// outside; groups split C and OC into equal parts, part i of y seeing only
+// part i of x. OH, OW are given (conv_transpose2d's may be below
+// (H + 2ph - dh(KH-1) - 1)/sh + 1 by its output_padding); every window
+// starts inside the padded input.
 struct ConvGeometry {
-  int64_t N, C, H, W, OC, KH, KW, stride, pad, OH, OW;
+  int64_t N, C, H, W, OC, KH, KW;
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+  int64_t OH, OW;
 };
 struct PoolGeometry {
   int64_t NC, H, W, K, stride, pad, OH, OW;
@@ -134,11 +142,12 @@ struct Kernels {
   void (*transpose)(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst);
 
   // ---- convolution and pooling, NCHW ----
-  // x [N, C, H, W], w [OC, C, KH, KW], b [OC] or null -> y [N, OC, OH, OW]
+  // x [N, C, H, W], w [OC, C/groups, KH, KW], b [OC] or null -> y [N, OC, OH, OW]
   void (*conv2d_forward)(const ConvGeometry& g, const float* x, const float* w, const float* b,
                          float* y);
-  // gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C, KH, KW], gb [OC]; each
-  // may be null (not wanted); the wanted ones are overwritten.
+  // gy [N, OC, OH, OW] -> gx [N, C, H, W], gw [OC, C/groups, KH, KW], gb [OC];
+  // each may be null (not wanted; x may be null without gw); the wanted ones
+  // are overwritten. gx alone is conv_transpose2d's forward.
   void (*conv2d_backward)(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                           float* gx, float* gw, float* gb);
   // x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW] (flat index into H*W, first maximum)
@@ -216,6 +225,18 @@ struct Kernels {
   // in the dtype itself (int64 exactly, float16 through float)
   void (*compare)(CompareOp op, DType dtype, const Broadcast& bc, const void* a, const void* b,
                   float* out);
+  // ---- convolution family and resizing (issue 22) ----
+  // Nearest resizing x [NC, H, W] -> y [NC, OH, OW]: y[p, i, j] = x[p, rows[i], cols[j]],
+  // rows [OH] in [0, H) and cols [OW] in [0, W) nondecreasing (int32, this device's)
+  void (*upsample_nearest_forward)(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                   const int32_t* rows, const int32_t* cols, const float* x,
+                                   float* y);
+  // gy [NC, OH, OW] -> gx [NC, H, W] (overwritten): gx[p, h, w] sums gy[p, i, j] over
+  // i in [row_first[h], row_first[h + 1]), j in [col_first[w], col_first[w + 1]),
+  // in (i, j) order; row_first [H + 1], col_first [W + 1] (int32, this device's)
+  void (*upsample_nearest_backward)(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                    const int32_t* row_first, const int32_t* col_first,
+                                    const float* gy, float* gx);
 };
 
 }  // namespace minidl

@@ -43,3 +43,5 @@
 // ---- optim (issue 22) ----
 #include "optim/clip_grad.h"
 #include "optim/rmsprop.h"
+// ---- convolution family and resizing (issue 22) ----
+#include "nn/pool.h"

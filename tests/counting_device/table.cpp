@@ -63,6 +63,9 @@ Kernels counted_table() {
   count<&Kernels::scatter_add_dim>(k, "scatter_add_dim"), count<&Kernels::where>(k, "where");
   // ---- math (issue 22) ----
   count<&Kernels::compare>(k, "compare");
+  // ---- convolution family and resizing (issue 22) ----
+  count<&Kernels::upsample_nearest_forward>(k, "upsample_nearest_forward");
+  count<&Kernels::upsample_nearest_backward>(k, "upsample_nearest_backward");
   return k;
 }
 

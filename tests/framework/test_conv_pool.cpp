@@ -21,28 +21,38 @@ using Inputs = std::vector<Tensor>;
 
 namespace {
 
-// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> y [N, OC, OH, OW],
-// one output at a time with explicit zero padding, summed in double.
-Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
-                    int64_t pad) {
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t OC = w.size(0), KH = w.size(2), KW = w.size(3);
-  const int64_t OH = (H + 2 * pad - KH) / stride + 1, OW = (W + 2 * pad - KW) / stride + 1;
+// conv2d with per-dim stride, padding, dilation and groups, one output at a
+// time in double: y[n, o, i, j] = b[o] + sum over c of o's group, ki, kj of
+// x[n, c, i*sh - ph + ki*dh, j*sw - pw + kj*dw] w[o, c - group start, ki, kj]
+Tensor naive_conv2d_general(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs a) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = a.groups;
+  const int64_t OC = w.size(0), Cg = C / G, OCg = OC / G, KH = w.size(2), KW = w.size(3);
+  const int64_t OH = (H + 2 * a.padding.h - a.dilation.h * (KH - 1) - 1) / a.stride.h + 1;
+  const int64_t OW = (W + 2 * a.padding.w - a.dilation.w * (KW - 1) - 1) / a.stride.w + 1;
   Tensor y = Tensor::zeros({N, OC, OH, OW});
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o)
       for (int64_t i = 0; i < OH; ++i)
         for (int64_t j = 0; j < OW; ++j) {
           double s = b.defined() ? b.at({o}) : 0.0;
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t c = 0; c < Cg; ++c)
             for (int64_t ki = 0; ki < KH; ++ki)
               for (int64_t kj = 0; kj < KW; ++kj) {
-                int64_t h = i * stride - pad + ki, v = j * stride - pad + kj;
-                if (h >= 0 && h < H && v >= 0 && v < W) s += x.at({n, c, h, v}) * w.at({o, c, ki, kj});
+                const int64_t h = i * a.stride.h - a.padding.h + ki * a.dilation.h;
+                const int64_t v = j * a.stride.w - a.padding.w + kj * a.dilation.w;
+                if (h >= 0 && h < H && v >= 0 && v < W)
+                  s += x.at({n, o / OCg * Cg + c, h, v}) * w.at({o, c, ki, kj});
               }
           y.set({n, o, i, j}, s);
         }
   return y;
+}
+
+// x [N, C, H, W], w [OC, C, KH, KW], b [OC] or undefined -> y [N, OC, OH, OW]
+// with square stride and padding
+Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride,
+                    int64_t pad) {
+  return naive_conv2d_general(x, w, b, {.stride = stride, .padding = pad});
 }
 
 }  // namespace
@@ -311,7 +321,8 @@ TEST_CASE("gradients of conv2d on the lanes kernel (finite differences)") {
 // only (GCC's portable build takes it where the CPU has AVX-512; a clang build
 // without -march=native, like the sanitizer build, never does). A LeNet conv1.
 static bool lanes_kernel_runs() {
-  return cpu::lanes_conv_fits({64, 1, 28, 28, 6, 5, 5, 1, 2, 28, 28});
+  return cpu::lanes_conv_fits(
+      {64, 1, 28, 28, 6, 5, 5, /*stride*/ 1, 1, /*pad*/ 2, 2, /*dilation*/ 1, 1, /*groups*/ 1, 28, 28});
 }
 
 TEST_CASE("conv2d on the lanes kernel gives the same bits on 1 and 2 threads") {
@@ -503,4 +514,291 @@ TEST_CASE("gradients of conv2d_relu_max_pool2d (finite differences)") {
   Tensor b = Tensor::of({0.01f});
   CHECK_GRADCHECK([](const Inputs& in) { return conv2d_relu_max_pool2d(in[0], in[1], in[2], {}, 2); },
                   {x, w, b});
+}
+
+// ---- convolution family and resizing (issue 22) ----
+namespace {
+
+// conv_transpose2d by scattering: each x[n, c, i, j] w[c, o, ki, kj] adds to
+// y[n, group(c) OCg + o, i*sh - ph + ki*dh, j*sw - pw + kj*dw] when inside
+Tensor naive_conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b,
+                              ConvTranspose2dArgs a) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = a.groups;
+  const int64_t OCg = w.size(1), OC = OCg * G, Cg = C / G, KH = w.size(2), KW = w.size(3);
+  const int64_t OH = (H - 1) * a.stride.h - 2 * a.padding.h + a.dilation.h * (KH - 1) +
+                     a.output_padding.h + 1;
+  const int64_t OW = (W - 1) * a.stride.w - 2 * a.padding.w + a.dilation.w * (KW - 1) +
+                     a.output_padding.w + 1;
+  std::vector<double> y(N * OC * OH * OW, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j)
+          for (int64_t o = 0; o < OCg; ++o)
+            for (int64_t ki = 0; ki < KH; ++ki)
+              for (int64_t kj = 0; kj < KW; ++kj) {
+                const int64_t h = i * a.stride.h - a.padding.h + ki * a.dilation.h;
+                const int64_t v = j * a.stride.w - a.padding.w + kj * a.dilation.w;
+                if (h < 0 || h >= OH || v < 0 || v >= OW) continue;
+                y[((n * OC + c / Cg * OCg + o) * OH + h) * OW + v] +=
+                    double(x.at({n, c, i, j})) * w.at({c, o, ki, kj});
+              }
+  Tensor out = Tensor::zeros({N, OC, OH, OW});
+  for (int64_t k = 0; k < out.numel(); ++k)
+    out.data<float>()[k] = static_cast<float>(y[k] + (b.defined() ? b.at({k / (OH * OW) % OC}) : 0.0));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d with dilation and groups (hand-computed)") {
+  Tensor x = Tensor::arange(9).reshape({1, 1, 3, 3});  // [[0,1,2],[3,4,5],[6,7,8]]
+  // A 2x2 kernel dilated by 2 covers the four corners: 0 + 2 + 6 + 8.
+  Tensor d = conv2d(x, Tensor::ones({1, 1, 2, 2}), Tensor(), {.dilation = 2});
+  CHECK(d.shape() == Shape{1, 1, 1, 1});
+  check_values(d, {16});
+  // Dilation (1, 2), padding (0, 1): rows 0-1 and columns j-1, j+1.
+  check_values(conv2d(x, Tensor::ones({1, 1, 2, 2}), Tensor(),
+                      {.padding = {0, 1}, .dilation = {1, 2}}),
+               {1 + 4, 0 + 2 + 3 + 5, 1 + 4, 4 + 7, 3 + 5 + 6 + 8, 4 + 7});
+  // Stride (2, 1) on the 3x3 ramp with a 1x1 kernel keeps rows 0 and 2.
+  check_values(conv2d(x, Tensor::ones({1, 1, 1, 1}), Tensor(), {.stride = {2, 1}}),
+               {0, 1, 2, 6, 7, 8});
+  // Two groups of one channel: channel 0 times 2, channel 1 times 3, plus bias.
+  Tensor x2 = Tensor::arange(8).reshape({1, 2, 2, 2});
+  Tensor g = conv2d(x2, Tensor::of({2, 3}, {2, 1, 1, 1}), Tensor::of({1, -1}), {.groups = 2});
+  check_values(g, {1, 3, 5, 7, 11, 14, 17, 20});
+}
+
+TEST_CASE("conv2d matches a naive convolution for rectangular strides, padding, dilation, groups") {
+  manual_seed(71);
+  struct Case {
+    int64_t N, C, H, W, OC, KH, KW;
+    Conv2dArgs a;
+  };
+  const Case cases[] = {
+      {2, 3, 7, 6, 4, 3, 2, {.stride = {2, 1}, .padding = {1, 0}}},
+      {2, 2, 8, 7, 2, 3, 3, {.padding = {2, 1}, .dilation = {2, 3}}},
+      {1, 4, 6, 6, 6, 3, 3, {.stride = 2, .padding = 1, .groups = 2}},
+      {2, 6, 5, 7, 3, 2, 3, {.stride = {1, 2}, .dilation = {2, 1}, .groups = 3}},
+      {1, 4, 5, 5, 4, 3, 3, {.padding = 1, .groups = 4}},  // depthwise
+      {16, 4, 6, 6, 4, 3, 3, {.padding = 1, .dilation = 2}},  // lanes batch, dilated: im2col
+      {16, 4, 6, 6, 4, 3, 3, {.padding = 1, .groups = 2}},    // lanes batch, grouped: im2col
+      {16, 2, 6, 5, 3, 3, 3, {.padding = {1, 0}}},            // lanes batch, rectangular padding
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.C);
+    CAPTURE(c.a.groups);
+    Tensor x = Tensor::randn({c.N, c.C, c.H, c.W});
+    Tensor w = Tensor::randn({c.OC, c.C / c.a.groups, c.KH, c.KW});
+    Tensor b = Tensor::randn({c.OC});
+    check_same(conv2d(x, w, b, c.a), naive_conv2d_general(x, w, b, c.a), 1e-4);
+    // and the gradients against the same op at batch 1, sample by sample
+    Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_();
+    Tensor r = Tensor::randn(conv2d(x, w, b, c.a).shape());
+    (conv2d(xg, wg, b, c.a) * r).sum().backward();
+    Tensor gw_sum = Tensor::zeros(w.shape());
+    for (int64_t n = 0; n < c.N; ++n) {
+      Tensor xn = slice(x, n, n + 1).detach().requires_grad_(), wn = w.detach().requires_grad_();
+      (conv2d(xn, wn, b, c.a) * slice(r, n, n + 1)).sum().backward();
+      check_same(slice(xg.grad(), n, n + 1), xn.grad(), 1e-4);
+      gw_sum = gw_sum + wn.grad();
+    }
+    check_same(wg.grad(), gw_sum, 1e-3);
+  }
+}
+
+TEST_CASE("gradients of conv2d with rectangular strides, dilation and groups") {
+  manual_seed(72);
+  Tensor x = Tensor::randn({2, 4, 5, 6}), b = Tensor::randn({4});
+  for (Conv2dArgs a : {Conv2dArgs{.stride = {2, 1}, .padding = {0, 1}},
+                       Conv2dArgs{.padding = 1, .dilation = {2, 1}},
+                       Conv2dArgs{.stride = 2, .padding = {1, 2}, .dilation = 2, .groups = 2},
+                       Conv2dArgs{.groups = 4}}) {
+    CAPTURE(a.groups);
+    Tensor w = Tensor::randn({4, 4 / a.groups, 2, 3});
+    CHECK_GRADCHECK([a](const Inputs& in) { return conv2d(in[0], in[1], in[2], a); }, {x, w, b});
+  }
+}
+
+TEST_CASE("conv_transpose2d of a 2x2 input (hand-computed)") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor ones = Tensor::ones({1, 1, 2, 2});
+  // stride 1: each input stamps a 2x2 block of itself, overlapping in the middle
+  Tensor y = conv_transpose2d(x, ones, Tensor());
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  check_values(y, {1, 3, 2, 4, 10, 6, 3, 7, 4});
+  // stride 2: the blocks tile a 4x4 output; plus bias
+  check_values(conv_transpose2d(x, ones, Tensor::of({0.5}), {.stride = 2}),
+               {1.5, 1.5, 2.5, 2.5, 1.5, 1.5, 2.5, 2.5, 3.5, 3.5, 4.5, 4.5, 3.5, 3.5, 4.5, 4.5});
+  // padding 1 crops a row and column on each side; output_padding 1 adds one
+  // back at the bottom and right: rows and columns (0, 1, 1) of x
+  Tensor p = conv_transpose2d(x, ones, Tensor(), {.stride = 2, .padding = 1, .output_padding = 1});
+  CHECK(p.shape() == Shape{1, 1, 3, 3});
+  check_values(p, {1, 2, 2, 3, 4, 4, 3, 4, 4});
+  // a kernel [[1, 2], [3, 4]] with stride 2: each input times the kernel
+  check_values(conv_transpose2d(Tensor::of({1, 10}, {1, 1, 1, 2}), x.reshape({1, 1, 2, 2}),
+                                Tensor(), {.stride = 2}),
+               {1, 2, 10, 20, 3, 4, 30, 40});
+}
+
+TEST_CASE("conv_transpose2d matches a naive scatter and is conv2d's input gradient") {
+  manual_seed(73);
+  struct Case {
+    int64_t N, C, H, W, OCg, KH, KW;
+    ConvTranspose2dArgs a;
+  };
+  const Case cases[] = {
+      {2, 3, 4, 3, 2, 3, 3, {.stride = 2, .padding = 1, .output_padding = 1}},
+      {1, 4, 3, 4, 3, 2, 3, {.stride = {2, 3}, .padding = {0, 1}, .output_padding = {1, 2}}},
+      {2, 4, 3, 3, 1, 3, 2, {.padding = 1, .dilation = {2, 1}, .groups = 2}},
+      {1, 2, 3, 3, 2, 2, 2, {.output_padding = 1, .dilation = 2}},  // output_padding < dilation
+      {16, 3, 5, 5, 4, 3, 3, {.padding = 1}},  // lanes batch: forward by the lanes backward
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.C);
+    Tensor x = Tensor::randn({c.N, c.C, c.H, c.W});
+    Tensor w = Tensor::randn({c.C, c.OCg, c.KH, c.KW}), b = Tensor::randn({c.OCg * c.a.groups});
+    Tensor y = conv_transpose2d(x, w, b, c.a);
+    check_same(y, naive_conv_transpose2d(x, w, b, c.a), 1e-4);
+    // <conv_transpose2d(x, w), r> = <x, conv2d(r, w)>: its adjoint is conv2d
+    // (whose output is larger where output_padding >= stride: skipped there)
+    if (c.a.output_padding.h >= c.a.stride.h || c.a.output_padding.w >= c.a.stride.w) continue;
+    Tensor r = Tensor::randn(y.shape());
+    Tensor yt = conv_transpose2d(x, w, Tensor(), c.a);
+    Tensor back = conv2d(r, w, Tensor(),
+                         {.stride = c.a.stride, .padding = c.a.padding, .dilation = c.a.dilation,
+                          .groups = c.a.groups});
+    CHECK(sum(yt * r).item() == doctest::Approx(sum(x * back).item()).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("gradients of conv_transpose2d") {
+  manual_seed(74);
+  Tensor x = Tensor::randn({2, 4, 3, 3}), b = Tensor::randn({4});
+  for (ConvTranspose2dArgs a :
+       {ConvTranspose2dArgs{.stride = 2, .padding = 1, .output_padding = 1},
+        ConvTranspose2dArgs{.stride = {1, 2}, .padding = {1, 0}, .dilation = {2, 1}},
+        ConvTranspose2dArgs{.stride = 2, .groups = 2}}) {
+    CAPTURE(a.groups);
+    Tensor w = Tensor::randn({4, 4 / a.groups, 3, 2});
+    CHECK_GRADCHECK([a](const Inputs& in) { return conv_transpose2d(in[0], in[1], in[2], a); },
+                    {x, w, b});
+  }
+  // only the weight, only the input
+  Tensor w = Tensor::randn({4, 2, 2, 2});
+  CHECK_GRADCHECK([x](const Inputs& in) { return conv_transpose2d(x, in[0], Tensor(), {.stride = 2}); },
+                  {w});
+  CHECK_GRADCHECK([w](const Inputs& in) { return conv_transpose2d(in[0], w, Tensor(), {.stride = 2}); },
+                  {x});
+}
+
+TEST_CASE("conv1d is conv2d on one row (hand-computed and gradients)") {
+  Tensor x = Tensor::arange(6).reshape({1, 1, 6});  // 0..5
+  check_values(conv1d(x, Tensor::of({1, -1}, {1, 1, 2}), Tensor()), {-1, -1, -1, -1, -1});
+  check_values(conv1d(x, Tensor::of({1, 1}, {1, 1, 2}), Tensor::of({1}), {.stride = 2, .padding = 1}),
+               {1, 4, 8, 6});  // windows (pad, 0), (1, 2), (3, 4), (5, pad)
+  check_values(conv1d(x, Tensor::of({1, 1}, {1, 1, 2}), Tensor(), {.dilation = 3}), {3, 5, 7});
+  manual_seed(75);
+  Tensor xr = Tensor::randn({2, 4, 7}), w = Tensor::randn({6, 2, 3}), b = Tensor::randn({6});
+  Tensor y = conv1d(xr, w, b, {.stride = 2, .padding = 1, .dilation = 2, .groups = 2});
+  CHECK(y.shape() == Shape{2, 6, 3});
+  check_same(y, reshape(conv2d(reshape(xr, {2, 4, 1, 7}), reshape(w, {6, 2, 1, 3}), b,
+                               {.stride = {1, 2}, .padding = {0, 1}, .dilation = {1, 2}, .groups = 2}),
+                        {2, 6, 3}));
+  CHECK_GRADCHECK([](const Inputs& in) {
+    return conv1d(in[0], in[1], in[2], {.stride = 2, .padding = 1, .groups = 2});
+  }, {xr, w, b});
+}
+
+TEST_CASE("adaptive_avg_pool2d: PyTorch's windows (hand-computed) and gradients") {
+  Tensor x = Tensor::arange(12).reshape({1, 1, 3, 4});  // rows [0..3], [4..7], [8..11]
+  // 3 -> 2 rows: windows [0, 2) and [1, 3); 4 -> 3 columns: [0, 2), [1, 3), [2, 4)
+  check_values(adaptive_avg_pool2d(x, {2, 3}), {2.5, 3.5, 4.5, 6.5, 7.5, 8.5});
+  check_values(adaptive_avg_pool2d(x, 1), {5.5});
+  check_values(adaptive_avg_pool2d(x, {3, 4}), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  // upsampling windows: 3 -> 5 rows repeat rows 0, 0-1, 1, 1-2, 2
+  check_values(adaptive_avg_pool2d(Tensor::of({0, 3, 9}, {1, 1, 3, 1}), {5, 1}), {0, 1.5, 3, 6, 9});
+  manual_seed(76);
+  Tensor xr = Tensor::randn({2, 3, 7, 5});
+  CHECK(adaptive_avg_pool2d(xr, {3, 2}).shape() == Shape{2, 3, 3, 2});
+  CHECK_GRADCHECK([](const Inputs& in) { return adaptive_avg_pool2d(in[0], {3, 2}); }, {xr});
+  CHECK_GRADCHECK([](const Inputs& in) { return adaptive_avg_pool2d(in[0], {9, 4}); }, {xr});
+}
+
+TEST_CASE("upsample_nearest2d and interpolate (hand-computed) and gradients") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor y = interpolate(x, {.scale_factor = std::array<double, 2>{2, 3}});
+  CHECK(y.shape() == Shape{1, 1, 4, 6});
+  check_values(y, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
+  // size 3x1 from 2x2: rows floor(i * 2/3) = 0, 0, 1; column 0
+  check_values(upsample_nearest2d(x, {3, 1}), {1, 1, 3});
+  check_values(interpolate(x, {.size = Size2{3, 1}}), {1, 1, 3});
+  // the gradient sums each input's copies: 6 for each of 1, 2, 3, 4 above
+  Tensor xg = x.detach().requires_grad_();
+  interpolate(xg, {.scale_factor = std::array<double, 2>{2, 3}}).sum().backward();
+  check_values(xg.grad(), {6, 6, 6, 6});
+  Tensor xs = x.detach().requires_grad_();
+  upsample_nearest2d(xs, {3, 1}).sum().backward();
+  check_values(xs.grad(), {2, 0, 1, 0});
+  manual_seed(77);
+  Tensor xr = Tensor::randn({2, 2, 3, 4});
+  CHECK_GRADCHECK([](const Inputs& in) { return upsample_nearest2d(in[0], {5, 7}); }, {xr});
+  CHECK_GRADCHECK([](const Inputs& in) { return upsample_nearest2d(in[0], {2, 3}); }, {xr});
+}
+
+TEST_CASE("conv2d_relu_max_pool2d with dilation or groups equals the three ops") {
+  manual_seed(78);
+  Tensor x = Tensor::randn({16, 2, 8, 8}), w = Tensor::randn({4, 1, 3, 3}), b = Tensor::randn({4});
+  for (Conv2dArgs a : {Conv2dArgs{.padding = 2, .dilation = 2, .groups = 1},
+                       Conv2dArgs{.padding = 1, .groups = 2}}) {
+    Tensor wa = a.groups == 1 ? Tensor::randn({4, 2, 3, 3}) : w;
+    CHECK(conv2d_relu_max_pool2d(x, wa, b, a, 2).to_float_vector() ==
+          max_pool2d(relu(conv2d(x, wa, b, a)), 2).to_float_vector());
+  }
+}
+
+TEST_CASE("convolution family and resizing: bad arguments throw naming the op and shapes") {
+  Tensor x = Tensor::zeros({1, 3, 5, 5});
+  CHECK_ERROR(conv2d(x, Tensor::zeros({2, 1, 3, 3}), Tensor(), {.groups = 2}),
+              "conv2d: input [1, 3, 5, 5] has 3 channels, not divisible by groups 2");
+  CHECK_ERROR(conv2d(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({3, 2, 3, 3}), Tensor(), {.groups = 2}),
+              "conv2d: weight [3, 2, 3, 3] has 3 output channels, not divisible by groups 2");
+  CHECK_ERROR(conv2d(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({2, 4, 3, 3}), Tensor(), {.groups = 2}),
+              "conv2d: input [1, 4, 5, 5] has 4 channels but weight [2, 4, 3, 3] expects 8 (4 in "
+              "each of 2 groups)");
+  CHECK_ERROR(conv2d(x, Tensor::zeros({1, 3, 3, 3}), Tensor(), {.dilation = 3}),
+              "conv2d: input [1, 3, 5, 5] with padding 0 is smaller than kernel [1, 3, 3, 3] "
+              "dilated by 3 (7x7)");
+  CHECK_ERROR(conv2d(x, Tensor::zeros({1, 3, 3, 3}), Tensor(), {.dilation = {1, 0}}),
+              "conv2d: expected dilation >= 1 and groups >= 1, got dilation (1, 0) and groups 1");
+  CHECK_ERROR(conv2d(x, Tensor::zeros({1, 3, 3, 3}), Tensor(), {.stride = {1, 0}}),
+              "conv2d: expected stride >= 1 and padding >= 0, got stride (1, 0) and padding 0");
+  CHECK_ERROR(conv_transpose2d(x, Tensor::zeros({3, 1, 3, 3}), Tensor(), {.stride = 2, .output_padding = 2}),
+              "conv_transpose2d: expected 0 <= output_padding < stride or dilation, got "
+              "output_padding 2, stride 2 and dilation 1");
+  CHECK_ERROR(conv_transpose2d(x, Tensor::zeros({2, 1, 3, 3}), Tensor()),
+              "conv_transpose2d: input [1, 3, 5, 5] has 3 channels but weight [2, 1, 3, 3] expects 2");
+  CHECK_ERROR(conv_transpose2d(x, Tensor::zeros({3, 1, 3, 3}), Tensor(), {.groups = 2}),
+              "conv_transpose2d: input [1, 3, 5, 5] has 3 channels, not divisible by groups 2");
+  CHECK_ERROR(conv_transpose2d(x, Tensor::zeros({3, 2, 3, 3}), Tensor::zeros({3})),
+              "conv_transpose2d: weight [3, 2, 3, 3] and bias [3]: expected bias [2]");
+  CHECK_ERROR(conv_transpose2d(Tensor::zeros({1, 1, 1, 1}), Tensor::zeros({1, 1, 1, 1}), Tensor(),
+                               {.padding = 1}),
+              "give an empty output -1x-1");
+  CHECK_ERROR(conv1d(x, Tensor::zeros({1, 3, 3}), Tensor()),
+              "conv1d: expected a 3-D input, got shape [1, 3, 5, 5]");
+  CHECK_ERROR(conv1d(Tensor::zeros({1, 3, 5}), Tensor::zeros({1, 2, 3}), Tensor()),
+              "conv1d: input [1, 3, 1, 5] has 3 channels but weight [1, 2, 1, 3] expects 2");
+  CHECK_ERROR(adaptive_avg_pool2d(x, {0, 2}),
+              "adaptive_avg_pool2d: expected an output size >= 1, got (0, 2) for input [1, 3, 5, 5]");
+  CHECK_ERROR(adaptive_avg_pool2d(Tensor::zeros({3, 5, 5}), 2),
+              "adaptive_avg_pool2d: expected a 4-D input, got shape [3, 5, 5]");
+  CHECK_ERROR(upsample_nearest2d(x, {2, -1}),
+              "upsample_nearest2d: expected an output size >= 1, got (2, -1)");
+  CHECK_ERROR(interpolate(x, {}), "interpolate: expected exactly one of size and scale_factor");
+  CHECK_ERROR(interpolate(x, {.size = Size2{2}, .mode = "bilinear"}),
+              "interpolate: mode 'bilinear' is not supported (only \"nearest\")");
+  CHECK_ERROR(interpolate(x, {.scale_factor = std::array<double, 2>{0, 2}}),
+              "interpolate: expected a positive scale_factor, got (0, 2)");
 }

@@ -89,6 +89,8 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::scatter_add_dim>(t), record<&Kernels::where>(t);
   // ---- math (issue 22) ----
   record<&Kernels::compare>(t);
+  // ---- convolution family and resizing (issue 22) ----
+  record<&Kernels::upsample_nearest_forward>(t), record<&Kernels::upsample_nearest_backward>(t);
 
   // permute's shape and strides are host arrays: the closure keeps copies
   static void (*permute)(size_t, int, const int64_t*, const int64_t*, const void*, void*) =

@@ -157,6 +157,9 @@ void install_cuda_on_cpu() {
       .where = k::where,
       // ---- math (issue 22) ----
       .compare = k::compare,
+      // ---- convolution family and resizing (issue 22) ----
+      .upsample_nearest_forward = k::upsample_nearest_forward,
+      .upsample_nearest_backward = k::upsample_nearest_backward,
   };
   // graphs recorded and replayed as on the emulated device
   static const GraphOps graphs = testing::emulate_graphs(memory, table);

@@ -1,10 +1,12 @@
-// CPU convolution: im2col/col2im and conv2d's entries. conv2d's entries hand the geometries the direct
-// lanes kernel takes (conv_lanes.cpp: stride 1, padding below the kernel,
-// batches of 16 and more) to it; the rest run here as im2col + GEMM, the batch
-// split between threads.
+// CPU convolution: im2col/col2im and conv2d's entries. conv2d's entries hand
+// the geometries the direct lanes kernel takes (conv_lanes.cpp: stride 1,
+// square padding below the kernel, dilation 1, one group, batches of 16 and
+// more) to it; the rest run here as im2col + GEMM per channel group, the
+// batch split between threads.
 #include <omp.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
@@ -47,61 +49,75 @@ void swap01(int64_t A, int64_t B, int64_t L, const float* src, const float* bias
 
 }  // namespace
 
-// im [C, H, W] -> col [C*KH*KW, OH*OW], row stride ld
+namespace {
+
+// ceil(a / b) for b > 0 and any sign of a
+int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+
+// The output columns [lo, hi) whose input column ow*sw - pw + kj*dw lies in [0, W)
+std::pair<int64_t, int64_t> inside_columns(const ConvGeometry& g, int64_t kj) {
+  const int64_t lo = std::clamp<int64_t>(ceil_div(g.pw - kj * g.dw, g.sw), 0, g.OW);
+  return {lo, std::clamp<int64_t>(ceil_div(g.W + g.pw - kj * g.dw, g.sw), lo, g.OW)};
+}
+
+}  // namespace
+
+// im [C/groups, H, W] (one group's channels) -> col [C/groups*KH*KW, OH*OW], row stride ld
 MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
-  if (g.stride == 1) {  // rows are plain copies from a zero-padded plane
-    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
+  const int64_t Cg = g.C / g.groups;
+  if (g.sh == 1 && g.sw == 1) {  // rows are plain copies from a zero-padded plane
+    const int64_t PH = g.H + 2 * g.ph, PW = g.W + 2 * g.pw;
     thread_local std::vector<float> padded;
-    for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t c = 0; c < Cg; ++c) {
       const float* plane = im + c * g.H * g.W;
-      if (g.pad > 0) {
+      if (g.ph > 0 || g.pw > 0) {
         padded.assign(PH * PW, 0.f);
         for (int64_t h = 0; h < g.H; ++h)
-          std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.pad) * PW + g.pad);
+          std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.ph) * PW + g.pw);
         plane = padded.data();
       }
       for (int64_t ki = 0; ki < g.KH; ++ki)
         for (int64_t kj = 0; kj < g.KW; ++kj) {
           float* __restrict out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
           for (int64_t oh = 0; oh < g.OH; ++oh) {
-            const float* __restrict src = plane + (oh + ki) * PW + kj;
+            const float* __restrict src = plane + (oh + ki * g.dh) * PW + kj * g.dw;
             for (int64_t ow = 0; ow < g.OW; ++ow) out[oh * g.OW + ow] = src[ow];
           }
         }
     }
     return;
   }
-  for (int64_t c = 0; c < g.C; ++c)
+  for (int64_t c = 0; c < Cg; ++c)
     for (int64_t ki = 0; ki < g.KH; ++ki)
       for (int64_t kj = 0; kj < g.KW; ++kj) {
         float* out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         const float* src = im + c * g.H * g.W;
-        // Output columns whose input column ow*stride - pad + kj lies inside [0, W).
-        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
-        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
+        const auto [lo, hi] = inside_columns(g, kj);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t h = oh * g.stride - g.pad + ki;
+          const int64_t h = oh * g.sh - g.ph + ki * g.dh;
           float* row = out + oh * g.OW;
           if (h < 0 || h >= g.H) {
             for (int64_t ow = 0; ow < g.OW; ++ow) row[ow] = 0.f;
             continue;
           }
-          const float* srow = src + h * g.W - g.pad + kj;
+          const float* srow = src + h * g.W - g.pw + kj * g.dw;
           for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
-          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.stride];
+          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.sw];
           for (int64_t ow = hi; ow < g.OW; ++ow) row[ow] = 0.f;
         }
       }
 }
 
-// col [C*KH*KW, OH*OW], row stride ld -> im [C, H, W] (accumulates)
+// col [C/groups*KH*KW, OH*OW], row stride ld -> im [C/groups, H, W] (accumulates)
 MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld) {
-  if (g.stride == 1) {  // rows add into a zero-padded plane, cropped into im
-    const int64_t PH = g.H + 2 * g.pad, PW = g.W + 2 * g.pad;
+  const int64_t Cg = g.C / g.groups;
+  if (g.sh == 1 && g.sw == 1) {  // rows add into a zero-padded plane, cropped into im
+    const int64_t PH = g.H + 2 * g.ph, PW = g.W + 2 * g.pw;
+    const bool pad = g.ph > 0 || g.pw > 0;
     thread_local std::vector<float> padded;
-    for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t c = 0; c < Cg; ++c) {
       float* plane = im + c * g.H * g.W;
-      if (g.pad > 0) {
+      if (pad) {
         padded.assign(PH * PW, 0.f);
         plane = padded.data();
       }
@@ -109,71 +125,74 @@ MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, in
         for (int64_t kj = 0; kj < g.KW; ++kj) {
           const float* __restrict in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
           for (int64_t oh = 0; oh < g.OH; ++oh) {
-            float* __restrict dst = plane + (oh + ki) * PW + kj;
+            float* __restrict dst = plane + (oh + ki * g.dh) * PW + kj * g.dw;
             for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] += in[oh * g.OW + ow];
           }
         }
-      if (g.pad > 0)
+      if (pad)
         for (int64_t h = 0; h < g.H; ++h)
           for (int64_t w = 0; w < g.W; ++w)
-            im[(c * g.H + h) * g.W + w] += padded[(h + g.pad) * PW + w + g.pad];
+            im[(c * g.H + h) * g.W + w] += padded[(h + g.ph) * PW + w + g.pw];
     }
     return;
   }
-  for (int64_t c = 0; c < g.C; ++c)
+  for (int64_t c = 0; c < Cg; ++c)
     for (int64_t ki = 0; ki < g.KH; ++ki)
       for (int64_t kj = 0; kj < g.KW; ++kj) {
         const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         float* dst = im + c * g.H * g.W;
-        const int64_t lo = std::min(g.OW, std::max<int64_t>(0, (g.pad - kj + g.stride - 1) / g.stride));
-        const int64_t hi = std::max(lo, std::min(g.OW, (g.W + g.pad - kj + g.stride - 1) / g.stride));
+        const auto [lo, hi] = inside_columns(g, kj);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t h = oh * g.stride - g.pad + ki;
+          const int64_t h = oh * g.sh - g.ph + ki * g.dh;
           if (h < 0 || h >= g.H) continue;
           const float* row = in + oh * g.OW;
-          float* drow = dst + h * g.W - g.pad + kj;
-          if (g.stride == 1)
-            for (int64_t ow = lo; ow < hi; ++ow) drow[ow] += row[ow];
-          else
-            for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.stride] += row[ow];
+          float* drow = dst + h * g.W - g.pw + kj * g.dw;
+          for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.sw] += row[ow];
         }
       }
 }
 
-// x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
-// Letters: L = OH*OW, CKK = C*KH*KW. The batch is split between threads
-// (for_chunks), and each thread walks its samples in groups of S small enough
-// that the group's im2col columns col [CKK, S*L] stay in the L2 cache:
-// y2[:, group] = w [OC, CKK] col, one GEMM per group; then y2 [OC, N, L] ->
-// y [N, OC, L] with the bias.
+// x [N, C, H, W], w [OC, C/G, KH, KW], b [OC] -> y [N, OC, OH, OW]
+// Letters: L = OH*OW, G groups, CKK = C/G*KH*KW (one group's column rows). The
+// batch is split between threads (for_chunks), and each thread walks its
+// samples in groups of S small enough that the group's im2col columns col
+// [CKK, S*L] stay in the L2 cache: per channel group, y2[group rows, samples]
+// = w_group [OC/G, CKK] col, one GEMM; then y2 [OC, N, L] -> y [N, OC, L]
+// with the bias.
 void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, const float* pb,
                     float* py) {
   if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
-  const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW;
-  const int64_t CKK = C * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L);
+  const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
+  const int64_t Cg = C / G, OCg = OC / G, hw = geo.H * geo.W;
+  const int64_t CKK = Cg * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L);
   Scratch y2(OC * NL);
   for_chunks(N, [&](int64_t n0, int64_t n1, int64_t) {
     std::vector<float> col(CKK * S * L);
     for (int64_t g0 = n0; g0 < n1; g0 += S) {
       const int64_t g1 = std::min(n1, g0 + S), ld = (g1 - g0) * L;
-      for (int64_t n = g0; n < g1; ++n)
-        im2col(geo, px + n * C * geo.H * geo.W, col.data() + (n - g0) * L, ld);
-      // y2[:, g0 L : g1 L] = w [OC, CKK] col [CKK, ld]
-      gemm(false, false, OC, ld, CKK, 1.f, pw, CKK, col.data(), ld, 0.f, y2.data() + g0 * L, NL);
+      for (int64_t cg = 0; cg < G; ++cg) {
+        for (int64_t n = g0; n < g1; ++n)
+          im2col(geo, px + (n * C + cg * Cg) * hw, col.data() + (n - g0) * L, ld);
+        // y2[cg rows, g0 L : g1 L] = w_cg [OCg, CKK] col [CKK, ld]
+        gemm(false, false, OCg, ld, CKK, 1.f, pw + cg * OCg * CKK, CKK, col.data(), ld, 0.f,
+             y2.data() + cg * OCg * NL + g0 * L, NL);
+      }
     }
   });
   swap01(OC, N, L, y2.data(), pb, py);
 }
 
-// gy [N, OC, L] -> gx, gw, gb (each optional). Backward rebuilds each group's
-// columns (cheaper than keeping megabytes of them), then
-// gw += g2[:, group] col^T and gcol = w^T g2[:, group], scattered by col2im.
+// gy [N, OC, L] -> gx, gw, gb (each optional; x is read only for gw).
+// Backward rebuilds each group's columns (cheaper than keeping megabytes of
+// them), then per channel group gw_cg += g2[cg rows, samples] col^T and
+// gcol = w_cg^T g2[cg rows, samples], scattered by col2im.
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
   if (lanes_conv_fits(geo)) return lanes_conv_backward(geo, px, pw, pg, gx, gw, gb);
-  const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW;
-  const int64_t CKK = C * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L);
-  const int64_t chw = C * geo.H * geo.W;
+  const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
+  const int64_t Cg = C / G, OCg = OC / G, hw = geo.H * geo.W;
+  const int64_t CKK = Cg * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L);
+  const int64_t chw = C * hw;
   Scratch g2(OC * NL);  // g [N, OC, L] -> g2 [OC, N*L]
   swap01(N, OC, L, pg, nullptr, g2.data());
   const float* pg2 = g2.data();
@@ -192,14 +211,20 @@ void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, 
     std::vector<float> col(CKK * S * L);
     for (int64_t g0 = n0; g0 < n1; g0 += S) {
       const int64_t g1 = std::min(n1, g0 + S), ld = (g1 - g0) * L;
-      if (gw) {  // parts[t] [OC, CKK] += g2[:, group] [OC, ld] col^T [ld, CKK]
-        for (int64_t n = g0; n < g1; ++n) im2col(geo, px + n * chw, col.data() + (n - g0) * L, ld);
-        gemm(false, true, OC, CKK, ld, 1.f, pg2 + g0 * L, NL, col.data(), ld, 1.f,
-             parts.data() + t * OC * CKK, CKK);
-      }
-      if (gx) {  // col [CKK, ld] = w^T [CKK, OC] g2[:, group]; scatter back
-        gemm(true, false, CKK, ld, OC, 1.f, pw, CKK, pg2 + g0 * L, NL, 0.f, col.data(), ld);
-        for (int64_t n = g0; n < g1; ++n) col2im(geo, col.data() + (n - g0) * L, gx + n * chw, ld);
+      for (int64_t cg = 0; cg < G; ++cg) {
+        const float* g2_cg = pg2 + cg * OCg * NL + g0 * L;  // [OCg, ld], row stride NL
+        const float* w_cg = pw + cg * OCg * CKK;
+        if (gw) {  // parts[t][cg rows] [OCg, CKK] += g2_cg [OCg, ld] col^T [ld, CKK]
+          for (int64_t n = g0; n < g1; ++n)
+            im2col(geo, px + n * chw + cg * Cg * hw, col.data() + (n - g0) * L, ld);
+          gemm(false, true, OCg, CKK, ld, 1.f, g2_cg, NL, col.data(), ld, 1.f,
+               parts.data() + t * OC * CKK + cg * OCg * CKK, CKK);
+        }
+        if (gx) {  // col [CKK, ld] = w_cg^T [CKK, OCg] g2_cg; scatter back
+          gemm(true, false, CKK, ld, OCg, 1.f, w_cg, CKK, g2_cg, NL, 0.f, col.data(), ld);
+          for (int64_t n = g0; n < g1; ++n)
+            col2im(geo, col.data() + (n - g0) * L, gx + n * chw + cg * Cg * hw, ld);
+        }
       }
     }
   });

@@ -362,7 +362,10 @@ MINIDL_AVX512_END
 
 bool lanes_conv_fits(const ConvGeometry& g) {
   const int64_t NB = (g.N + V - 1) / V;
-  return cpu_has_avx512() && g.stride == 1 && g.pad < g.KH && g.pad < g.KW && g.N >= V &&
+  const bool plain = g.sh == 1 && g.sw == 1 && g.ph == g.pw && g.dh == 1 && g.dw == 1 &&
+                     g.groups == 1 && g.OH == g.H + 2 * g.ph - g.KH + 1 &&
+                     g.OW == g.W + 2 * g.pw - g.KW + 1;  // square padding, all else 1
+  return cpu_has_avx512() && plain && g.ph < g.KH && g.ph < g.KW && g.N >= V &&
          4 * NB * V <= 5 * g.N;  // at most a quarter of the lanes left empty
 }
 MINIDL_AVX512_BEGIN
@@ -371,8 +374,8 @@ MINIDL_AVX512_BEGIN
 void lanes_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                         float* y) {
   const int64_t NB = (g.N + V - 1) / V, L = g.OH * g.OW;
-  const Lanes in{g.N, g.C, g.H, g.W, g.pad, g.pad};
-  const ForwardPlan fp(g.C, in.PH(), in.PW(), g.pad, g.pad + g.H, g.pad, g.pad + g.W, g.OC, g.KH,
+  const Lanes in{g.N, g.C, g.H, g.W, g.ph, g.ph};
+  const ForwardPlan fp(g.C, in.PH(), in.PW(), g.ph, g.ph + g.H, g.ph, g.ph + g.W, g.OC, g.KH,
                        g.KW);
   Scratch xl(in.floats()), yl(NB * g.OC * L * V);
   run_blocks(NB, {{g.C, [&](int64_t n, int64_t c) { to_lanes(in, x, n, c, xl.data(), nullptr); }},
@@ -450,8 +453,8 @@ using FillGradient = std::function<void(const Lanes&, float*, float*, int64_t, i
 void lanes_backward(const ConvGeometry& g, const float* x, const float* w, const FillGradient& fill,
                     float* gx, float* gw, float* gb) {
   const int64_t NB = (g.N + V - 1) / V;
-  const int64_t qh = gx ? g.KH - 1 - g.pad : 0, qw = gx ? g.KW - 1 - g.pad : 0;
-  const Lanes gyl{g.N, g.OC, g.OH, g.OW, qh, qw}, xin{g.N, g.C, g.H, g.W, g.pad, g.pad};
+  const int64_t qh = gx ? g.KH - 1 - g.ph : 0, qw = gx ? g.KW - 1 - g.ph : 0;
+  const Lanes gyl{g.N, g.OC, g.OH, g.OW, qh, qw}, xin{g.N, g.C, g.H, g.W, g.ph, g.ph};
   Scratch gl(gyl.floats()), sums(NB * g.OC * V);
   std::vector<Stage> stages = {
       {g.OC, [&](int64_t n, int64_t c) { fill(gyl, gl.data(), sums.data(), n, c); }}};
@@ -516,8 +519,8 @@ MINIDL_AVX512_BEGIN
 void lanes_relu_pool_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                              float* y, void* state) {
   const int64_t NB = (g.N + V - 1) / V, L = g.OH * g.OW, PL = g.OH / 2 * (g.OW / 2);
-  const Lanes in{g.N, g.C, g.H, g.W, g.pad, g.pad};
-  const ForwardPlan fp(g.C, in.PH(), in.PW(), g.pad, g.pad + g.H, g.pad, g.pad + g.W, g.OC, g.KH,
+  const Lanes in{g.N, g.C, g.H, g.W, g.ph, g.ph};
+  const ForwardPlan fp(g.C, in.PH(), in.PW(), g.ph, g.ph + g.H, g.ph, g.ph + g.W, g.OC, g.KH,
                        g.KW);
   Scratch xl(in.floats()), yl(NB * g.OC * L * V), pl(NB * g.OC * PL * V);
   int8_t* code = static_cast<int8_t*>(state);

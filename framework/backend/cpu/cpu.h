@@ -42,14 +42,16 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 
 // ---- im2col (conv.cpp) ----
-// im: [C, H, W] -> col: [C*KH*KW, OH*OW] with row stride ld >= OH*OW (zero
+// One channel group (Cg = C/groups channels, im at the group's first):
+// im: [Cg, H, W] -> col: [Cg*KH*KW, OH*OW] with row stride ld >= OH*OW (zero
 // where the window hits padding). A batch writes sample n at col + n*OH*OW.
 void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld);
-// col: [C*KH*KW, OH*OW] (row stride ld) -> im: [C, H, W], summing overlapping windows
+// col: [Cg*KH*KW, OH*OW] (row stride ld) -> im: [Cg, H, W], summing overlapping windows
 void col2im(const ConvGeometry& g, const float* col, float* im, int64_t ld);
 
 // ---- direct convolution with 16 samples in the vector lanes (conv_lanes.cpp) ----
-// Whether it takes g: stride 1, padding below the kernel, N >= 16 with at most
+// Whether it takes g: stride 1, square padding below the kernel, dilation 1,
+// one group, N >= 16 with at most
 // a quarter of the last lane block empty, and AVX-512 compiled in and on this CPU.
 bool lanes_conv_fits(const ConvGeometry& g);
 // The contracts of conv2d_forward and conv2d_backward (kernels.h).
@@ -119,5 +121,12 @@ void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, con
                      DType index_dtype, const float* src, float* out);
 void where(const Select& sel, const void* cond, DType cond_dtype, const float* a, const float* b,
            float* out);
+
+// ---- convolution family and resizing (issue 22): pool.{cpp,cu} ----
+void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                              const int32_t* rows, const int32_t* cols, const float* x, float* y);
+void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               const int32_t* row_first, const int32_t* col_first, const float* gy,
+                               float* gx);
 
 }  // namespace minidl::cpu

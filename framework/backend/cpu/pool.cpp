@@ -231,4 +231,33 @@ void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx) {
       }
 }
 
+// ---- nearest resizing (issue 22) ----
+
+// x [NC, H, W] -> y [NC, OH, OW] = x[p, rows[i], cols[j]]
+void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                              const int32_t* rows, const int32_t* cols, const float* x, float* y) {
+#pragma omp parallel for collapse(2) if (nc * oh * ow > 65536)
+  for (int64_t p = 0; p < nc; ++p)
+    for (int64_t i = 0; i < oh; ++i) {
+      const float* src = x + (p * h + rows[i]) * w;
+      float* dst = y + (p * oh + i) * ow;
+      for (int64_t j = 0; j < ow; ++j) dst[j] = src[cols[j]];
+    }
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W]: each input sums its copies in (i, j) order
+void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               const int32_t* row_first, const int32_t* col_first, const float* gy,
+                               float* gx) {
+#pragma omp parallel for collapse(2) if (nc * oh * ow > 65536)
+  for (int64_t p = 0; p < nc; ++p)
+    for (int64_t r = 0; r < h; ++r)
+      for (int64_t c = 0; c < w; ++c) {
+        float sum = 0.f;
+        for (int64_t i = row_first[r]; i < row_first[r + 1]; ++i)
+          for (int64_t j = col_first[c]; j < col_first[c + 1]; ++j) sum += gy[(p * oh + i) * ow + j];
+        gx[(p * h + r) * w + c] = sum;
+      }
+}
+
 }  // namespace minidl::cpu

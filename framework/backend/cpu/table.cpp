@@ -76,6 +76,9 @@ const Backend& backend() {
       .where = where,
       // ---- math (issue 22) ----
       .compare = compare,
+      // ---- convolution family and resizing (issue 22) ----
+      .upsample_nearest_forward = upsample_nearest_forward,
+      .upsample_nearest_backward = upsample_nearest_backward,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

@@ -44,15 +44,18 @@ const char* pass_name(ConvPass p) {
 }
 
 std::string describe(ConvPass pass, const ConvGeometry& g) {
-  return cat(pass_name(pass), " x[", g.N, ",", g.C, ",", g.H, ",", g.W, "] w[", g.OC, ",", g.C, ",",
-             g.KH, ",", g.KW, "] stride ", g.stride, " pad ", g.pad);
+  auto pair = [](int64_t a, int64_t b) { return a == b ? cat(a) : cat(a, ",", b); };
+  return cat(pass_name(pass), " x[", g.N, ",", g.C, ",", g.H, ",", g.W, "] w[", g.OC, ",",
+             g.C / g.groups, ",", g.KH, ",", g.KW, "] stride ", pair(g.sh, g.sw), " pad ",
+             pair(g.ph, g.pw), g.dh == 1 && g.dw == 1 ? "" : " dilation " + pair(g.dh, g.dw),
+             g.groups == 1 ? "" : cat(" groups ", g.groups));
 }
 
 struct Key {
   ConvPass pass;
   ConvAlgorithm setting;
   bool tf32;
-  std::array<int64_t, 11> dims;
+  std::array<int64_t, 16> dims;
   bool operator<(const Key& o) const {
     return std::tie(pass, setting, tf32, dims) < std::tie(o.pass, o.setting, o.tf32, o.dims);
   }
@@ -60,7 +63,8 @@ struct Key {
 
 Key key_of(ConvPass pass, const ConvGeometry& g) {
   return {pass, conv_algorithm(), allow_tf32(),
-          {g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.stride, g.pad, g.OH, g.OW}};
+          {g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.OH,
+           g.OW}};
 }
 
 // The GPU time of one run of `work` (after one untimed run), in milliseconds.
@@ -95,6 +99,7 @@ struct Cudnn {
   decltype(&cudnnCreateConvolutionDescriptor) create_conv;
   decltype(&cudnnSetConvolution2dDescriptor) set_conv;
   decltype(&cudnnSetConvolutionMathType) set_math;
+  decltype(&cudnnSetConvolutionGroupCount) set_groups;
   decltype(&cudnnGetConvolutionForwardAlgorithm_v7) heuristic_fwd;
   decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7) heuristic_data;
   decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) heuristic_filter;
@@ -122,6 +127,7 @@ const Cudnn* cudnn() {
     lib.get(t.create_conv, "cudnnCreateConvolutionDescriptor");
     lib.get(t.set_conv, "cudnnSetConvolution2dDescriptor");
     lib.get(t.set_math, "cudnnSetConvolutionMathType");
+    lib.get(t.set_groups, "cudnnSetConvolutionGroupCount");
     lib.get(t.heuristic_fwd, "cudnnGetConvolutionForwardAlgorithm_v7");
     lib.get(t.heuristic_data, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
     lib.get(t.heuristic_filter, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
@@ -175,19 +181,25 @@ Descriptors describe_for_cudnn(const ConvGeometry& g, cudnnMathType_t math) {
       c.set_tensor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(g.N), i(g.OC), i(g.OH), i(g.OW)));
   CUDNN_CHECK(c.create_filter(&d.w));
   CUDNN_CHECK(
-      c.set_filter(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.OC), i(g.C), i(g.KH), i(g.KW)));
+      c.set_filter(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(g.OC), i(g.C / g.groups), i(g.KH),
+                   i(g.KW)));
   CUDNN_CHECK(c.create_conv(&d.conv));
-  CUDNN_CHECK(c.set_conv(d.conv, i(g.pad), i(g.pad), i(g.stride), i(g.stride), 1, 1,
+  CUDNN_CHECK(c.set_conv(d.conv, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh), i(g.dw),
                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(c.set_groups(d.conv, i(g.groups)));
   CUDNN_CHECK(c.set_math(d.conv, math));
   return d;
 }
 
-// cuDNN's 4-d descriptors take int sizes and need every size positive.
+// cuDNN's 4-d descriptors take int sizes and need every size positive, and
+// y's size to be the one cuDNN derives from x's (conv_transpose2d's output
+// padding can leave OH, OW below it: im2col serves those).
 bool fits_cudnn(const ConvGeometry& g) {
   const int64_t biggest = std::max({g.N * g.C * g.H * g.W, g.N * g.OC * g.OH * g.OW,
-                                    g.OC * g.C * g.KH * g.KW});
-  return g.N > 0 && g.C > 0 && g.OC > 0 && g.OH > 0 && g.OW > 0 && biggest < INT_MAX;
+                                    g.OC * g.C / g.groups * g.KH * g.KW});
+  const bool derived = g.OH == (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1 &&
+                       g.OW == (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+  return g.N > 0 && g.C > 0 && g.OC > 0 && g.OH > 0 && g.OW > 0 && derived && biggest < INT_MAX;
 }
 
 #endif  // MINIDL_CUDNN

@@ -124,5 +124,11 @@ void where(const Select& sel, const void* cond, DType cond_dtype, const float* a
 // ---- math (issue 22) ----
 // elementwise.cu
 void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const void* b, float* out);
+// ---- convolution family and resizing (issue 22): pool.{cpp,cu} ----
+void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                              const int32_t* rows, const int32_t* cols, const float* x, float* y);
+void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               const int32_t* row_first, const int32_t* col_first, const float* gy,
+                               float* gx);
 
 }  // namespace minidl::cuda

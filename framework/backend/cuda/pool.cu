@@ -121,4 +121,51 @@ void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx) {
   CUDA_CHECK_LAUNCH();
 }
 
+// ---- nearest resizing (issue 22) ----
+namespace {
+
+// x [NC, H, W] -> y [NC, OH, OW] = x[p, rows[i], cols[j]], one thread per output
+__global__ void upsample_nearest_forward_kernel(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                                int64_t ow, const int32_t* rows,
+                                                const int32_t* cols, const float* x, float* y) {
+  for (int64_t i = thread_index(); i < nc * oh * ow; i += thread_count()) {
+    const int64_t j = i % ow, r = i / ow % oh, p = i / (ow * oh);
+    y[i] = x[(p * h + rows[r]) * w + cols[j]];
+  }
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W], one thread per input summing its copies
+// in (i, j) order as the CPU does; no atomics
+__global__ void upsample_nearest_backward_kernel(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                                 int64_t ow, const int32_t* row_first,
+                                                 const int32_t* col_first, const float* gy,
+                                                 float* gx) {
+  for (int64_t k = thread_index(); k < nc * h * w; k += thread_count()) {
+    const int64_t c = k % w, r = k / w % h, p = k / (w * h);
+    float sum = 0.f;
+    for (int64_t i = row_first[r]; i < row_first[r + 1]; ++i)
+      for (int64_t j = col_first[c]; j < col_first[c + 1]; ++j) sum += gy[(p * oh + i) * ow + j];
+    gx[k] = sum;
+  }
+}
+
+}  // namespace
+
+void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                              const int32_t* rows, const int32_t* cols, const float* x, float* y) {
+  if (nc * oh * ow == 0) return;
+  upsample_nearest_forward_kernel<<<blocks_for(nc * oh * ow), kThreads, 0, stream()>>>(
+      nc, h, w, oh, ow, rows, cols, x, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               const int32_t* row_first, const int32_t* col_first, const float* gy,
+                               float* gx) {
+  if (nc * h * w == 0) return;
+  upsample_nearest_backward_kernel<<<blocks_for(nc * h * w), kThreads, 0, stream()>>>(
+      nc, h, w, oh, ow, row_first, col_first, gy, gx);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace minidl::cuda

@@ -66,6 +66,9 @@ const Backend* backend_if_present() {
       .where = where,
       // ---- math (issue 22) ----
       .compare = compare,
+      // ---- convolution family and resizing (issue 22) ----
+      .upsample_nearest_forward = upsample_nearest_forward,
+      .upsample_nearest_backward = upsample_nearest_backward,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,

@@ -1,0 +1,121 @@
+// Resizing ops (issue 22): adaptive_avg_pool2d, composed from two products
+// with averaging matrices, and nearest upsampling (upsample_nearest2d,
+// interpolate), whose index maps are made here and whose loops are the
+// device's upsample_nearest kernels (backend/cpu/pool.cpp, cuda/pool.cu).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <vector>
+
+#include "framework/ops.h"
+#include "framework/ops/util.h"
+
+namespace minidl {
+namespace {
+
+void check_size(const char* op, const Tensor& x, Size2 size) {
+  require_f32(op, x);
+  require_dim(op, x, 4);
+  MINIDL_CHECK(size.h >= 1 && size.w >= 1, op, ": expected an output size >= 1, got ", size,
+               " for input ", x.shape());
+  MINIDL_CHECK(x.size(2) >= 1 && x.size(3) >= 1, op, ": expected an input of size >= 1, got ",
+               x.shape());
+}
+
+// A [out, in] on x's device: row o holds 1/n over PyTorch's adaptive window
+// [floor(o in / out), ceil((o + 1) in / out)) of n inputs, zero elsewhere
+Tensor averaging_matrix(int64_t in, int64_t out, const Tensor& x) {
+  std::vector<float> a(out * in, 0.f);
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t first = o * in / out, last = ((o + 1) * in + out - 1) / out;
+    for (int64_t i = first; i < last; ++i) a[o * in + i] = 1.f / static_cast<float>(last - first);
+  }
+  return Tensor::from_vector(a, {out, in}).to(x.device());
+}
+
+}  // namespace
+
+// x [N, C, H, W] -> [N, C, OH, OW] = A_h x A_w^T per plane: x as [NCH, W] times
+// A_w^T -> [NC, H, OW], transposed to [NC, OW, H] times A_h^T, transposed back
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 size) {
+  check_size("adaptive_avg_pool2d", x, size);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  Tensor t = matmul(reshape(x, {N * C * H, W}), averaging_matrix(W, size.w, x), false, true);
+  t = transpose(reshape(t, {N * C, H, size.w}), 1, 2);  // [NC, OW, H]
+  t = transpose(matmul(t, averaging_matrix(H, size.h, x), false, true), 1, 2);
+  return reshape(t, {N, C, size.h, size.w});
+}
+
+namespace {
+
+// PyTorch's nearest_idx: output index o of `out` -> its input index of `in`
+int64_t nearest_source(int64_t o, int64_t in, int64_t out, double scale) {
+  if (out == in) return o;
+  if (out == 2 * in) return o >> 1;
+  const float s = scale > 0 ? static_cast<float>(1.0 / scale)
+                            : static_cast<float>(in) / static_cast<float>(out);
+  return std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+}
+
+// src [out] (nondecreasing) and first [in + 1], first[i] the first output
+// reading input i or later: outputs first[i] .. first[i + 1] - 1 read input i
+void nearest_maps(int64_t in, int64_t out, double scale, std::vector<int32_t>& src,
+                  std::vector<int32_t>& first) {
+  for (int64_t o = 0; o < out; ++o)
+    src.push_back(static_cast<int32_t>(nearest_source(o, in, out, scale)));
+  for (int64_t i = 0, o = 0; i <= in; ++i) {
+    while (o < out && src[o] < i) ++o;
+    first.push_back(static_cast<int32_t>(o));
+  }
+}
+
+}  // namespace
+
+// x [N, C, H, W] -> [N, C, OH, OW]; the gradient sums each input's copies
+Tensor upsample_nearest2d(const Tensor& x, Size2 size, std::array<double, 2> scales) {
+  const char* op = "upsample_nearest2d";
+  check_size(op, x, size);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OH = size.h, OW = size.w;
+  MINIDL_CHECK(OH < INT32_MAX && OW < INT32_MAX, op, ": output size ", size, " is too large");
+  // one int32 table on x's device: rows [OH], cols [OW], row_first [H+1], col_first [W+1]
+  std::vector<int32_t> rows, cols, row_first, col_first;
+  nearest_maps(H, OH, scales[0], rows, row_first);
+  nearest_maps(W, OW, scales[1], cols, col_first);
+  std::vector<int32_t> all = rows;
+  all.insert(all.end(), cols.begin(), cols.end());
+  all.insert(all.end(), row_first.begin(), row_first.end());
+  all.insert(all.end(), col_first.begin(), col_first.end());
+  Tensor maps = Tensor::from_vector(all).to(x.device());
+  const int32_t* m = maps.data_ptr<int32_t>();
+  Tensor y = empty_like(x, {N, C, OH, OW});
+  kernels(x.device()).upsample_nearest_forward(N * C, H, W, OH, OW, m, m + OH, x.data_ptr<float>(),
+                                               y.data_ptr<float>());
+  const Shape xs = x.shape();
+  return record(y, op, {x}, [xs, maps, OH, OW](const Tensor& g) {
+    Tensor gx = empty_like(g, xs);
+    const int32_t* m = maps.data_ptr<int32_t>();
+    kernels(g.device()).upsample_nearest_backward(xs[0] * xs[1], xs[2], xs[3], OH, OW,
+                                                  m + OH + OW, m + OH + OW + xs[2] + 1,
+                                                  g.data_ptr<float>(), gx.data_ptr<float>());
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// x [N, C, H, W] -> [N, C, OH, OW] by size or scale_factor, nearest
+Tensor interpolate(const Tensor& x, const InterpolateArgs& a) {
+  const char* op = "interpolate";
+  MINIDL_CHECK(a.mode == "nearest", op, ": mode '", a.mode, "' is not supported (only \"nearest\")");
+  MINIDL_CHECK(a.size.has_value() != a.scale_factor.has_value(), op,
+               ": expected exactly one of size and scale_factor");
+  require_dim(op, x, 4);
+  if (a.size) return upsample_nearest2d(x, *a.size);
+  const auto [sh, sw] = *a.scale_factor;
+  MINIDL_CHECK(sh > 0 && sw > 0 && std::isfinite(sh) && std::isfinite(sw), op,
+               ": expected a positive scale_factor, got (", sh, ", ", sw, ")");
+  const Size2 size{static_cast<int64_t>(std::floor(static_cast<double>(x.size(2)) * sh)),
+                   static_cast<int64_t>(std::floor(static_cast<double>(x.size(3)) * sw))};
+  return upsample_nearest2d(x, size, {sh, sw});
+}
+
+}  // namespace minidl
