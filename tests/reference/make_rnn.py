@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Reference cases for nn::Embedding, nn::RNN, nn::LSTM and nn::GRU (tests/nn/test_torch_rnn.cpp).
+
+A layer's parameters are inputs of its case after the forward's own inputs
+(attrs["num_inputs"] of them: x, then h0, then c0 for an LSTM), in
+named_parameters() order, with their PyTorch names in attrs["params"]. The C++
+side loads them into minidl's layer with load_state_dict (PyTorch's names) and
+compares the outputs (y, h_n, and c_n for an LSTM), and the gradients of the
+forward's inputs and of every parameter.
+"""
+import torch
+import torch.nn as nn
+from torch.nn.utils.stateless import functional_call
+
+from torch_cases import Cases, NoGrad
+
+T, B, I, H, L = 4, 3, 5, 6, 2
+c = Cases("rnn")
+
+
+def add_layer(name, op, layer, inputs, attrs):
+    names = [n for n, _ in layer.named_parameters()]
+    params = [p.detach() for _, p in layer.named_parameters()]
+    n_in = len(inputs)
+
+    def fn(*ts):  # the layer run with the case's tensors as its parameters
+        xs = ts[:n_in]
+        if op == "lstm" and n_in == 3:
+            xs = (xs[0], (xs[1], xs[2]))
+        out = functional_call(layer, dict(zip(names, ts[n_in:])), tuple(xs))
+        if op == "embedding":
+            return out
+        y, state = out
+        return (y,) + tuple(state) if op == "lstm" else (y, state)
+
+    c.add(name, op, fn, list(inputs) + params, dict(attrs, params=names, num_inputs=n_in))
+
+
+# ---- Embedding: ids of any shape; the padding row gets no gradient ----
+ids = torch.tensor([[1, 2, 9, 1], [0, 2, 5, 5], [7, 3, 2, 1]])
+add_layer("embedding_padding", "embedding", nn.Embedding(10, 4, padding_idx=2), [NoGrad(ids)],
+          {"num_embeddings": 10, "embedding_dim": 4, "padding_idx": 2})
+add_layer("embedding_1d", "embedding", nn.Embedding(7, 3), [NoGrad(torch.tensor([6, 0, 3, 3, 1]))],
+          {"num_embeddings": 7, "embedding_dim": 3, "padding_idx": None})
+
+# ---- RNN (tanh, relu), LSTM, GRU ----
+kinds = [("rnn_tanh", "rnn", nn.RNN, {"nonlinearity": "tanh"}),
+         ("rnn_relu", "rnn", nn.RNN, {"nonlinearity": "relu"}),
+         ("lstm", "lstm", nn.LSTM, {}),
+         ("gru", "gru", nn.GRU, {})]
+
+
+def states(op, layers, *batch):
+    n = 2 if op == "lstm" else 1
+    return [torch.randn(layers, *batch, H) for _ in range(n)]
+
+
+for prefix, op, Layer, extra in kinds:
+    # 2 layers, both layouts, with and without an initial state
+    for batch_first in (False, True):
+        for with_state in (False, True):
+            layer = Layer(I, H, num_layers=L, batch_first=batch_first, **extra)
+            inputs = [torch.randn(B, T, I) if batch_first else torch.randn(T, B, I)]
+            if with_state:
+                inputs += states(op, L, B)
+            name = "%s_%s_%s" % (prefix, "batch_first" if batch_first else "seq_first",
+                                 "state" if with_state else "zero_state")
+            add_layer(name, op, layer, inputs,
+                      dict(extra, input_size=I, hidden_size=H, num_layers=L,
+                           batch_first=batch_first, bias=True))
+    # one layer without biases
+    add_layer(prefix + "_no_bias", op, Layer(I, H, bias=False, **extra), [torch.randn(T, B, I)],
+              dict(extra, input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=False))
+    # an unbatched sequence [T, I] with a state [1, H]
+    add_layer(prefix + "_unbatched", op, Layer(I, H, **extra), [torch.randn(T, I)] + states(op, 1),
+              dict(extra, input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=True))
+c.write()
