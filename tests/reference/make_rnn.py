@@ -1,16 +1,15 @@
 #!/usr/bin/python3
-"""Reference cases for nn::Embedding, nn::RNN, nn::LSTM and nn::GRU (tests/nn/test_torch_rnn.cpp).
+"""Reference cases for nn::Embedding, RNN, LSTM, GRU and their cells (tests/nn/test_torch_rnn.cpp).
 
 A layer's parameters are inputs of its case after the forward's own inputs
 (attrs["num_inputs"] of them: x, then h0, then c0 for an LSTM), in
 named_parameters() order, with their PyTorch names in attrs["params"]. The C++
 side loads them into minidl's layer with load_state_dict (PyTorch's names) and
-compares the outputs (y, h_n, and c_n for an LSTM), and the gradients of the
+compares the outputs (y, h_n, and c_n for an LSTM; h', and c' for LSTMCell), and the gradients of the
 forward's inputs and of every parameter.
 """
 import torch
 import torch.nn as nn
-from torch.nn.utils.stateless import functional_call
 
 from torch_cases import Cases, NoGrad
 
@@ -25,11 +24,15 @@ def add_layer(name, op, layer, inputs, attrs):
 
     def fn(*ts):  # the layer run with the case's tensors as its parameters
         xs = ts[:n_in]
-        if op == "lstm" and n_in == 3:
+        if op in ("lstm", "lstm_cell") and n_in == 3:
             xs = (xs[0], (xs[1], xs[2]))
-        out = functional_call(layer, dict(zip(names, ts[n_in:])), tuple(xs))
-        if op == "embedding":
-            return out
+        for n, t in zip(names, ts[n_in:]):
+            layer._parameters[n] = t
+        if isinstance(layer, nn.RNNBase):  # its forward reads this cached list
+            layer._flat_weights = [getattr(layer, n) for n in layer._flat_weights_names]
+        out = layer(*xs)
+        if op == "embedding" or op.endswith("_cell"):
+            return out  # weight[ids]; h'; (h', c')
         y, state = out
         return (y,) + tuple(state) if op == "lstm" else (y, state)
 
@@ -74,4 +77,14 @@ for prefix, op, Layer, extra in kinds:
     # an unbatched sequence [T, I] with a state [1, H]
     add_layer(prefix + "_unbatched", op, Layer(I, H, **extra), [torch.randn(T, I)] + states(op, 1),
               dict(extra, input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=True))
+
+# ---- cells: one step, batched with a state, and unbatched without one ----
+cells = [("rnn_cell_relu", "rnn_cell", nn.RNNCell, {"nonlinearity": "relu"}),
+         ("lstm_cell", "lstm_cell", nn.LSTMCell, {}),
+         ("gru_cell", "gru_cell", nn.GRUCell, {})]
+for name, op, Cell, extra in cells:
+    attrs = dict(extra, input_size=I, hidden_size=H, bias=True)
+    state = [torch.randn(B, H) for _ in range(2 if op == "lstm_cell" else 1)]
+    add_layer(name + "_state", op, Cell(I, H, **extra), [torch.randn(B, I)] + state, attrs)
+    add_layer(name + "_unbatched", op, Cell(I, H, **extra), [torch.randn(I)], attrs)
 c.write()
