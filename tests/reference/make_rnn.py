@@ -5,8 +5,8 @@ A layer's parameters are inputs of its case after the forward's own inputs
 (attrs["num_inputs"] of them: x, then h0, then c0 for an LSTM), in
 named_parameters() order, with their PyTorch names in attrs["params"]. The C++
 side loads them into minidl's layer with load_state_dict (PyTorch's names) and
-compares the outputs (y, h_n, and c_n for an LSTM; h', and c' for LSTMCell), and the gradients of the
-forward's inputs and of every parameter.
+compares the outputs (y, h_n, and c_n for an LSTM; h', and c' for LSTMCell) and
+the gradients of the forward's inputs and of every parameter.
 """
 import torch
 import torch.nn as nn
