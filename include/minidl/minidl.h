@@ -39,3 +39,5 @@
 #include "parallel/train/graphed_step.h"
 #include "parallel/train/model.h"
 #include "parallel/train/train_step.h"
+// ---- rnn layers (issue 22) ----
+#include "nn/embedding.h"
