@@ -41,3 +41,4 @@
 #include "parallel/train/train_step.h"
 // ---- rnn layers (issue 22) ----
 #include "nn/embedding.h"
+#include "nn/rnn.h"
