@@ -163,9 +163,7 @@ std::pair<Tensor, Tensor> RNN::forward(const Tensor& x, const std::optional<Tens
 }
 
 std::pair<Tensor, Tensor> RNN::operator()(const Tensor& x, const std::optional<Tensor>& h0) {
-  if (!scope_tracking()) return forward(x, h0);
-  CallScope scope(*this);
-  return forward(x, h0);
+  return scoped([&] { return forward(x, h0); });
 }
 
 // ---- LSTM ----
@@ -184,9 +182,7 @@ std::pair<Tensor, LSTMState> LSTM::forward(const Tensor& x, const LSTMState& sta
 }
 
 std::pair<Tensor, LSTMState> LSTM::operator()(const Tensor& x, const LSTMState& state) {
-  if (!scope_tracking()) return forward(x, state);
-  CallScope scope(*this);
-  return forward(x, state);
+  return scoped([&] { return forward(x, state); });
 }
 
 // ---- GRU ----
@@ -205,9 +201,7 @@ std::pair<Tensor, Tensor> GRU::forward(const Tensor& x, const std::optional<Tens
 }
 
 std::pair<Tensor, Tensor> GRU::operator()(const Tensor& x, const std::optional<Tensor>& h0) {
-  if (!scope_tracking()) return forward(x, h0);
-  CallScope scope(*this);
-  return forward(x, h0);
+  return scoped([&] { return forward(x, h0); });
 }
 
 // ---- cells ----

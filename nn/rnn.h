@@ -67,6 +67,13 @@ class RNNBase : public Cell {
     Tensor output, h, c;
   };
   Result run(const Tensor& x, const Tensor& h0, const Tensor& c0, bool with_c);
+  // f() inside this layer's autograd scope, as Cell::operator() runs forward.
+  template <class F>
+  auto scoped(F&& f) {
+    if (!scope_tracking()) return f();
+    CallScope scope(*this);
+    return f();
+  }
   const char* kind_;
   int64_t gates_;
 
