@@ -76,6 +76,8 @@ RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RN
   MINIDL_CHECK(!options.bidirectional, describe(), ": bidirectional is not supported yet");
   MINIDL_CHECK(options.dropout >= 0 && options.dropout < 1, describe(), ": dropout ",
                options.dropout, " is outside [0, 1)");
+  MINIDL_CHECK(gates == 1 || options.nonlinearity == "tanh", describe(),
+               ": nonlinearity is an RNN option, got '", options.nonlinearity, "'");
   for (int64_t k = 0; k < options.num_layers; ++k) {
     Weights w = add_weights(*this, "_l" + std::to_string(k), gates, k == 0 ? in : hidden, hidden,
                             options.bias);
@@ -167,10 +169,7 @@ std::pair<Tensor, Tensor> RNN::operator()(const Tensor& x, const std::optional<T
 }
 
 // ---- LSTM ----
-LSTM::LSTM(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("LSTM", 4, in, hidden, opt) {
-  MINIDL_CHECK(options.nonlinearity == "tanh", "LSTM: nonlinearity is an RNN option, got '",
-               options.nonlinearity, "'");
-}
+LSTM::LSTM(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("LSTM", 4, in, hidden, opt) {}
 
 void LSTM::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const {
   h = lstm_step(gx, gh, c);
@@ -186,10 +185,7 @@ std::pair<Tensor, LSTMState> LSTM::operator()(const Tensor& x, const LSTMState& 
 }
 
 // ---- GRU ----
-GRU::GRU(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("GRU", 3, in, hidden, opt) {
-  MINIDL_CHECK(options.nonlinearity == "tanh", "GRU: nonlinearity is an RNN option, got '",
-               options.nonlinearity, "'");
-}
+GRU::GRU(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("GRU", 3, in, hidden, opt) {}
 
 void GRU::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor&) const {
   h = gru_step(gx, gh, h);
