@@ -116,6 +116,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 // xs[i] [.., Di, ..] -> [.., sum Di, ..]; shapes agree outside dim
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+// so that cat(xs, 1) picks this over error.h's string cat(args...)
+inline Tensor cat(const std::vector<Tensor>& xs, int dim) { return cat(xs, int64_t{dim}); }
 // xs[i] [S] (all alike) -> [.., len(xs), ..] with the new dim at `dim`
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 // views: a new dim of size 1 at dim in [-(n+1), n]; dim (or every dim) of

@@ -186,6 +186,8 @@ TEST_CASE("cat joins along any dim; stack adds a dim") {
   CHECK(c.shape() == Shape{2, 3});
   check_values(c, {1, 2, 5, 3, 4, 6});
   check_values(cat({a, a}, 0), {1, 2, 3, 4, 1, 2, 3, 4});
+  const std::vector<Tensor> named{a, a};
+  CHECK(cat(named, 1).shape() == Shape{2, 4});  // not error.h's string cat
   check_values(cat({b, a}, -1), {5, 1, 2, 6, 3, 4});
   Tensor s = stack({a, a * 10.0}, 1);
   CHECK(s.shape() == Shape{2, 2, 2});
