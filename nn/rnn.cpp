@@ -73,40 +73,42 @@ RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RN
   MINIDL_CHECK(in > 0 && hidden > 0 && options.num_layers > 0, kind,
                ": expected positive input_size, hidden_size and num_layers, got ", in, ", ", hidden,
                " and ", options.num_layers);
-  MINIDL_CHECK(!options.bidirectional, describe(), ": bidirectional is not supported yet");
   MINIDL_CHECK(options.dropout >= 0 && options.dropout < 1, describe(), ": dropout ",
                options.dropout, " is outside [0, 1)");
   MINIDL_CHECK(gates == 1 || options.nonlinearity == "tanh", describe(),
                ": nonlinearity is an RNN option, got '", options.nonlinearity, "'");
-  for (int64_t k = 0; k < options.num_layers; ++k) {
-    Weights w = add_weights(*this, "_l" + std::to_string(k), gates, k == 0 ? in : hidden, hidden,
-                            options.bias);
-    weight_ih.push_back(w.w_ih);
-    weight_hh.push_back(w.w_hh);
-    bias_ih.push_back(w.b_ih);
-    bias_hh.push_back(w.b_hh);
-  }
+  const int64_t D = options.bidirectional ? 2 : 1;
+  for (int64_t k = 0; k < options.num_layers; ++k)
+    for (int64_t d = 0; d < D; ++d) {
+      Weights w = add_weights(*this, "_l" + std::to_string(k) + (d ? "_reverse" : ""), gates,
+                              k == 0 ? in : D * hidden, hidden, options.bias);
+      weight_ih.push_back(w.w_ih);
+      weight_hh.push_back(w.w_hh);
+      bias_ih.push_back(w.b_ih);
+      bias_hh.push_back(w.b_hh);
+    }
 }
 
 std::string RNNBase::describe() const {
-  return cat(kind_, "(", input_size, ", ", hidden_size, ", num_layers=", options.num_layers, ")");
+  return cat(kind_, "(", input_size, ", ", hidden_size, ", num_layers=", options.num_layers,
+             options.bidirectional ? ", bidirectional)" : ")");
 }
 
-// s [L, B, H] (unbatched [L, H]) or undefined -> [L, B, H]
+// s [D*L, B, H] (unbatched [D*L, H]) or undefined -> [D*L, B, H]
 Tensor RNNBase::check_state(const Tensor& s, const char* name, const Tensor& x,
                             bool unbatched) const {
   const int64_t batch = unbatched ? 1 : x.size(options.batch_first ? 0 : 1);
-  const int64_t L = options.num_layers, H = hidden_size;
+  const int64_t L = (options.bidirectional ? 2 : 1) * options.num_layers, H = hidden_size;
   if (!s.defined()) return Tensor::zeros({L, batch, H}, kFloat32, weight_hh[0].device());
   const Shape want = unbatched ? Shape{L, H} : Shape{L, batch, H};
-  MINIDL_CHECK(s.shape() == want, describe(), ": expected ", name, " ", want, " ([num_layers, ",
-               unbatched ? "" : "batch, ", "hidden_size]) for input ", x.shape(), ", got ",
-               s.shape());
+  MINIDL_CHECK(s.shape() == want, describe(), ": expected ", name, " ", want, " ([",
+               options.bidirectional ? "2 * " : "", "num_layers, ", unbatched ? "" : "batch, ",
+               "hidden_size]) for input ", x.shape(), ", got ", s.shape());
   return unbatched ? unsqueeze(s, 1) : s;
 }
 
 RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0, bool with_c) {
-  const int64_t H = hidden_size;
+  const int64_t H = hidden_size, L = options.num_layers, D = options.bidirectional ? 2 : 1;
   MINIDL_CHECK((x_in.dim() == 2 || x_in.dim() == 3) && x_in.size(-1) == input_size, describe(),
                ": expected input ", options.batch_first ? "[B, T, I]" : "[T, B, I]",
                " or unbatched [T, I] with I = input_size = ", input_size, ", got ", x_in.shape());
@@ -118,27 +120,30 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
                ": expected at least one step and one sample, got input ", x_in.shape());
   MINIDL_CHECK(!with_c || h0.defined() == c0.defined(), describe(),
                ": give both h0 and c0, or neither");
-  const std::vector<Tensor> hs =
-      chunk(check_state(h0, "h0", x_in, unbatched), options.num_layers, 0);
+  const std::vector<Tensor> hs = chunk(check_state(h0, "h0", x_in, unbatched), D * L, 0);
   const std::vector<Tensor> cs =
-      with_c ? chunk(check_state(c0, "c0", x_in, unbatched), options.num_layers, 0) : hs;
+      with_c ? chunk(check_state(c0, "c0", x_in, unbatched), D * L, 0) : hs;
   std::vector<Tensor> h_n, c_n;
-  for (int64_t k = 0; k < options.num_layers; ++k) {
-    // the input path of every step in one GEMM: [T*B, in] x [in, G*H]
-    const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[k], bias_ih[k]);
-    std::vector<Tensor> gx_t;  // T x [B, G*H]
-    split_steps(gx, T, gx_t);
-    Tensor h = hs[k].reshape({B, H}), c = cs[k].reshape({B, H});
-    std::vector<Tensor> ys;
-    for (int64_t t = 0; t < T; ++t) {
-      step(gx_t[t], linear(h, weight_hh[k], bias_hh[k]), h, c);  // hidden path: [B, H] x [H, G*H]
-      ys.push_back(h);
+  for (int64_t k = 0; k < L; ++k) {
+    std::vector<Tensor> outs;  // per direction [T, B, H]
+    for (int64_t d = 0, j = k * D; d < D; ++d, ++j) {
+      // the input path of every step in one GEMM: [T*B, in] x [in, G*H]
+      const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[j], bias_ih[j]);
+      std::vector<Tensor> gx_t;  // T x [B, G*H]
+      split_steps(gx, T, gx_t);
+      Tensor h = hs[j].reshape({B, H}), c = cs[j].reshape({B, H});
+      std::vector<Tensor> ys(T);
+      for (int64_t s = 0; s < T; ++s) {
+        const int64_t t = d ? T - 1 - s : s;
+        step(gx_t[t], linear(h, weight_hh[j], bias_hh[j]), h, c);  // hidden path: [B, H] x [H, G*H]
+        ys[t] = h;
+      }
+      outs.push_back(stack(ys, 0));
+      h_n.push_back(h);
+      c_n.push_back(c);
     }
-    x = stack(ys, 0);  // [T, B, H]
-    if (is_training() && options.dropout > 0 && k + 1 < options.num_layers)
-      x = dropout(x, options.dropout);
-    h_n.push_back(h);
-    c_n.push_back(c);
+    x = D == 1 ? outs[0] : cat(outs, 2);  // [T, B, D*H]
+    if (is_training() && options.dropout > 0 && k + 1 < L) x = dropout(x, options.dropout);
   }
   Result r{x, stack(h_n, 0), with_c ? stack(c_n, 0) : Tensor()};
   if (unbatched) {

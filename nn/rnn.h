@@ -1,18 +1,21 @@
 // Recurrent layers: RNN (Elman, tanh or relu), LSTM and GRU, as PyTorch's.
 //
 // Letters: T steps, B batch, I input_size, H hidden_size, L num_layers,
-// G gates (RNN 1, LSTM 4, GRU 3).
-//   input  x [T, B, I]   ([B, T, I] with batch_first; unbatched [T, I])
-//   output y [T, B, H]   ([B, T, H] with batch_first; unbatched [T, H]):
-//          the last layer's h_t for every t
-//   state  h [L, B, H]   (unbatched [L, H]; never batch first), and c for LSTM:
-//          given, the initial state; returned, the state after the last step.
+// D directions (2 with bidirectional, else 1), G gates (RNN 1, LSTM 4, GRU 3).
+//   input  x [T, B, I]     ([B, T, I] with batch_first; unbatched [T, I])
+//   output y [T, B, D*H]   ([B, T, D*H] with batch_first; unbatched [T, D*H]):
+//          the last layer's h_t for every t (bidirectional: the forward
+//          direction's, then the reverse direction's, which reads t = T-1 .. 0)
+//   state  h [D*L, B, H]   (unbatched [D*L, H]; never batch first), and c for
+//          LSTM, entry k*D + d for layer k, direction d: given, the initial
+//          state; returned, the state after each direction's last step.
 //          Not given (undefined): zeros.
 //
-// Parameters, per layer k (PyTorch's names, shapes and gate order, so a
-// PyTorch state_dict loads unchanged):
-//   weight_ih_l{k} [G*H, I] (layer 0) or [G*H, H], weight_hh_l{k} [G*H, H],
-//   bias_ih_l{k} [G*H], bias_hh_l{k} [G*H] (without bias: absent),
+// Parameters, per layer k and direction (PyTorch's names, shapes, order and
+// gate order, so a PyTorch state_dict loads unchanged):
+//   weight_ih_l{k} [G*H, I] (layer 0) or [G*H, D*H], weight_hh_l{k} [G*H, H],
+//   bias_ih_l{k} [G*H], bias_hh_l{k} [G*H] (without bias: absent); the
+//   reverse direction's the same with the suffix _reverse (weight_ih_l0_reverse);
 // all initialised U(-1/sqrt(H), 1/sqrt(H)).
 // Gates, with gx = x_t W_ih^T + b_ih and gh = h_{t-1} W_hh^T + b_hh:
 //   RNN:  h_t = tanh(gx + gh)            (or relu)
@@ -20,12 +23,12 @@
 //         c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g), h_t = sigmoid(o) tanh(c_t)
 //   GRU:  r, z, n chunks of gx and of gh; r = sigmoid(gx_r + gh_r),
 //         z = sigmoid(gx_z + gh_z), n = tanh(gx_n + r * gh_n), h_t = (1 - z) n + z h_{t-1}
-// Cost: per layer one GEMM for the input path of all steps ([T*B, I] x
-// [I, G*H]) and one GEMM per step for the hidden path ([B, H] x [H, G*H]).
+// Cost: per layer and direction one GEMM for the input path of all steps
+// ([T*B, I] x [I, G*H]) and one GEMM per step for the hidden path ([B, H] x [H, G*H]).
 //
 // Errors (minidl::Error, naming the layer and both shapes): an input that is
-// not [T, B, I] / [T, I]; a state that is not [L, B, H]; bidirectional (not
-// supported yet); dropout outside [0, 1); nonlinearity other than tanh, relu.
+// not [T, B, I] / [T, I]; a state that is not [D*L, B, H]; dropout outside
+// [0, 1); nonlinearity other than tanh, relu (and any for LSTM, GRU).
 #pragma once
 #include <optional>
 #include <string>
@@ -42,7 +45,7 @@ struct RNNOptions {
   bool batch_first = false;
   // Dropout on each layer's output but the last, in training mode only.
   double dropout = 0;
-  bool bidirectional = false;         // not supported: true throws
+  bool bidirectional = false;
   std::string nonlinearity = "tanh";  // RNN only: "tanh" or "relu"
 };
 
@@ -52,7 +55,8 @@ class RNNBase : public Cell {
  public:
   const int64_t input_size, hidden_size;
   const RNNOptions options;
-  // Per layer, the same tensors as the named parameters (bias_*: undefined without bias).
+  // Per layer and direction (entry k*D + d), the same tensors as the named
+  // parameters (bias_*: undefined without bias).
   std::vector<Tensor> weight_ih, weight_hh, bias_ih, bias_hh;
 
  protected:
@@ -61,7 +65,7 @@ class RNNBase : public Cell {
   // One step: gx [B, G*H] (input path, bias included), gh [B, G*H] (hidden
   // path) and the state (h, and c for LSTM) -> the next state, in place.
   virtual void step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const = 0;
-  // x in any accepted layout, states [L, B, H] or undefined ->
+  // x in any accepted layout, states [D*L, B, H] or undefined ->
   // (output in x's layout, h_n, c_n); c_n only where `with_c`.
   struct Result {
     Tensor output, h, c;
@@ -97,7 +101,7 @@ class RNN : public RNNBase {
 };
 
 struct LSTMState {
-  Tensor h, c;  // [L, B, H] each; both undefined: zeros
+  Tensor h, c;  // [D*L, B, H] each; both undefined: zeros
 };
 
 // LSTM: forward(x, {h0, c0}) -> (y, {h_n, c_n}).

@@ -103,6 +103,15 @@ TEST_CASE("RNN, LSTM, GRU parameters: PyTorch's names, shapes and U(-1/sqrt(H), 
     CHECK(*hi - *lo > 0.4f);  // spread over the range
   }
   CHECK(nn::GRU(3, 4).named_parameters()["weight_hh_l0"].shape() == Shape{12, 4});
+  nn::RNN both{3, 4, {.num_layers = 2, .bias = false, .bidirectional = true}};
+  CHECK(both.named_parameters().keys() ==
+        std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse",
+                                 "weight_hh_l0_reverse", "weight_ih_l1", "weight_hh_l1",
+                                 "weight_ih_l1_reverse", "weight_hh_l1_reverse"});
+  CHECK(both.named_parameters()["weight_ih_l1_reverse"].shape() == Shape{4, 8});  // [H, 2H]
+  auto [y, h_n] = both(Tensor::zeros({5, 2, 3}));
+  CHECK(y.shape() == Shape{5, 2, 8});
+  CHECK(h_n.shape() == Shape{4, 2, 4});
   CHECK(nn::RNN(3, 4).named_parameters()["weight_ih_l0"].shape() == Shape{4, 3});
   CHECK(nn::RNN(3, 4, {.bias = false}).named_parameters().keys() ==
         std::vector<std::string>{"weight_ih_l0", "weight_hh_l0"});
@@ -194,8 +203,12 @@ TEST_CASE("recurrent layers reject bad inputs, states and options, naming both s
   CHECK_THROWS_WITH_AS(
       lstm(Tensor::zeros({4, 3, 5}), {Tensor::zeros({1, 3, 6}), Tensor::zeros({3, 6})}),
       doctest::Contains("expected c0 [1, 3, 6]"), Error);
-  CHECK_THROWS_WITH_AS(nn::LSTM(5, 6, {.bidirectional = true}),
-                       doctest::Contains("bidirectional is not supported yet"), Error);
+  nn::GRU both{5, 6, {.num_layers = 2, .bidirectional = true}};
+  CHECK_THROWS_WITH_AS(
+      both(Tensor::zeros({4, 3, 5}), Tensor::zeros({2, 3, 6})),
+      doctest::Contains("GRU(5, 6, num_layers=2, bidirectional): expected h0 [4, 3, "
+                        "6] ([2 * num_layers, batch, hidden_size])"),
+      Error);
   CHECK_THROWS_WITH_AS(nn::GRU(5, 6, {.dropout = 1}),
                        doctest::Contains("dropout 1 is outside [0, 1)"), Error);
   CHECK_THROWS_WITH_AS(nn::RNN(5, 6, {.nonlinearity = "gelu"}),

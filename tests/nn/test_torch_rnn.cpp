@@ -23,8 +23,10 @@ std::shared_ptr<nn::Cell> make_layer(const std::string& op, const Attrs& a) {
   if (op == "rnn_cell") return std::make_shared<nn::RNNCell>(in, hidden, true, a["nonlinearity"]);
   if (op == "lstm_cell") return std::make_shared<nn::LSTMCell>(in, hidden);
   if (op == "gru_cell") return std::make_shared<nn::GRUCell>(in, hidden);
-  nn::RNNOptions opt{
-      .num_layers = a["num_layers"], .bias = a["bias"], .batch_first = a["batch_first"]};
+  nn::RNNOptions opt{.num_layers = a["num_layers"],
+                     .bias = a["bias"],
+                     .batch_first = a["batch_first"],
+                     .bidirectional = a.value("bidirectional", false)};
   if (op == "rnn") opt.nonlinearity = a["nonlinearity"];
   if (op == "rnn") return std::make_shared<nn::RNN>(in, hidden, opt);
   if (op == "lstm") return std::make_shared<nn::LSTM>(in, hidden, opt);
@@ -103,6 +105,6 @@ TEST_CASE(
       check_grad(params[i], named.at(params[i]).grad(), c["grads"][n_in + i]);
     ++checked;
   }
-  CHECK(checked == 32);
+  CHECK(checked == 44);
   MESSAGE("rnn: " << checked << " PyTorch reference cases");
 }

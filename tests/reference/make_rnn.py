@@ -46,7 +46,7 @@ add_layer("embedding_padding", "embedding", nn.Embedding(10, 4, padding_idx=2), 
 add_layer("embedding_1d", "embedding", nn.Embedding(7, 3), [NoGrad(torch.tensor([6, 0, 3, 3, 1]))],
           {"num_embeddings": 7, "embedding_dim": 3, "padding_idx": None})
 
-# ---- RNN (tanh, relu), LSTM, GRU ----
+# ---- RNN (tanh, relu), LSTM, GRU (attrs without "bidirectional": one direction) ----
 kinds = [("rnn_tanh", "rnn", nn.RNN, {"nonlinearity": "tanh"}),
          ("rnn_relu", "rnn", nn.RNN, {"nonlinearity": "relu"}),
          ("lstm", "lstm", nn.LSTM, {}),
@@ -71,12 +71,24 @@ for prefix, op, Layer, extra in kinds:
             add_layer(name, op, layer, inputs,
                       dict(extra, input_size=I, hidden_size=H, num_layers=L,
                            batch_first=batch_first, bias=True))
+    # bidirectional, 2 layers, batch_first, with and without an initial state
+    for with_state in (False, True):
+        layer = Layer(I, H, num_layers=L, batch_first=True, bidirectional=True, **extra)
+        inputs = [torch.randn(B, T, I)] + (states(op, 2 * L, B) if with_state else [])
+        add_layer("%s_bidirectional_%s" % (prefix, "state" if with_state else "zero_state"), op,
+                  layer, inputs, dict(extra, input_size=I, hidden_size=H, num_layers=L,
+                                      batch_first=True, bias=True, bidirectional=True))
     # one layer without biases
     add_layer(prefix + "_no_bias", op, Layer(I, H, bias=False, **extra), [torch.randn(T, B, I)],
               dict(extra, input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=False))
     # an unbatched sequence [T, I] with a state [1, H]
     add_layer(prefix + "_unbatched", op, Layer(I, H, **extra), [torch.randn(T, I)] + states(op, 1),
               dict(extra, input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=True))
+    # unbatched and bidirectional, one layer
+    add_layer(prefix + "_unbatched_bidirectional", op, Layer(I, H, bidirectional=True, **extra),
+              [torch.randn(T, I)] + states(op, 2),
+              dict(extra, input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=True,
+                   bidirectional=True))
 
 # ---- cells: one step, batched with a state, and unbatched without one ----
 cells = [("rnn_cell_relu", "rnn_cell", nn.RNNCell, {"nonlinearity": "relu"}),
