@@ -69,7 +69,7 @@ void split_steps(const Tensor& g, int64_t steps, std::vector<Tensor>& out) {
 }  // namespace
 
 RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RNNOptions opt)
-    : input_size(in), hidden_size(hidden), options(std::move(opt)), kind_(kind), gates_(gates) {
+    : input_size(in), hidden_size(hidden), options(std::move(opt)), kind_(kind) {
   MINIDL_CHECK(in > 0 && hidden > 0 && options.num_layers > 0, kind,
                ": expected positive input_size, hidden_size and num_layers, got ", in, ", ", hidden,
                " and ", options.num_layers);

@@ -79,7 +79,6 @@ class RNNBase : public Cell {
     return f();
   }
   const char* kind_;
-  int64_t gates_;
 
  private:
   Tensor check_state(const Tensor& s, const char* name, const Tensor& x, bool unbatched) const;
