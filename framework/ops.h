@@ -316,4 +316,22 @@ struct InterpolateArgs {
 };
 Tensor interpolate(const Tensor& x, const InterpolateArgs& args);
 
+// x [.., D, ..], index (x's rank, int32/int64 in [0, D), no larger than x
+// outside dim) -> [index's shape]: out[.., i, ..] = x[.., index[.., i, ..], ..]
+// along dim (torch.gather; float32). Backward: scatter_add.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src added at index along dim (torch.scatter_add; index no larger
+// than src, nor than x outside dim; float32). Gradients: x's is g, src's gather(g).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// F.pad, constant mode: pads = (left, right) pairs from the last dim back;
+// negative amounts crop. Padding is a copy; the backward cuts it off.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0);
+// x [.., R, C] with the elements above (tril) or below (triu) the diagonal
+// zeroed; diagonal > 0 moves it right (float32)
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// ids [S] int32/int64 -> [S, C] int64 one-hot on ids' device; C =
+// num_classes, or max(ids) + 1 for -1 (ids are read on the host)
+Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
+
 }  // namespace minidl

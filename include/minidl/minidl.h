@@ -45,3 +45,6 @@
 #include "optim/rmsprop.h"
 // ---- convolution family and resizing (issue 22) ----
 #include "nn/pool.h"
+// ---- rnn layers (issue 22) ----
+#include "nn/embedding.h"
+#include "nn/rnn.h"

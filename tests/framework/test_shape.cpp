@@ -233,3 +233,16 @@ TEST_CASE("expand broadcasts into a copy and its backward sums") {
                                     "expand from size 1");
   CHECK_ERROR(expand(x, {2}), "expand: shape [2] has fewer dims than input [3, 1]");
 }
+
+TEST_CASE("pad adds constant borders from the last dim back; negative pads crop") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {2, 2});
+  Tensor p = pad(x, {1, 0});
+  CHECK(p.shape() == Shape{2, 3});
+  check_values(p, {0, 1, 2, 0, 3, 4});
+  check_values(pad(x, {0, 1, 1, 0}, -1), {-1, -1, -1, 1, 2, -1, 3, 4, -1});
+  check_values(pad(x, {-1, 1}), {2, 0, 4, 0});
+  CHECK(pad(x, {0, 0}).shape() == Shape{2, 2});
+  CHECK_GRADCHECK([](const Inputs& in) { return pad(in[0], {1, 2, -1, 1}); }, {distinct({2, 3, 2})});
+  CHECK_ERROR(pad(x, {1}), "pad: 1 pad amounts for input [2, 2]: expected an even number");
+  CHECK_ERROR(pad(x, {-3, 0}), "pad: input [2, 2] with pads [-3, 0]: dim 1 of size 2 would become negative");
+}

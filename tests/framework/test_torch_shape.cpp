@@ -11,7 +11,7 @@ std::vector<int64_t> ints(const Attrs& a) { return a.get<std::vector<int64_t>>()
 
 }  // namespace
 
-TEST_CASE("PyTorch reference: shape and indexing ops, broadcasting matmul") {
+TEST_CASE("PyTorch reference: shape and indexing ops, broadcasting matmul, gather, pad") {
   check_torch_reference("shape", {
       {"permute", [](const Inputs& x, const Attrs& a) { return Outputs{permute(x[0], ints(a["dims"]))}; }},
       {"transpose",
@@ -45,5 +45,12 @@ TEST_CASE("PyTorch reference: shape and indexing ops, broadcasting matmul") {
        [](const Inputs& x, const Attrs& a) { return Outputs{masked_fill(x[0], x[1], a["value"])}; }},
       {"matmul", [](const Inputs& x, const Attrs&) { return Outputs{matmul(x[0], x[1])}; }},
       {"matmul_tt", [](const Inputs& x, const Attrs&) { return Outputs{matmul(x[0], x[1], true, true)}; }},
+      {"gather", [](const Inputs& x, const Attrs& a) { return Outputs{gather(x[0], a["dim"], x[1])}; }},
+      {"scatter_add",
+       [](const Inputs& x, const Attrs& a) { return Outputs{scatter_add(x[0], a["dim"], x[1], x[2])}; }},
+      {"pad", [](const Inputs& x, const Attrs& a) { return Outputs{pad(x[0], ints(a["pads"]), a["value"])}; }},
+      {"tril", [](const Inputs& x, const Attrs& a) { return Outputs{tril(x[0], a["diagonal"])}; }},
+      {"triu", [](const Inputs& x, const Attrs& a) { return Outputs{triu(x[0], a["diagonal"])}; }},
+      {"one_hot", [](const Inputs& x, const Attrs& a) { return Outputs{one_hot(x[0], a["num_classes"])}; }},
   });
 }

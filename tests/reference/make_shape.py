@@ -46,4 +46,20 @@ c.add("matmul_1d_4d", "matmul", torch.matmul, [r(4), r(2, 3, 4, 2)])
 c.add("matmul_4d_1d", "matmul", torch.matmul, [r(2, 3, 2, 4), r(4)])
 c.add("matmul_trans_broadcast", "matmul_tt", lambda a, b: torch.matmul(a.transpose(-1, -2), b.transpose(-1, -2)),
       [r(2, 1, 4, 3), r(3, 2, 4)])
+# stage 2: gather/scatter_add along a dim, pad, tril/triu, one_hot
+c.add("gather_dim1", "gather", lambda x, i: torch.gather(x, 1, i),
+      [r(3, 4, 2), NoGrad(torch.randint(0, 4, (3, 5, 2)))], {"dim": 1})
+c.add("gather_smaller_index", "gather", lambda x, i: torch.gather(x, 0, i),
+      [r(4, 5), NoGrad(torch.randint(0, 4, (2, 3)))], {"dim": 0})
+c.add("scatter_add_dim0", "scatter_add", lambda x, i, s: torch.scatter_add(x, 0, i, s),
+      [r(3, 4), NoGrad(torch.randint(0, 3, (5, 4))), r(5, 4)], {"dim": 0})
+c.add("scatter_add_smaller_index", "scatter_add", lambda x, i, s: torch.scatter_add(x, -1, i, s),
+      [r(3, 4), NoGrad(torch.randint(0, 4, (2, 3))), r(2, 3)], {"dim": -1})
+c.add("pad_2d", "pad", lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), [r(2, 3, 4)],
+      {"pads": [1, 2, 0, 1], "value": 0.5})
+c.add("pad_crop", "pad", lambda x: F.pad(x, (-1, 2, 1, -2)), [r(2, 4, 5)], {"pads": [-1, 2, 1, -2], "value": 0})
+c.add("tril", "tril", lambda x: torch.tril(x, -1), [r(2, 4, 3)], {"diagonal": -1})
+c.add("triu", "triu", lambda x: torch.triu(x, 1), [r(3, 5)], {"diagonal": 1})
+c.add("one_hot", "one_hot", lambda i: F.one_hot(i, 6), [NoGrad(torch.randint(0, 6, (2, 3)))], {"num_classes": 6})
+c.add("one_hot_inferred", "one_hot", lambda i: F.one_hot(i), [NoGrad(torch.tensor([3, 0, 1]))], {"num_classes": -1})
 c.write()

@@ -1,0 +1,278 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+
+#include "framework/ops.h"
+#include "nn/init.h"
+
+namespace minidl::nn {
+namespace {
+
+struct Weights {
+  Tensor w_ih, w_hh, b_ih, b_hh;
+};
+// Registers weight_ih<suffix> [G*H, in], weight_hh<suffix> [G*H, H] and, with
+// bias, bias_ih<suffix>, bias_hh<suffix> [G*H], all U(-1/sqrt(H), 1/sqrt(H)).
+Weights add_weights(Cell& cell, const std::string& suffix, int64_t gates, int64_t in,
+                    int64_t hidden, bool bias) {
+  const double bound = 1 / std::sqrt(static_cast<double>(hidden));
+  auto param = [&](const std::string& name, const Shape& shape) {
+    Tensor t = Tensor::empty(shape);
+    init::uniform(-bound, bound)(t, init::fans_of(shape));
+    return cell.register_parameter(name + suffix, t);
+  };
+  Weights w{param("weight_ih", {gates * hidden, in}), param("weight_hh", {gates * hidden, hidden}),
+            Tensor(), Tensor()};
+  if (bias) {
+    w.b_ih = param("bias_ih", {gates * hidden});
+    w.b_hh = param("bias_hh", {gates * hidden});
+  }
+  return w;
+}
+
+bool is_relu(const std::string& nonlinearity) {
+  MINIDL_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", "RNN: nonlinearity '",
+               nonlinearity, "' is not 'tanh' or 'relu'");
+  return nonlinearity == "relu";
+}
+
+// ---- one step's gates (rnn.h): gx, gh [B, G*H], h, c [B, H] ----
+Tensor rnn_step(const Tensor& gx, const Tensor& gh, bool relu_) {
+  return relu_ ? relu(add(gx, gh)) : tanh(add(gx, gh));
+}
+
+// gates i, f, g, o; returns h, updates c
+Tensor lstm_step(const Tensor& gx, const Tensor& gh, Tensor& c) {
+  const std::vector<Tensor> g = chunk(add(gx, gh), 4, 1);
+  c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
+  return mul(sigmoid(g[3]), tanh(c));
+}
+
+// gates r, z, n; n = tanh(gx_n + r * gh_n)
+Tensor gru_step(const Tensor& gx, const Tensor& gh, const Tensor& h) {
+  const std::vector<Tensor> x = chunk(gx, 3, 1), hh = chunk(gh, 3, 1);
+  const Tensor r = sigmoid(add(x[0], hh[0])), z = sigmoid(add(x[1], hh[1]));
+  const Tensor n = tanh(add(x[2], mul(r, hh[2])));
+  return add(n, mul(z, sub(h, n)));  // (1 - z) n + z h
+}
+
+// g [T*B, G*H] -> T pieces [B, G*H] (views), split in halves: a piece's
+// backward (narrow's) is zero-padded to its parent's size, so halving costs
+// O(T log T) in backward where chunk(g, T) would cost O(T^2).
+void split_steps(const Tensor& g, int64_t steps, std::vector<Tensor>& out) {
+  if (steps == 1) return out.push_back(g);
+  const int64_t half = steps / 2, rows = g.size(0) / steps;
+  split_steps(narrow(g, 0, 0, half * rows), half, out);
+  split_steps(narrow(g, 0, half * rows, (steps - half) * rows), steps - half, out);
+}
+
+}  // namespace
+
+RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RNNOptions opt)
+    : input_size(in), hidden_size(hidden), options(std::move(opt)), kind_(kind) {
+  MINIDL_CHECK(in > 0 && hidden > 0 && options.num_layers > 0, kind,
+               ": expected positive input_size, hidden_size and num_layers, got ", in, ", ", hidden,
+               " and ", options.num_layers);
+  MINIDL_CHECK(options.dropout >= 0 && options.dropout < 1, describe(), ": dropout ",
+               options.dropout, " is outside [0, 1)");
+  MINIDL_CHECK(gates == 1 || options.nonlinearity == "tanh", describe(),
+               ": nonlinearity is an RNN option, got '", options.nonlinearity, "'");
+  const int64_t D = options.bidirectional ? 2 : 1;
+  for (int64_t k = 0; k < options.num_layers; ++k)
+    for (int64_t d = 0; d < D; ++d) {
+      Weights w = add_weights(*this, "_l" + std::to_string(k) + (d ? "_reverse" : ""), gates,
+                              k == 0 ? in : D * hidden, hidden, options.bias);
+      weight_ih.push_back(w.w_ih);
+      weight_hh.push_back(w.w_hh);
+      bias_ih.push_back(w.b_ih);
+      bias_hh.push_back(w.b_hh);
+    }
+}
+
+std::string RNNBase::describe() const {
+  return cat(kind_, "(", input_size, ", ", hidden_size, ", num_layers=", options.num_layers,
+             options.bidirectional ? ", bidirectional)" : ")");
+}
+
+// s [D*L, B, H] (unbatched [D*L, H]) or undefined -> [D*L, B, H]
+Tensor RNNBase::check_state(const Tensor& s, const char* name, const Tensor& x,
+                            bool unbatched) const {
+  const int64_t batch = unbatched ? 1 : x.size(options.batch_first ? 0 : 1);
+  const int64_t L = (options.bidirectional ? 2 : 1) * options.num_layers, H = hidden_size;
+  if (!s.defined()) return Tensor::zeros({L, batch, H}, kFloat32, weight_hh[0].device());
+  const Shape want = unbatched ? Shape{L, H} : Shape{L, batch, H};
+  MINIDL_CHECK(s.shape() == want, describe(), ": expected ", name, " ", want, " ([",
+               options.bidirectional ? "2 * " : "", "num_layers, ", unbatched ? "" : "batch, ",
+               "hidden_size]) for input ", x.shape(), ", got ", s.shape());
+  return unbatched ? unsqueeze(s, 1) : s;
+}
+
+RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0, bool with_c) {
+  const int64_t H = hidden_size, L = options.num_layers, D = options.bidirectional ? 2 : 1;
+  MINIDL_CHECK((x_in.dim() == 2 || x_in.dim() == 3) && x_in.size(-1) == input_size, describe(),
+               ": expected input ", options.batch_first ? "[B, T, I]" : "[T, B, I]",
+               " or unbatched [T, I] with I = input_size = ", input_size, ", got ", x_in.shape());
+  const bool unbatched = x_in.dim() == 2;
+  // x [T, B, I]
+  Tensor x = unbatched ? unsqueeze(x_in, 1) : options.batch_first ? transpose(x_in, 0, 1) : x_in;
+  const int64_t T = x.size(0), B = x.size(1);
+  MINIDL_CHECK(T > 0 && B > 0, describe(),
+               ": expected at least one step and one sample, got input ", x_in.shape());
+  MINIDL_CHECK(!with_c || h0.defined() == c0.defined(), describe(),
+               ": give both h0 and c0, or neither");
+  const std::vector<Tensor> hs = chunk(check_state(h0, "h0", x_in, unbatched), D * L, 0);
+  const std::vector<Tensor> cs =
+      with_c ? chunk(check_state(c0, "c0", x_in, unbatched), D * L, 0) : hs;
+  std::vector<Tensor> h_n, c_n;
+  for (int64_t k = 0; k < L; ++k) {
+    std::vector<Tensor> outs;  // per direction [T, B, H]
+    for (int64_t d = 0, j = k * D; d < D; ++d, ++j) {
+      // the input path of every step in one GEMM: [T*B, in] x [in, G*H]
+      const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[j], bias_ih[j]);
+      std::vector<Tensor> gx_t;  // T x [B, G*H]
+      split_steps(gx, T, gx_t);
+      Tensor h = hs[j].reshape({B, H}), c = cs[j].reshape({B, H});
+      std::vector<Tensor> ys(T);
+      for (int64_t s = 0; s < T; ++s) {
+        const int64_t t = d ? T - 1 - s : s;
+        step(gx_t[t], linear(h, weight_hh[j], bias_hh[j]), h, c);  // hidden path: [B, H] x [H, G*H]
+        ys[t] = h;
+      }
+      outs.push_back(stack(ys, 0));
+      h_n.push_back(h);
+      c_n.push_back(c);
+    }
+    x = D == 1 ? outs[0] : cat(outs, 2);  // [T, B, D*H]
+    if (is_training() && options.dropout > 0 && k + 1 < L) x = dropout(x, options.dropout);
+  }
+  Result r{x, stack(h_n, 0), with_c ? stack(c_n, 0) : Tensor()};
+  if (unbatched) {
+    r.output = squeeze(r.output, 1);
+    r.h = squeeze(r.h, 1);
+    if (with_c) r.c = squeeze(r.c, 1);
+  } else if (options.batch_first) {
+    r.output = transpose(r.output, 0, 1);
+  }
+  return r;
+}
+
+// ---- RNN ----
+RNN::RNN(int64_t in, int64_t hidden, RNNOptions opt)
+    : RNNBase("RNN", 1, in, hidden, opt), relu_(is_relu(options.nonlinearity)) {}
+
+void RNN::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor&) const {
+  h = rnn_step(gx, gh, relu_);
+}
+
+std::pair<Tensor, Tensor> RNN::forward(const Tensor& x, const std::optional<Tensor>& h0) {
+  Result r = run(x, h0.value_or(Tensor()), Tensor(), false);
+  return {r.output, r.h};
+}
+
+std::pair<Tensor, Tensor> RNN::operator()(const Tensor& x, const std::optional<Tensor>& h0) {
+  return scoped([&] { return forward(x, h0); });
+}
+
+// ---- LSTM ----
+LSTM::LSTM(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("LSTM", 4, in, hidden, opt) {}
+
+void LSTM::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const {
+  h = lstm_step(gx, gh, c);
+}
+
+std::pair<Tensor, LSTMState> LSTM::forward(const Tensor& x, const LSTMState& state) {
+  Result r = run(x, state.h, state.c, true);
+  return {r.output, {r.h, r.c}};
+}
+
+std::pair<Tensor, LSTMState> LSTM::operator()(const Tensor& x, const LSTMState& state) {
+  return scoped([&] { return forward(x, state); });
+}
+
+// ---- GRU ----
+GRU::GRU(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("GRU", 3, in, hidden, opt) {}
+
+void GRU::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor&) const {
+  h = gru_step(gx, gh, h);
+}
+
+std::pair<Tensor, Tensor> GRU::forward(const Tensor& x, const std::optional<Tensor>& h0) {
+  Result r = run(x, h0.value_or(Tensor()), Tensor(), false);
+  return {r.output, r.h};
+}
+
+std::pair<Tensor, Tensor> GRU::operator()(const Tensor& x, const std::optional<Tensor>& h0) {
+  return scoped([&] { return forward(x, h0); });
+}
+
+// ---- cells ----
+RNNCellBase::RNNCellBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, bool bias)
+    : input_size(in), hidden_size(hidden), kind_(kind) {
+  MINIDL_CHECK(in > 0 && hidden > 0, kind, ": expected positive input_size and hidden_size, got ",
+               in, " and ", hidden);
+  Weights w = add_weights(*this, "", gates, in, hidden, bias);
+  weight_ih = w.w_ih, weight_hh = w.w_hh, bias_ih = w.b_ih, bias_hh = w.b_hh;
+}
+
+// x [B, I] or [I] -> [B, I]
+Tensor RNNCellBase::batched_input(const Tensor& x) const {
+  MINIDL_CHECK((x.dim() == 1 || x.dim() == 2) && x.size(-1) == input_size, kind_, "(", input_size,
+               ", ", hidden_size, "): expected input [B, ", input_size, "] or unbatched [",
+               input_size, "], got ", x.shape());
+  return x.dim() == 1 ? unsqueeze(x, 0) : x;
+}
+
+// s [B, H] or [H] (as x) or undefined -> [B, H]
+Tensor RNNCellBase::batched_state(const Tensor& s, const Tensor& x, const char* name) const {
+  const int64_t B = x.dim() == 1 ? 1 : x.size(0);
+  if (!s.defined()) return Tensor::zeros({B, hidden_size}, kFloat32, weight_hh.device());
+  const Shape want = x.dim() == 1 ? Shape{hidden_size} : Shape{B, hidden_size};
+  MINIDL_CHECK(s.shape() == want, kind_, "(", input_size, ", ", hidden_size, "): expected ", name,
+               " ", want, " for input ", x.shape(), ", got ", s.shape());
+  return x.dim() == 1 ? unsqueeze(s, 0) : s;
+}
+
+Tensor RNNCellBase::input_gates(const Tensor& x) const { return linear(x, weight_ih, bias_ih); }
+Tensor RNNCellBase::hidden_gates(const Tensor& h) const { return linear(h, weight_hh, bias_hh); }
+
+RNNCell::RNNCell(int64_t in, int64_t hidden, bool bias, const std::string& nonlinearity)
+    : RNNCellBase("RNNCell", 1, in, hidden, bias), relu_(is_relu(nonlinearity)) {}
+
+Tensor RNNCell::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor RNNCell::forward(const Tensor& x_in, const Tensor& h_in) {
+  const Tensor x = batched_input(x_in), h = batched_state(h_in, x_in, "h");
+  const Tensor out = rnn_step(input_gates(x), hidden_gates(h), relu_);
+  return x_in.dim() == 1 ? squeeze(out, 0) : out;
+}
+
+LSTMCell::LSTMCell(int64_t in, int64_t hidden, bool bias)
+    : RNNCellBase("LSTMCell", 4, in, hidden, bias) {}
+
+LSTMState LSTMCell::forward(const Tensor& x_in, const LSTMState& state) {
+  MINIDL_CHECK(state.h.defined() == state.c.defined(), kind_, ": give both h and c, or neither");
+  const Tensor x = batched_input(x_in), h = batched_state(state.h, x_in, "h");
+  Tensor c = batched_state(state.c, x_in, "c");
+  const Tensor h_out = lstm_step(input_gates(x), hidden_gates(h), c);
+  if (x_in.dim() == 1) return {squeeze(h_out, 0), squeeze(c, 0)};
+  return {h_out, c};
+}
+
+LSTMState LSTMCell::operator()(const Tensor& x, const LSTMState& state) {
+  if (!scope_tracking()) return forward(x, state);
+  CallScope scope(*this);
+  return forward(x, state);
+}
+
+GRUCell::GRUCell(int64_t in, int64_t hidden, bool bias)
+    : RNNCellBase("GRUCell", 3, in, hidden, bias) {}
+
+Tensor GRUCell::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor GRUCell::forward(const Tensor& x_in, const Tensor& h_in) {
+  const Tensor x = batched_input(x_in), h = batched_state(h_in, x_in, "h");
+  const Tensor out = gru_step(input_gates(x), hidden_gates(h), h);
+  return x_in.dim() == 1 ? squeeze(out, 0) : out;
+}
+
+}  // namespace minidl::nn
