@@ -21,11 +21,12 @@ Tensor matmul_broadcast(const Tensor& a, const Tensor& b, bool ta, bool tb) {
                ": a 1-D operand cannot be transposed");
   const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;   // [K] -> [1, K]
   const Tensor b2 = b.dim() == 1 ? unsqueeze(b, -1) : b;  // [K] -> [K, 1]
-  const Shape ab(a2.shape().begin(), a2.shape().end() - 2), bb(b2.shape().begin(), b2.shape().end() - 2);
+  const Shape ab(a2.shape().begin(), a2.shape().end() - 2),
+      bb(b2.shape().begin(), b2.shape().end() - 2);
   const int64_t m = a2.size(ta ? -1 : -2), k = a2.size(ta ? -2 : -1);
   const int64_t kb = b2.size(tb ? -1 : -2), n = b2.size(tb ? -2 : -1);
-  MINIDL_CHECK(k == kb, "matmul: ", a.shape(), (ta ? "^T" : ""), " x ", b.shape(),
-               (tb ? "^T" : ""), ": inner dimensions ", k, " and ", kb, " differ");
+  MINIDL_CHECK(k == kb, "matmul: ", a.shape(), (ta ? "^T" : ""), " x ", b.shape(), (tb ? "^T" : ""),
+               ": inner dimensions ", k, " and ", kb, " differ");
   for (size_t i = 1; i <= std::min(ab.size(), bb.size()); ++i) {
     const int64_t da = ab[ab.size() - i], db = bb[bb.size() - i];
     MINIDL_CHECK(da == db || da == 1 || db == 1, "matmul: ", a.shape(), " x ", b.shape(),
@@ -58,8 +59,7 @@ Tensor matmul_broadcast(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   require_f32("matmul", a, "left operand");
   require_f32("matmul", b, "right operand");
-  const bool plain = (a.dim() == 2 && b.dim() == 2) ||
-                     (a.dim() == 3 && b.dim() == 2 && !ta) ||
+  const bool plain = (a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && b.dim() == 2 && !ta) ||
                      (a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0));
   if (!plain) return matmul_broadcast(a, b, ta, tb);
   const bool batched = a.dim() == 3;
