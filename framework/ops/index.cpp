@@ -1,6 +1,7 @@
 // Indexing ops of issue 22: index_select (backward index_add), where and
 // masked_fill (a select kernel: the unchosen side is never read into the
-// result), gather and scatter_add along a dim, tril/triu, one_hot. Host indices are checked here; device kernels trust theirs.
+// result), gather and scatter_add along a dim, tril/triu, one_hot. Host indices are checked here;
+// device kernels trust theirs.
 #include <algorithm>
 
 #include "framework/ops.h"
@@ -10,8 +11,10 @@ namespace minidl {
 namespace {
 
 void require_index_dtype(const char* op, const Tensor& index, const char* what = "index") {
-  MINIDL_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, op, ": expected an int32 or "
-               "int64 ", what, ", got ", dtype_name(index.dtype()), " (shape ", index.shape(), ")");
+  MINIDL_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, op,
+               ": expected an int32 or "
+               "int64 ",
+               what, ", got ", dtype_name(index.dtype()), " (shape ", index.shape(), ")");
 }
 
 // Throws unless every element of a host index lies in [0, size), naming the
@@ -71,8 +74,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const Shape xs = x.shape();
   return record(out, "index_select", {x}, [xs, ar, count, index](const Tensor& g) {
     Tensor gx = Tensor::zeros(xs, kFloat32, g.device());
-    kernels(g.device()).index_add(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(),
-                                  index.dtype(), g.data_ptr<float>(), gx.data_ptr<float>());
+    kernels(g.device())
+        .index_add(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(), index.dtype(),
+                   g.data_ptr<float>(), gx.data_ptr<float>());
     return std::vector<Tensor>{gx};
   });
 }
@@ -140,8 +144,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const Shape xs = xn.shape();
   return record(out, "gather", {xn}, [xs, ar, count, index](const Tensor& g) {
     Tensor gx = Tensor::zeros(xs, kFloat32, g.device());
-    kernels(g.device()).scatter_add_dim(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(),
-                                        index.dtype(), g.data_ptr<float>(), gx.data_ptr<float>());
+    kernels(g.device())
+        .scatter_add_dim(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(), index.dtype(),
+                         g.data_ptr<float>(), gx.data_ptr<float>());
     return std::vector<Tensor>{gx};
   });
 }
@@ -152,11 +157,11 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   require_f32("scatter_add", x);
   require_f32("scatter_add", src, "src");
   require_index_dtype("scatter_add", index);
-  MINIDL_CHECK(index.dim() == x.dim() && src.dim() == x.dim() && x.dim() >= 1, "scatter_add: input ",
-               x.shape(), ", index ", index.shape(), " and src ", src.shape(),
-               ": expected the same number of dims (at least 1)");
+  MINIDL_CHECK(index.dim() == x.dim() && src.dim() == x.dim() && x.dim() >= 1,
+               "scatter_add: input ", x.shape(), ", index ", index.shape(), " and src ",
+               src.shape(), ": expected the same number of dims (at least 1)");
   dim = normalize_dim(dim, x.dim(), "scatter_add");
-  Tensor sn = src;  // src cut to index's shape
+  Tensor sn = src;              // src cut to index's shape
   Shape block = index.shape();  // x's block that index addresses: D along dim
   block[dim] = x.size(dim);
   std::vector<int64_t> pads;  // zero padding of the block up to x, from the last dim

@@ -241,9 +241,8 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   }
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   copy_strided("permute", x, 0, src_st, out, 0, contiguous_strides(os), os);
-  return record(out, "permute", {x}, [inverse](const Tensor& g) {
-    return std::vector<Tensor>{permute(g, inverse)};
-  });
+  return record(out, "permute", {x},
+                [inverse](const Tensor& g) { return std::vector<Tensor>{permute(g, inverse)}; });
 }
 
 // x [.., D, ..] -> [.., length, ..], elements start.. of dim (a view when the
@@ -261,7 +260,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   if (numel_of(Shape(xs.begin(), xs.begin() + dim)) <= 1) {
     Shape os = xs;
     os[dim] = length;
-    out = alias(x, os, x.impl().offset + from * contiguous_strides(xs)[dim] * dtype_size(x.dtype()));
+    out =
+        alias(x, os, x.impl().offset + from * contiguous_strides(xs)[dim] * dtype_size(x.dtype()));
   } else {
     out = copy_out("narrow", x, dim, from, length);
   }
@@ -287,8 +287,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   MINIDL_CHECK(x.dim() >= 1, "split: expected a tensor of at least 1 dim, got shape ", x.shape());
   dim = normalize_dim(dim, x.dim(), "split");
   const int64_t size = x.size(dim);
-  MINIDL_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size ",
-               split_size, " for dim ", dim, " of shape ", x.shape(), ": expected a positive size");
+  MINIDL_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size ", split_size,
+               " for dim ", dim, " of shape ", x.shape(), ": expected a positive size");
   if (size == 0) return {narrow(x, dim, 0, 0)};
   std::vector<Tensor> out;
   for (int64_t at = 0; at < size; at += split_size)
@@ -357,7 +357,8 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   for (const Tensor& t : xs) lengths.push_back(t.size(dim));
   return record(out, "cat", xs, [starts, lengths, dim](const Tensor& g) {
     std::vector<Tensor> gs;
-    for (size_t i = 0; i < starts.size(); ++i) gs.push_back(copy_out("cat", g, dim, starts[i], lengths[i]));
+    for (size_t i = 0; i < starts.size(); ++i)
+      gs.push_back(copy_out("cat", g, dim, starts[i], lengths[i]));
     return gs;
   });
 }
@@ -405,8 +406,10 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   Shape inner = sizes;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < inner.size(); ++i) {
-    if (inner[i] == -1 && infer < 0) infer = static_cast<int64_t>(i);
-    else known *= inner[i];
+    if (inner[i] == -1 && infer < 0)
+      infer = static_cast<int64_t>(i);
+    else
+      known *= inner[i];
   }
   if (infer >= 0 && known > 0 && x.size(dim) % known == 0) inner[infer] = x.size(dim) / known;
   MINIDL_CHECK(infer < 0 || inner[infer] >= 0, "unflatten: cannot infer the -1 in ", sizes,
@@ -434,17 +437,16 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     }
     const int64_t have = x.shape()[d - lead];
     if (os[d] == -1) os[d] = have;
-    MINIDL_CHECK(have == os[d] || have == 1, "expand: input ", x.shape(), " -> ", shape,
-                 ": dim ", d, " of size ", have, " can only expand from size 1");
+    MINIDL_CHECK(have == os[d] || have == 1, "expand: input ", x.shape(), " -> ", shape, ": dim ",
+                 d, " of size ", have, " can only expand from size 1");
     if (have == os[d]) src_st[d] = xst[d - lead];
   }
   if (os == x.shape()) return x;
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   copy_strided("expand", x, 0, src_st, out, 0, contiguous_strides(os), os);
   const Shape xs = x.shape();
-  return record(out, "expand", {x}, [xs](const Tensor& g) {
-    return std::vector<Tensor>{sum_to(g, xs)};
-  });
+  return record(out, "expand", {x},
+                [xs](const Tensor& g) { return std::vector<Tensor>{sum_to(g, xs)}; });
 }
 
 // x [.., Si, ..] -> [.., Si + left_i + right_i, ..], pairs (left, right) from
@@ -462,7 +464,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
                  Shape(pads), ": dim ", d, " of size ", size, " would become negative");
     left[d] = std::max<int64_t>(pads[2 * i], 0);
     right[d] = std::max<int64_t>(pads[2 * i + 1], 0);
-    const int64_t from = std::max<int64_t>(-pads[2 * i], 0), to = size - std::max<int64_t>(-pads[2 * i + 1], 0);
+    const int64_t from = std::max<int64_t>(-pads[2 * i], 0),
+                  to = size - std::max<int64_t>(-pads[2 * i + 1], 0);
     if (from > 0 || to < size) cropped = narrow(cropped, d, from, std::max<int64_t>(to - from, 0));
   }
   if (std::all_of(left.begin(), left.end(), [](int64_t v) { return v == 0; }) &&

@@ -18,10 +18,16 @@ TEST_CASE("cuda: strided copies: permute, narrow, cat, stack, expand, forward an
   check_op("transpose", [](const In& in) { return transpose(in[0], 0, 2); }, {x});
   check_op("narrow copy", [](const In& in) { return narrow(in[0], 2, 1, 3); }, {x});
   check_op("narrow view", [](const In& in) { return narrow(in[0], 0, 1, 2); }, {x});
-  check_op("cat", [](const In& in) { return cat({in[0], in[1]}, 1); },
+  check_op("cat",
+           [](const In& in) {
+             return cat({in[0], in[1]}, 1);
+           },
            {x, Tensor::randn({3, 2, 5})});
   check_op("stack", [](const In& in) { return stack({in[0], in[0] * 2.0}, -1); }, {x});
-  check_op("expand", [](const In& in) { return expand(in[0], {2, 3, 4, 5}); },
+  check_op("expand",
+           [](const In& in) {
+             return expand(in[0], {2, 3, 4, 5});
+           },
            {Tensor::randn({3, 1, 5})});
   // integers of every size move the same way
   Tensor ints = Tensor::randint(0, 100, {4, 3}, kInt32);
@@ -35,10 +41,8 @@ TEST_CASE("cuda: strided copies: permute, narrow, cat, stack, expand, forward an
 TEST_CASE("cuda: index_select and its index_add backward, where and masked_fill") {
   Tensor x = Tensor::randn({3, 5, 2});
   Tensor idx = Tensor::of_ints({4, 0, 4, 2});
-  check_op("index_select", [&](const In& in) { return index_select(in[0], 1, in[1]); },
-           {x, idx});
-  check_op("index_select int32",
-           [&](const In& in) { return index_select(in[0], 0, in[1]); },
+  check_op("index_select", [&](const In& in) { return index_select(in[0], 1, in[1]); }, {x, idx});
+  check_op("index_select int32", [&](const In& in) { return index_select(in[0], 0, in[1]); },
            {x, Tensor::of_ints({2, 2, 1}, {}, kInt32)});
   // an out-of-range device index reads nothing: NaN (all-ones bits) in its slice
   Tensor bad = index_select(Tensor::ones({2, 3}).cuda(), 1, Tensor::of_ints({0, 7}).cuda()).cpu();

@@ -23,12 +23,16 @@ TEST_CASE("index_select picks slices along any dim; repeated indices add in the 
   index_select(w, 0, Tensor::of_ints({1, 1, 2})).sum().backward();
   check_values(w.grad(), {0, 0, 2, 2, 1, 1});
   CHECK_GRADCHECK(
-      [](const Inputs& in) { return index_select(in[0], 1, Tensor::of_ints({2, 0, 2})); },
+      [](const Inputs& in) {
+        return index_select(in[0], 1, Tensor::of_ints({2, 0, 2}));
+      },
       {distinct({2, 3, 2})});
   CHECK_ERROR(index_select(x, 1, Tensor::of_ints({0, 4})),
               "index_select: index 4 at position 1 out of range [0, 4) for dim 1 of input [3, 4]");
-  CHECK_ERROR(index_select(x, 0, Tensor::of({0})), "index_select: expected an int32 or int64 index");
-  CHECK_ERROR(index_select(x, 0, Tensor::of_ints({0}, {1, 1})), "index_select: expected a 1-D index");
+  CHECK_ERROR(index_select(x, 0, Tensor::of({0})),
+              "index_select: expected an int32 or int64 index");
+  CHECK_ERROR(index_select(x, 0, Tensor::of_ints({0}, {1, 1})),
+              "index_select: expected a 1-D index");
 }
 
 TEST_CASE("where selects elementwise with broadcasting; the other side never leaks") {
@@ -46,9 +50,11 @@ TEST_CASE("where selects elementwise with broadcasting; the other side never lea
   log(y).sum().backward();
   check_values(bad.grad(), {0, 0, 0.2, 0});
   check_values(good.grad(), {1, 0.5, 0, 0.25});
-  CHECK_GRADCHECK([](const Inputs& in) {
-    return where(Tensor::of_ints({1, 0, 1}, {3}), in[0], in[1]);
-  }, {distinct({2, 3}), distinct({2, 1}, 1)});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return where(Tensor::of_ints({1, 0, 1}, {3}), in[0], in[1]);
+      },
+      {distinct({2, 3}), distinct({2, 1}, 1)});
   CHECK_ERROR(where(cond, a, Tensor::zeros({3})), "where: shapes [2, 2] and [3] cannot broadcast");
 }
 
@@ -58,9 +64,11 @@ TEST_CASE("masked_fill writes value where the mask is set") {
   Tensor y = masked_fill(x, mask, -1e9);
   check_values(y, {1, -1e9, -1e9, 4, -1e9, -1e9});
   check_values(masked_fill(x, Tensor::of({1, 0}, {2, 1}), 0), {0, 0, 0, 4, 5, 6});
-  CHECK_GRADCHECK([](const Inputs& in) {
-    return masked_fill(in[0], Tensor::of_ints({1, 0, 0, 1}, {2, 2}), 7);
-  }, {distinct({3, 2, 2})});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return masked_fill(in[0], Tensor::of_ints({1, 0, 0, 1}, {2, 2}), 7);
+      },
+      {distinct({3, 2, 2})});
   CHECK_ERROR(masked_fill(x, Tensor::of_ints({1, 0}, {2}), 0),
               "masked_fill: shapes [2] and [2, 3] cannot broadcast");
   CHECK_ERROR(masked_fill(x, Tensor::of_ints({1, 0}, {2, 1, 1}), 0),
@@ -75,14 +83,18 @@ TEST_CASE("gather along a dim picks x at the index; its backward scatters") {
   Tensor w = Tensor::zeros({2, 3}).requires_grad_();
   gather(w, 1, Tensor::of_ints({2, 2, 0, 1}, {2, 2})).sum().backward();
   check_values(w.grad(), {0, 0, 2, 1, 1, 0});
-  CHECK_GRADCHECK([](const Inputs& in) {
-    return gather(in[0], 1, Tensor::of_ints({0, 2, 2, 1, 0, 0}, {2, 3, 1}));
-  }, {distinct({2, 4, 1})});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return gather(in[0], 1, Tensor::of_ints({0, 2, 2, 1, 0, 0}, {2, 3, 1}));
+      },
+      {distinct({2, 4, 1})});
   CHECK_ERROR(gather(x, 1, Tensor::of_ints({3}, {1, 1})),
               "gather: index 3 at position 0 out of range [0, 3) for dim 1 of input [2, 3]");
-  CHECK_ERROR(gather(x, 1, Tensor::of_ints({0}, {1})), "gather: index [1] and input [2, 3]: "
-                                                      "expected the same number of dims");
-  CHECK_ERROR(gather(x, 1, Tensor::of_ints({0, 0, 0}, {3, 1})), "index larger than the input in dim 0");
+  CHECK_ERROR(gather(x, 1, Tensor::of_ints({0}, {1})),
+              "gather: index [1] and input [2, 3]: "
+              "expected the same number of dims");
+  CHECK_ERROR(gather(x, 1, Tensor::of_ints({0, 0, 0}, {3, 1})),
+              "index larger than the input in dim 0");
 }
 
 TEST_CASE("scatter_add adds src at the index along a dim") {
@@ -91,10 +103,13 @@ TEST_CASE("scatter_add adds src at the index along a dim") {
   check_values(scatter_add(x, 1, Tensor::of_ints({0, 0, 2, 1}, {2, 2}), src), {3, 0, 0, 0, 4, 3});
   check_values(scatter_add(Tensor::ones({3, 2}), 0, Tensor::of_ints({2}, {1, 1}), src),
                {1, 1, 1, 1, 2, 1});  // index [1, 1]: src cut, the block padded
-  CHECK_GRADCHECK([](const Inputs& in) {
-    return scatter_add(in[0], 0, Tensor::of_ints({1, 0, 1, 1}, {2, 2}), in[1]);
-  }, {distinct({3, 2}), distinct({2, 3}, 1)});
-  CHECK_ERROR(scatter_add(x, 1, Tensor::of_ints({5}, {1, 1}), src), "scatter_add: index 5 at position 0");
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return scatter_add(in[0], 0, Tensor::of_ints({1, 0, 1, 1}, {2, 2}), in[1]);
+      },
+      {distinct({3, 2}), distinct({2, 3}, 1)});
+  CHECK_ERROR(scatter_add(x, 1, Tensor::of_ints({5}, {1, 1}), src),
+              "scatter_add: index 5 at position 0");
 }
 
 TEST_CASE("tril, triu and one_hot") {
@@ -110,5 +125,6 @@ TEST_CASE("tril, triu and one_hot") {
   CHECK(oh.shape() == Shape{3, 3});
   check_values(oh, {0, 0, 1, 1, 0, 0, 0, 1, 0});
   CHECK(one_hot(Tensor::of_ints({1, 0}, {1, 2}), 4).shape() == Shape{1, 2, 4});
-  CHECK_ERROR(one_hot(Tensor::of_ints({1, 4}), 3), "one_hot: id 4 at position 1 out of range [0, 3)");
+  CHECK_ERROR(one_hot(Tensor::of_ints({1, 4}), 3),
+              "one_hot: id 4 at position 1 out of range [0, 3)");
 }

@@ -283,7 +283,7 @@ TEST_CASE("matmul broadcasts batch dims and takes 1-D operands as torch.matmul")
   check_values(matmul(v, v), {14});
   CHECK(matmul(v, v).shape() == Shape{});
   Tensor m = Tensor::arange(6).reshape({3, 2});
-  check_values(matmul(v, m), {16, 22});                       // [3] x [3, 2] -> [2]
+  check_values(matmul(v, m), {16, 22});                        // [3] x [3, 2] -> [2]
   check_values(matmul(m, Tensor::of({1, -1})), {-1, -1, -1});  // [3, 2] x [2] -> [3]
   CHECK(matmul(v, b).shape() == Shape{3, 2});                  // [3] x [3, 3, 2] -> [3, 2]
   CHECK(matmul(Tensor::zeros({2, 3}), b).shape() == Shape{3, 2, 2});

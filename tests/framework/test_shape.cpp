@@ -115,8 +115,11 @@ TEST_CASE("permute reorders dims of any rank, negative dims too") {
   Tensor ints = Tensor::of_ints({1, 2, 3, 4, 5, 6}, {2, 3});
   check_values(permute(ints, {1, 0}), {1, 4, 2, 5, 3, 6});
   CHECK(permute(ints, {1, 0}).dtype() == kInt64);
-  CHECK_GRADCHECK([](const Inputs& in) { return permute(in[0], {1, 3, 0, 2}); },
-                  {distinct({2, 3, 2, 2})});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return permute(in[0], {1, 3, 0, 2});
+      },
+      {distinct({2, 3, 2, 2})});
   CHECK_ERROR(permute(x, {0, 1}), "permute: 2 dims given for shape [2, 3, 4]");
   CHECK_ERROR(permute(x, {0, 1, 1}), "permute: dim 1 repeated");
 }
@@ -146,8 +149,9 @@ TEST_CASE("narrow is a view when contiguous, else a copy; negative start counts 
   CHECK(narrow(x, 1, 3, 0).shape() == Shape{2, 0, 4});
   CHECK_GRADCHECK([](const Inputs& in) { return narrow(in[0], 1, 1, 2); }, {distinct({2, 4, 3})});
   CHECK_GRADCHECK([](const Inputs& in) { return narrow(in[0], 0, 1, 2); }, {distinct({4, 3})});
-  CHECK_ERROR(narrow(x, 1, 2, 2), "narrow: start 2 and length 2 out of range for dim 1 of shape "
-                                  "[2, 3, 4] (size 3)");
+  CHECK_ERROR(narrow(x, 1, 2, 2),
+              "narrow: start 2 and length 2 out of range for dim 1 of shape "
+              "[2, 3, 4] (size 3)");
   CHECK_ERROR(narrow(x, 3, 0, 1), "narrow: dim 3 out of range");
 }
 
@@ -173,11 +177,11 @@ TEST_CASE("split, split_with_sizes and chunk cut along a dim") {
   REQUIRE(chunks.size() == 3);
   CHECK(chunks[2].shape() == Shape{2, 1});
   CHECK(chunk(Tensor::arange(4), 3).size() == 2);  // sizes 2, 2 as torch.chunk
-  CHECK_ERROR(split_with_sizes(x, {2, 2}, 1), "split_with_sizes: sizes [2, 2] sum to 4, expected 5");
+  CHECK_ERROR(split_with_sizes(x, {2, 2}, 1),
+              "split_with_sizes: sizes [2, 2] sum to 4, expected 5");
   CHECK_ERROR(split(x, 0, 1), "split: split_size 0");
   CHECK_ERROR(chunk(x, 0), "chunk: expected a positive number of chunks");
-  CHECK_GRADCHECK([](const Inputs& in) { return split(in[0], 2, 1)[1] * 2.0; },
-                  {distinct({2, 5})});
+  CHECK_GRADCHECK([](const Inputs& in) { return split(in[0], 2, 1)[1] * 2.0; }, {distinct({2, 5})});
 }
 
 TEST_CASE("cat joins along any dim; stack adds a dim") {
@@ -194,12 +198,19 @@ TEST_CASE("cat joins along any dim; stack adds a dim") {
   check_values(s, {1, 2, 10, 20, 3, 4, 30, 40});
   CHECK(stack({a, a}, -1).shape() == Shape{2, 2, 2});
   check_values(cat({Tensor::of_ints({1, 2}), Tensor::of_ints({3})}), {1, 2, 3});
-  CHECK_ERROR(cat({a, Tensor::zeros({3, 1})}, 1), "cat: shapes [2, 2] and [3, 1] differ outside dim 1");
+  CHECK_ERROR(cat({a, Tensor::zeros({3, 1})}, 1),
+              "cat: shapes [2, 2] and [3, 1] differ outside dim 1");
   CHECK_ERROR(stack({a, b}), "stack: shapes [2, 2] and [2, 1] differ");
-  CHECK_GRADCHECK([](const Inputs& in) { return cat({in[0], in[1], in[0]}, 1); },
-                  {distinct({2, 2, 3}), distinct({2, 1, 3})});
-  CHECK_GRADCHECK([](const Inputs& in) { return stack({in[0], in[1]}, 2); },
-                  {distinct({2, 3}), distinct({2, 3}, 1)});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return cat({in[0], in[1], in[0]}, 1);
+      },
+      {distinct({2, 2, 3}), distinct({2, 1, 3})});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return stack({in[0], in[1]}, 2);
+      },
+      {distinct({2, 3}), distinct({2, 3}, 1)});
 }
 
 TEST_CASE("unsqueeze, squeeze, unflatten and flatten(start, end) are views") {
@@ -217,7 +228,8 @@ TEST_CASE("unsqueeze, squeeze, unflatten and flatten(start, end) are views") {
   CHECK(flatten(Tensor::zeros({2, 3, 4, 5}), 1, 2).shape() == Shape{2, 12, 5});
   CHECK(flatten(Tensor::zeros({2, 3, 4, 5}), 0, -2).shape() == Shape{24, 5});
   CHECK_ERROR(unflatten(Tensor::zeros({2, 12}), 1, {5, -1}), "unflatten: cannot infer");
-  CHECK_ERROR(unflatten(Tensor::zeros({2, 12}), 1, {5, 2}), "unflatten: sizes [5, 2] do not multiply to 12");
+  CHECK_ERROR(unflatten(Tensor::zeros({2, 12}), 1, {5, 2}),
+              "unflatten: sizes [5, 2] do not multiply to 12");
   CHECK_ERROR(flatten(Tensor::zeros({2, 3}), 1, 0), "flatten: start_dim 1 after end_dim 0");
   CHECK_ERROR(unsqueeze(x, 3), "unsqueeze: dim 3 out of range");
 }
@@ -229,8 +241,9 @@ TEST_CASE("expand broadcasts into a copy and its backward sums") {
   check_values(e, {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
   CHECK(x.expand({-1, 4}).shape() == Shape{3, 4});
   CHECK_GRADCHECK([](const Inputs& in) { return expand(in[0], {2, 3, 4}); }, {distinct({3, 1})});
-  CHECK_ERROR(expand(x, {3, 2, 2}), "expand: input [3, 1] -> [3, 2, 2]: dim 1 of size 3 can only "
-                                    "expand from size 1");
+  CHECK_ERROR(expand(x, {3, 2, 2}),
+              "expand: input [3, 1] -> [3, 2, 2]: dim 1 of size 3 can only "
+              "expand from size 1");
   CHECK_ERROR(expand(x, {2}), "expand: shape [2] has fewer dims than input [3, 1]");
 }
 
@@ -242,7 +255,12 @@ TEST_CASE("pad adds constant borders from the last dim back; negative pads crop"
   check_values(pad(x, {0, 1, 1, 0}, -1), {-1, -1, -1, 1, 2, -1, 3, 4, -1});
   check_values(pad(x, {-1, 1}), {2, 0, 4, 0});
   CHECK(pad(x, {0, 0}).shape() == Shape{2, 2});
-  CHECK_GRADCHECK([](const Inputs& in) { return pad(in[0], {1, 2, -1, 1}); }, {distinct({2, 3, 2})});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return pad(in[0], {1, 2, -1, 1});
+      },
+      {distinct({2, 3, 2})});
   CHECK_ERROR(pad(x, {1}), "pad: 1 pad amounts for input [2, 2]: expected an even number");
-  CHECK_ERROR(pad(x, {-3, 0}), "pad: input [2, 2] with pads [-3, 0]: dim 1 of size 2 would become negative");
+  CHECK_ERROR(pad(x, {-3, 0}),
+              "pad: input [2, 2] with pads [-3, 0]: dim 1 of size 2 would become negative");
 }

@@ -29,8 +29,8 @@ float cond_at(const void* cond, DType t, int64_t i) {
 }  // namespace
 
 // x [OUTER, D, INNER], index [I] -> out [OUTER, I, INNER]
-void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void* x,
-                  int64_t count, const void* index, DType it, void* out) {
+void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void* x, int64_t count,
+                  const void* index, DType it, void* out) {
   const char* src = static_cast<const char*>(x);
   char* dst = static_cast<char*>(out);
   const size_t row = inner * es;
@@ -39,14 +39,16 @@ void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void
     for (int64_t i = 0; i < count; ++i) {
       const int64_t j = index_at(index, it, i);
       char* to = dst + (o * count + i) * row;
-      if (j < 0 || j >= d) std::memset(to, 0xff, row);
-      else std::memcpy(to, src + (o * d + j) * row, row);
+      if (j < 0 || j >= d)
+        std::memset(to, 0xff, row);
+      else
+        std::memcpy(to, src + (o * d + j) * row, row);
     }
 }
 
 // src [OUTER, I, INNER] -> out [OUTER, D, INNER] += at index[i]
-void index_add(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
-               DType it, const float* src, float* out) {
+void index_add(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index, DType it,
+               const float* src, float* out) {
 #pragma omp parallel for if (outer * count * inner > 65536)
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < count; ++i) {

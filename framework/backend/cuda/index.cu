@@ -54,8 +54,7 @@ __global__ void gather_dim_kernel(int64_t outer, int64_t d, int64_t inner, int64
 
 // src, index [OUTER, I, INNER] -> out [OUTER, D, INNER] += src
 __global__ void scatter_add_dim_kernel(int64_t outer, int64_t d, int64_t inner, int64_t count,
-                                       const void* index, bool is64, const float* src,
-                                       float* out) {
+                                       const void* index, bool is64, const float* src, float* out) {
   const int64_t n = outer * count * inner;
   for (int64_t e = thread_index(); e < n; e += thread_count()) {
     const int64_t k = e % inner, o = e / (inner * count), j = label_at(index, is64, e);
@@ -64,8 +63,8 @@ __global__ void scatter_add_dim_kernel(int64_t outer, int64_t d, int64_t inner, 
 }
 
 // out [s.n] = cond ? a : b under the index map s
-__global__ void where_kernel(Select s, const void* cond, DType ct, const float* a,
-                             const float* b, float* out) {
+__global__ void where_kernel(Select s, const void* cond, DType ct, const float* a, const float* b,
+                             float* out) {
   for (int64_t e = thread_index(); e < s.n; e += thread_count()) {
     int64_t rem = e, oc = 0, oa = 0, ob = 0;
     for (int d = s.nd - 1; d >= 0; --d) {
@@ -81,8 +80,8 @@ __global__ void where_kernel(Select s, const void* cond, DType ct, const float* 
 
 }  // namespace
 
-void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void* x,
-                  int64_t count, const void* index, DType it, void* out) {
+void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void* x, int64_t count,
+                  const void* index, DType it, void* out) {
   const int64_t n = outer * count * inner;
   if (n == 0) return;
   auto launch = [&](auto tag) {
@@ -102,8 +101,8 @@ void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void
   }
 }
 
-void index_add(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
-               DType it, const float* src, float* out) {
+void index_add(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index, DType it,
+               const float* src, float* out) {
   const int64_t n = outer * count * inner;
   if (n == 0) return;
   index_add_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(outer, d, inner, count, index,
@@ -124,8 +123,8 @@ void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, con
                      DType it, const float* src, float* out) {
   const int64_t n = outer * count * inner;
   if (n == 0) return;
-  scatter_add_dim_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(outer, d, inner, count,
-                                                                   index, it == kInt64, src, out);
+  scatter_add_dim_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(outer, d, inner, count, index,
+                                                                   it == kInt64, src, out);
   CUDA_CHECK_LAUNCH();
 }
 
