@@ -39,3 +39,8 @@
 #include "parallel/train/graphed_step.h"
 #include "parallel/train/model.h"
 #include "parallel/train/train_step.h"
+// ---- attention, layer and group norm, containers (issue 22) ----
+// <iostream>: `std::cout << tensor` works with this header alone.
+#include <iostream>
+
+#include "nn/layer_norm.h"
