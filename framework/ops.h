@@ -42,6 +42,10 @@ Tensor argmax(const Tensor& x);
 // flag is set (no copy: the GEMM reads it transposed; flashlight's matmulNT/TN):
 // op(a) [M, K] x op(b) [K, N] -> [M, N];
 // op(a) [B, M, K] x op(b) [B, K, N] -> [B, M, N]; a [B, M, K] x op(b) [K, N] -> [B, M, N].
+// In general torch.matmul's rules: batch dims (all but the last two) broadcast,
+// [..., M, K] x [..., K, N] -> [broadcast(...), M, N]; a 1-D left operand [K]
+// is a row [1, K] and a 1-D right one a column [K, 1], that dim dropped from
+// the result ([K] x [K] -> a 0-d dot). The flags apply to operands of 2+ dims.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [N, IN] . w[OUT, IN]^T + b [OUT] -> [N, OUT] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
@@ -72,7 +76,8 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t p
 
 // ---- shape ops ----
 Tensor reshape(const Tensor& x, const Shape& shape);
-Tensor flatten(const Tensor& x, int64_t start_dim = 0);
+// dims start_dim..end_dim merged into one (a view)
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor concat(const std::vector<Tensor>& xs);  // along dim 0
 Tensor slice(const Tensor& x, int64_t start, int64_t end);  // rows of dim 0
 // x [N, C], labels [N] (int32/int64) -> [N]: out[i] = x[i, labels[i]].
@@ -89,5 +94,48 @@ Tensor dropout(const Tensor& x, double p);
 // in [0, C) -> scalar mean_i(-log_softmax(logits)[i, labels[i]]), computed
 // stably; one pass forward, one pass backward (no intermediate graph).
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+
+// ---- shape and indexing ops, any dim (issue 22) ----
+// Negative dims count from the end. Views share storage (reshape-like ops,
+// and narrow/slice where the block is contiguous); the rest copy. Errors name
+// the op, the shapes and what was expected.
+// x [d0, ..., dn] -> [d_dims[0], ..., d_dims[n]] (a copy)
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+// x [.., D, ..] -> [.., length, ..] from `start` (negative: from the end); a
+// view when every dim before `dim` has size 1, else a copy (torch.narrow)
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+// elements [start, end) of dim, negative counted from the end and clamped to
+// [0, size] like a Python slice (step 1); view or copy as narrow
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
+// pieces of split_size along dim, the last one smaller if need be
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+// pieces of the given sizes (they must sum to x.size(dim))
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes,
+                                     int64_t dim = 0);
+// at most `chunks` pieces of ceil(size / chunks) (torch.chunk)
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// xs[i] [.., Di, ..] -> [.., sum Di, ..]; shapes agree outside dim
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+// xs[i] [S] (all alike) -> [.., len(xs), ..] with the new dim at `dim`
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+// views: a new dim of size 1 at dim in [-(n+1), n]; dim (or every dim) of
+// size 1 removed (a dim of another size stays)
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x);
+// x [.., D, ..] -> [.., sizes.., ..] with prod(sizes) = D (one may be -1); a view
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
+// x broadcast to shape (-1 keeps a dim; new dims lead); a copy, backward sums
+Tensor expand(const Tensor& x, const Shape& shape);
+// x [.., D, ..], index [I] int32/int64 in [0, D) -> [.., I, ..]; backward adds
+// the gradient rows back at their indices (index_add)
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// x where mask (broadcast to x; float32 nonzero, int32 or int64) is false,
+// else value; float32 x
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// cond ? a : b elementwise, all three broadcast (cond float32 nonzero, int32
+// or int64; a, b float32). The unchosen side never reaches the result or the
+// gradient, NaN and inf included.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 }  // namespace minidl

@@ -312,6 +312,16 @@ Tensor Tensor::reshape(const Shape& s) const { return minidl::reshape(*this, s);
 Tensor Tensor::flatten(int64_t start) const { return minidl::flatten(*this, start); }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return minidl::transpose(*this, d0, d1); }
 Tensor Tensor::slice(int64_t start, int64_t end) const { return minidl::slice(*this, start, end); }
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const { return minidl::permute(*this, dims); }
+Tensor Tensor::unsqueeze(int64_t d) const { return minidl::unsqueeze(*this, d); }
+Tensor Tensor::squeeze(int64_t d) const { return minidl::squeeze(*this, d); }
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  return minidl::narrow(*this, d, start, length);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
+  return minidl::chunk(*this, chunks, d);
+}
+Tensor Tensor::expand(const Shape& shape) const { return minidl::expand(*this, shape); }
 Tensor Tensor::clone() const {
   if (is_floating(dtype())) return *this * 1.0;
   Tensor t = empty(shape(), dtype(), device());  // integers: no autograd, a plain copy

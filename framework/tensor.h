@@ -140,6 +140,13 @@ class Tensor {
   Tensor transpose(int64_t d0, int64_t d1) const;  // copies
   Tensor t() const { return transpose(0, 1); }
   Tensor slice(int64_t start, int64_t end) const;  // rows [start, end) of dim 0; shares storage
+  // ---- shape ops of issue 22 (ops.h has the contracts) ----
+  Tensor permute(const std::vector<int64_t>& dims) const;  // copies
+  Tensor unsqueeze(int64_t d) const;                        // views
+  Tensor squeeze(int64_t d) const;
+  Tensor narrow(int64_t d, int64_t start, int64_t length) const;  // view where contiguous
+  std::vector<Tensor> chunk(int64_t chunks, int64_t d = 0) const;
+  Tensor expand(const Shape& shape) const;  // copies
   Tensor clone() const;                            // a copy, in the graph
   Tensor detach() const;                           // same storage, out of the graph
   Tensor to(DType dtype) const;                    // cast (ops.h: float to int saturates)

@@ -62,6 +62,23 @@ struct UpdateArgs {
   bool decoupled = false;                // AdamW
 };
 
+// ---- shape ops (issue 22) ----
+// A strided copy's index map: element idx (over dims size[0..nd)) goes from
+// src + sum(idx[d] * src_stride[d]) to dst + sum(idx[d] * dst_stride[d]),
+// strides in elements (0 = broadcast on the source side).
+struct StridedCopy {
+  int nd = 0;
+  int64_t size[kMaxDims] = {}, src_stride[kMaxDims] = {}, dst_stride[kMaxDims] = {};
+};
+// where's index map: out [size[0..nd)] contiguous; cond, a, b advance
+// stride_c, stride_a, stride_b elements per step of dim d (0 = broadcast).
+struct Select {
+  int64_t n = 0;  // elements of out
+  int nd = 0;
+  int64_t size[kMaxDims] = {}, stride_c[kMaxDims] = {}, stride_a[kMaxDims] = {},
+          stride_b[kMaxDims] = {};
+};
+
 struct Kernels {
   // ---- data movement, any dtype ----
   void (*fill)(DType dtype, int64_t n, double value, void* dst);
@@ -156,6 +173,34 @@ struct Kernels {
 
   // ---- optimizers: every slice of a step in one call (host array of slices) ----
   void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
+
+  // ---- shape ops (issue 22) ----
+  // Any dtype (by elem_size 2, 4 or 8): dst[map] = src[map] (StridedCopy);
+  // src and dst do not overlap. Serves permute, narrow, cat, expand, pad.
+  void (*strided_copy)(size_t elem_size, const StridedCopy& map, const void* src, void* dst);
+  // Indices int32 or int64 (index_dtype); the front ends check host indices,
+  // a device kernel given one outside [0, D) writes all-ones bits (NaN for
+  // floats, -1 for integers) for that slice (select, gather_dim) or skips it
+  // (index_add, scatter_add_dim).
+  // x [outer, D, inner], index [I] -> out [outer, I, inner] = x[o, index[i], k];
+  // any dtype by elem_size
+  void (*index_select)(size_t elem_size, int64_t outer, int64_t d, int64_t inner, const void* x,
+                       int64_t count, const void* index, DType index_dtype, void* out);
+  // src [outer, I, inner] -> out [outer, D, inner] += at index[i] (float32, accumulates)
+  void (*index_add)(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
+                    DType index_dtype, const float* src, float* out);
+  // x [outer, D, inner], index [outer, I, inner] -> out [outer, I, inner] =
+  // x[o, index[o, i, k], k] (torch.gather along the middle dim; float32)
+  void (*gather_dim)(int64_t outer, int64_t d, int64_t inner, int64_t count, const float* x,
+                     const void* index, DType index_dtype, float* out);
+  // src, index [outer, I, inner] -> out [outer, D, inner] += src at
+  // [o, index[o, i, k], k] (torch.scatter_add_; float32, accumulates)
+  void (*scatter_add_dim)(int64_t outer, int64_t d, int64_t inner, int64_t count,
+                          const void* index, DType index_dtype, const float* src, float* out);
+  // out [sel.n] = cond != 0 ? a : b under sel; cond float32, int32 or int64;
+  // a, b, out float32 (the unchosen side is never read into the result)
+  void (*where)(const Select& sel, const void* cond, DType cond_dtype, const float* a,
+                const float* b, float* out);
 };
 
 }  // namespace minidl

@@ -6,6 +6,50 @@
 #include "framework/ops/util.h"
 
 namespace minidl {
+namespace {
+
+// torch.matmul's general case, composed from ops (so the backward is theirs:
+// expand sums over the broadcast batch dims): 1-D operands become a row or a
+// column, batch dims broadcast and merge into one, and the 3-D product below
+// runs once. a [..., M, K] x b [..., K, N] -> [broadcast(...), M, N].
+Tensor matmul_broadcast(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  MINIDL_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: ", a.shape(), " x ", b.shape(),
+               ": expected operands of at least 1 dim");
+  MINIDL_CHECK((a.dim() >= 2 || !ta) && (b.dim() >= 2 || !tb), "matmul: ", a.shape(),
+               (ta ? "^T" : ""), " x ", b.shape(), (tb ? "^T" : ""),
+               ": a 1-D operand cannot be transposed");
+  const Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;   // [K] -> [1, K]
+  const Tensor b2 = b.dim() == 1 ? unsqueeze(b, -1) : b;  // [K] -> [K, 1]
+  const Shape ab(a2.shape().begin(), a2.shape().end() - 2), bb(b2.shape().begin(), b2.shape().end() - 2);
+  const int64_t m = a2.size(ta ? -1 : -2), k = a2.size(ta ? -2 : -1);
+  const int64_t kb = b2.size(tb ? -1 : -2), n = b2.size(tb ? -2 : -1);
+  MINIDL_CHECK(k == kb, "matmul: ", a.shape(), (ta ? "^T" : ""), " x ", b.shape(),
+               (tb ? "^T" : ""), ": inner dimensions ", k, " and ", kb, " differ");
+  for (size_t i = 1; i <= std::min(ab.size(), bb.size()); ++i) {
+    const int64_t da = ab[ab.size() - i], db = bb[bb.size() - i];
+    MINIDL_CHECK(da == db || da == 1 || db == 1, "matmul: ", a.shape(), " x ", b.shape(),
+                 ": batch dims ", ab, " and ", bb, " do not broadcast");
+  }
+  const Shape batch = broadcast_shape(ab, bb, "matmul");
+  const int64_t nb = numel_of(batch);
+  auto merged = [&](const Tensor& t, const Shape& own) {  // [batch..., R, C] -> [nb, R, C]
+    Shape full = batch;
+    full.push_back(t.size(-2));
+    full.push_back(t.size(-1));
+    return reshape(own == batch ? t : expand(t, full), {nb, t.size(-2), t.size(-1)});
+  };
+  Tensor out;
+  if (bb.empty() && !ta)  // one GEMM over the stacked rows of a
+    out = matmul(reshape(a2, {nb * a2.size(-2), a2.size(-1)}), b2, false, tb);
+  else
+    out = matmul(merged(a2, ab), merged(b2, bb), ta, tb);
+  Shape os = batch;
+  if (a.dim() > 1) os.push_back(m);
+  if (b.dim() > 1) os.push_back(n);
+  return reshape(out, os);
+}
+
+}  // namespace
 
 // op(a) [B, M, K] x op(b) [B, K, N] -> [B, M, N] (B = 1 for 2-D operands); the
 // gradients are products again: C = op(A) op(B) gives dA = g op(B)^T (A^T:
@@ -13,6 +57,10 @@ namespace minidl {
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   require_f32("matmul", a, "left operand");
   require_f32("matmul", b, "right operand");
+  const bool plain = (a.dim() == 2 && b.dim() == 2) ||
+                     (a.dim() == 3 && b.dim() == 2 && !ta) ||
+                     (a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0));
+  if (!plain) return matmul_broadcast(a, b, ta, tb);
   const bool batched = a.dim() == 3;
   MINIDL_CHECK((a.dim() == 2 && b.dim() == 2) || (batched && (b.dim() == 3 || b.dim() == 2)),
                "matmul: ", a.shape(), " x ", b.shape(),

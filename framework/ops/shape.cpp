@@ -1,4 +1,9 @@
-// Shape ops (reshape, flatten, concat, slice), gather by label, and cast.
+// Shape ops (reshape, flatten, concat, slice, and issue 22's permute, narrow,
+// cat, stack, split, squeeze, expand, pad), gather by label, and cast. Views
+// share storage where the elements stay contiguous; the rest are one strided
+// copy (the device's strided_copy kernel), and so are their backwards.
+#include <numeric>
+
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -46,13 +51,17 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
   });
 }
 
-// x [d0, ..., dk, ...] -> [d0, ..., prod(dk...)]
-Tensor flatten(const Tensor& x, int64_t start_dim) {
+// x [d0, ..., ds, ..., de, ...] -> [d0, ..., ds * ... * de, ...] (a view)
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   if (x.dim() == 0) return reshape(x, {1});
   start_dim = normalize_dim(start_dim, x.dim(), "flatten");
-  Shape s(x.shape().begin(), x.shape().begin() + start_dim);
-  s.push_back(-1);
-  if (x.numel() == 0) s.back() = numel_of(Shape(x.shape().begin() + start_dim, x.shape().end()));
+  end_dim = normalize_dim(end_dim, x.dim(), "flatten");
+  MINIDL_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " after end_dim ", end_dim,
+               " for shape ", x.shape());
+  const Shape& xs = x.shape();
+  Shape s(xs.begin(), xs.begin() + start_dim);
+  s.push_back(numel_of(Shape(xs.begin() + start_dim, xs.begin() + end_dim + 1)));
+  s.insert(s.end(), xs.begin() + end_dim + 1, xs.end());
   return reshape(x, s);
 }
 
@@ -150,6 +159,290 @@ Tensor cast(const Tensor& x, DType dtype) {
   DType from = x.dtype();
   return record(out, "cast", {x}, [from](const Tensor& g) {
     return std::vector<Tensor>{cast(g, from)};
+  });
+}
+
+// ---- shape ops (issue 22) ----
+namespace {
+
+// Row-major element strides of a contiguous tensor of `shape`.
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    st[d] = st[d + 1] * shape[d + 1];
+  return st;
+}
+
+// dst (from element dst_off, strides dst_st) <- src (from src_off, strides
+// src_st) over `size`: the device's strided_copy, dims of size 1 dropped and
+// neighbours that are contiguous on both sides merged.
+void copy_strided(const char* op, const Tensor& src, int64_t src_off,
+                  const std::vector<int64_t>& src_st, const Tensor& dst, int64_t dst_off,
+                  const std::vector<int64_t>& dst_st, const Shape& size) {
+  if (numel_of(size) == 0) return;
+  StridedCopy m;
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (size[d] == 1) continue;
+    if (m.nd > 0 && m.src_stride[m.nd - 1] == src_st[d] * size[d] &&
+        m.dst_stride[m.nd - 1] == dst_st[d] * size[d]) {
+      m.size[m.nd - 1] *= size[d];
+      m.src_stride[m.nd - 1] = src_st[d];
+      m.dst_stride[m.nd - 1] = dst_st[d];
+      continue;
+    }
+    MINIDL_CHECK(m.nd < kMaxDims, op, ": shape ", size, " has more than ", kMaxDims,
+                 " dims that cannot be merged");
+    m.size[m.nd] = size[d];
+    m.src_stride[m.nd] = src_st[d];
+    m.dst_stride[m.nd++] = dst_st[d];
+  }
+  const size_t es = dtype_size(src.dtype());
+  kernels_for(op, dst, {&src})
+      .strided_copy(es, m, static_cast<const char*>(src.raw_data_ptr()) + src_off * es,
+                    static_cast<char*>(dst.raw_data_ptr()) + dst_off * es);
+}
+
+// dst's block [.., start:start + src.size(dim), ..] along dim <- src (no autograd)
+void copy_into(const char* op, const Tensor& dst, int64_t dim, int64_t start, const Tensor& src) {
+  const std::vector<int64_t> st = contiguous_strides(dst.shape());
+  copy_strided(op, src, 0, contiguous_strides(src.shape()), dst, start * st[dim], st, src.shape());
+}
+
+// x's block [.., start:start + length, ..] along dim, copied (no autograd)
+Tensor copy_out(const char* op, const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  Shape os = x.shape();
+  os[dim] = length;
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  const std::vector<int64_t> st = contiguous_strides(x.shape());
+  copy_strided(op, x, start * st[dim], st, out, 0, contiguous_strides(os), os);
+  return out;
+}
+
+}  // namespace
+
+// x [d0, ..., dn] -> [d_dims[0], ..., d_dims[n]] (a copy)
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  const int64_t nd = x.dim();
+  MINIDL_CHECK(static_cast<int64_t>(dims.size()) == nd, "permute: ", dims.size(),
+               " dims given for shape ", x.shape());
+  std::vector<int64_t> norm(nd), inverse(nd, -1);
+  for (int64_t i = 0; i < nd; ++i) {
+    norm[i] = normalize_dim(dims[i], nd, "permute");
+    MINIDL_CHECK(inverse[norm[i]] < 0, "permute: dim ", dims[i], " repeated for shape ", x.shape());
+    inverse[norm[i]] = i;
+  }
+  const std::vector<int64_t> xst = contiguous_strides(x.shape());
+  Shape os(nd);
+  std::vector<int64_t> src_st(nd);
+  for (int64_t i = 0; i < nd; ++i) {
+    os[i] = x.shape()[norm[i]];
+    src_st[i] = xst[norm[i]];
+  }
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  copy_strided("permute", x, 0, src_st, out, 0, contiguous_strides(os), os);
+  return record(out, "permute", {x}, [inverse](const Tensor& g) {
+    return std::vector<Tensor>{permute(g, inverse)};
+  });
+}
+
+// x [.., D, ..] -> [.., length, ..], elements start.. of dim (a view when the
+// block is contiguous: every dim before `dim` has size 1; else a copy)
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  MINIDL_CHECK(x.dim() >= 1, "narrow: expected a tensor of at least 1 dim, got shape ", x.shape());
+  dim = normalize_dim(dim, x.dim(), "narrow");
+  const int64_t size = x.size(dim);
+  const int64_t from = start < 0 ? start + size : start;
+  MINIDL_CHECK(from >= 0 && length >= 0 && from <= size - length, "narrow: start ", start,
+               " and length ", length, " out of range for dim ", dim, " of shape ", x.shape(),
+               " (size ", size, ")");
+  const Shape xs = x.shape();
+  Tensor out;
+  if (numel_of(Shape(xs.begin(), xs.begin() + dim)) <= 1) {
+    Shape os = xs;
+    os[dim] = length;
+    out = alias(x, os, x.impl().offset + from * contiguous_strides(xs)[dim] * dtype_size(x.dtype()));
+  } else {
+    out = copy_out("narrow", x, dim, from, length);
+  }
+  return record(out, "narrow", {x}, [xs, dim, from](const Tensor& g) {
+    Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
+    copy_into("narrow", gx, dim, from, g);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// x [.., D, ..] -> elements [start, end) of dim, clamped as Python slices (step 1)
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
+  MINIDL_CHECK(x.dim() >= 1, "slice: expected a tensor of at least 1 dim, got shape ", x.shape());
+  dim = normalize_dim(dim, x.dim(), "slice");
+  const int64_t size = x.size(dim);
+  auto clamp = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
+  const int64_t from = clamp(start), to = std::max(from, clamp(end));
+  return narrow(x, dim, from, to - from);
+}
+
+// x -> pieces of split_size along dim (the last may be smaller)
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MINIDL_CHECK(x.dim() >= 1, "split: expected a tensor of at least 1 dim, got shape ", x.shape());
+  dim = normalize_dim(dim, x.dim(), "split");
+  const int64_t size = x.size(dim);
+  MINIDL_CHECK(split_size > 0 || (split_size == 0 && size == 0), "split: split_size ",
+               split_size, " for dim ", dim, " of shape ", x.shape(), ": expected a positive size");
+  if (size == 0) return {narrow(x, dim, 0, 0)};
+  std::vector<Tensor> out;
+  for (int64_t at = 0; at < size; at += split_size)
+    out.push_back(narrow(x, dim, at, std::min(split_size, size - at)));
+  return out;
+}
+
+// x -> pieces of the given sizes along dim (they must sum to its size)
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes,
+                                     int64_t dim) {
+  MINIDL_CHECK(x.dim() >= 1, "split_with_sizes: expected a tensor of at least 1 dim, got shape ",
+               x.shape());
+  dim = normalize_dim(dim, x.dim(), "split_with_sizes");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    MINIDL_CHECK(s >= 0, "split_with_sizes: negative size ", s, " for shape ", x.shape());
+    total += s;
+  }
+  MINIDL_CHECK(total == x.size(dim), "split_with_sizes: sizes ", Shape(sizes), " sum to ", total,
+               ", expected ", x.size(dim), " (dim ", dim, " of shape ", x.shape(), ")");
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(x, dim, at, s));
+    at += s;
+  }
+  return out;
+}
+
+// x -> at most `chunks` pieces of ceil(size / chunks) along dim
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  MINIDL_CHECK(chunks > 0, "chunk: expected a positive number of chunks, got ", chunks);
+  MINIDL_CHECK(x.dim() >= 1, "chunk: expected a tensor of at least 1 dim, got shape ", x.shape());
+  const int64_t size = x.size(dim);
+  return split(x, (size + chunks - 1) / chunks, dim);
+}
+
+// xs[i] [.., Di, ..] -> [.., sum Di, ..] along dim
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  MINIDL_CHECK(!xs.empty(), "cat: expected at least one tensor");
+  const Tensor& first = xs[0];
+  MINIDL_CHECK(first.dim() >= 1, "cat: expected tensors of at least 1 dim, got shape ",
+               first.shape());
+  dim = normalize_dim(dim, first.dim(), "cat");
+  int64_t total = 0;
+  for (const Tensor& t : xs) {
+    MINIDL_CHECK(t.dtype() == first.dtype(), "cat: dtypes ", dtype_name(first.dtype()), " and ",
+                 dtype_name(t.dtype()), " differ");
+    kernels_for("cat", first, {&t});
+    bool same = t.dim() == first.dim();
+    for (int64_t d = 0; same && d < t.dim(); ++d) same = d == dim || t.size(d) == first.size(d);
+    MINIDL_CHECK(same, "cat: shapes ", first.shape(), " and ", t.shape(), " differ outside dim ",
+                 dim);
+    total += t.size(dim);
+  }
+  Shape os = first.shape();
+  os[dim] = total;
+  Tensor out = Tensor::empty(os, first.dtype(), first.device());
+  std::vector<int64_t> starts;
+  for (int64_t at = 0; const Tensor& t : xs) {
+    copy_into("cat", out, dim, at, t);
+    starts.push_back(at);
+    at += t.size(dim);
+  }
+  std::vector<int64_t> lengths;
+  for (const Tensor& t : xs) lengths.push_back(t.size(dim));
+  return record(out, "cat", xs, [starts, lengths, dim](const Tensor& g) {
+    std::vector<Tensor> gs;
+    for (size_t i = 0; i < starts.size(); ++i) gs.push_back(copy_out("cat", g, dim, starts[i], lengths[i]));
+    return gs;
+  });
+}
+
+// xs[i] [S] (all alike) -> [.., len(xs), ..] with the new dim at `dim`
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  MINIDL_CHECK(!xs.empty(), "stack: expected at least one tensor");
+  for (const Tensor& t : xs)
+    MINIDL_CHECK(t.shape() == xs[0].shape(), "stack: shapes ", xs[0].shape(), " and ", t.shape(),
+                 " differ");
+  dim = normalize_dim(dim, xs[0].dim() + 1, "stack");
+  std::vector<Tensor> us;
+  for (const Tensor& t : xs) us.push_back(unsqueeze(t, dim));
+  return cat(us, dim);
+}
+
+// x [..] -> [.., 1, ..] with the new dim at `dim` in [-(n+1), n] (a view)
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  dim = normalize_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape s = x.shape();
+  s.insert(s.begin() + dim, 1);
+  return reshape(x, s);
+}
+
+// x -> x without dim `dim` if its size is 1, else x's shape (a view)
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  dim = normalize_dim(dim, x.dim(), "squeeze");
+  Shape s = x.shape();
+  if (x.dim() > 0 && s[dim] == 1) s.erase(s.begin() + dim);
+  return reshape(x, s);
+}
+
+// x -> x without its dims of size 1 (a view)
+Tensor squeeze(const Tensor& x) {
+  Shape s;
+  for (int64_t d : x.shape())
+    if (d != 1) s.push_back(d);
+  return reshape(x, s);
+}
+
+// x [.., D, ..] -> [.., sizes.., ..], prod(sizes) = D (one may be -1; a view)
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
+  dim = normalize_dim(dim, x.dim(), "unflatten");
+  MINIDL_CHECK(!sizes.empty(), "unflatten: expected at least one size for shape ", x.shape());
+  Shape inner = sizes;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < inner.size(); ++i) {
+    if (inner[i] == -1 && infer < 0) infer = static_cast<int64_t>(i);
+    else known *= inner[i];
+  }
+  if (infer >= 0 && known > 0 && x.size(dim) % known == 0) inner[infer] = x.size(dim) / known;
+  MINIDL_CHECK(infer < 0 || inner[infer] >= 0, "unflatten: cannot infer the -1 in ", sizes,
+               " for dim ", dim, " of shape ", x.shape());
+  MINIDL_CHECK(numel_of(inner) == x.size(dim), "unflatten: sizes ", sizes, " do not multiply to ",
+               x.size(dim), " (dim ", dim, " of shape ", x.shape(), ")");
+  Shape s(x.shape().begin(), x.shape().begin() + dim);
+  s.insert(s.end(), inner.begin(), inner.end());
+  s.insert(s.end(), x.shape().begin() + dim + 1, x.shape().end());
+  return reshape(x, s);
+}
+
+// x [..] -> [shape] broadcast (-1 keeps a dim; a copy); backward sums
+Tensor expand(const Tensor& x, const Shape& shape) {
+  const int64_t nd = static_cast<int64_t>(shape.size()), lead = nd - x.dim();
+  MINIDL_CHECK(lead >= 0, "expand: shape ", shape, " has fewer dims than input ", x.shape());
+  Shape os = shape;
+  const std::vector<int64_t> xst = contiguous_strides(x.shape());
+  std::vector<int64_t> src_st(nd, 0);
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d < lead) {
+      MINIDL_CHECK(os[d] >= 0, "expand: input ", x.shape(), " -> ", shape,
+                   ": -1 or a negative size in a new leading dim");
+      continue;
+    }
+    const int64_t have = x.shape()[d - lead];
+    if (os[d] == -1) os[d] = have;
+    MINIDL_CHECK(have == os[d] || have == 1, "expand: input ", x.shape(), " -> ", shape,
+                 ": dim ", d, " of size ", have, " can only expand from size 1");
+    if (have == os[d]) src_st[d] = xst[d - lead];
+  }
+  if (os == x.shape()) return x;
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  copy_strided("expand", x, 0, src_st, out, 0, contiguous_strides(os), os);
+  const Shape xs = x.shape();
+  return record(out, "expand", {x}, [xs](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, xs)};
   });
 }
 

@@ -57,6 +57,10 @@ Kernels counted_table() {
   count<&Kernels::cross_entropy_forward>(k, "cross_entropy_forward");
   count<&Kernels::cross_entropy_backward>(k, "cross_entropy_backward");
   count<&Kernels::update>(k, "update");
+  // ---- shape ops (issue 22) ----
+  count<&Kernels::strided_copy>(k, "strided_copy"), count<&Kernels::index_select>(k, "index_select");
+  count<&Kernels::index_add>(k, "index_add"), count<&Kernels::gather_dim>(k, "gather_dim");
+  count<&Kernels::scatter_add_dim>(k, "scatter_add_dim"), count<&Kernels::where>(k, "where");
   return k;
 }
 

@@ -12,12 +12,13 @@ TEST_CASE("matmul with mismatched inner dimensions names both shapes") {
   CHECK_ERROR(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 6})),
               "matmul: [2, 3, 4] x [2, 5, 6]: inner dimensions 4 and 5 differ");
   CHECK_ERROR(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 6})),
-              "matmul: [2, 3, 4] x [3, 4, 6]: batch sizes 2 and 3 differ");
+              "matmul: [2, 3, 4] x [3, 4, 6]: batch dims [2] and [3] do not broadcast");
   CHECK_ERROR(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({5, 6})),
               "inner dimensions 4 and 5 differ");
-  CHECK_ERROR(matmul(Tensor::zeros({4}), Tensor::zeros({4, 2})),
-              "matmul: [4] x [4, 2]: expected 2-D x 2-D");
-  CHECK_ERROR(matmul(Tensor::zeros({2, 2}), Tensor::zeros({2, 2, 2})), "matmul: [2, 2] x [2, 2, 2]");
+  CHECK_ERROR(matmul(Tensor::zeros({4}), Tensor::zeros({3, 2})),
+              "matmul: [4] x [3, 2]: inner dimensions 4 and 3 differ");
+  CHECK_ERROR(matmul(Tensor::zeros({2, 2}), Tensor::zeros({2, 3, 2})),
+              "matmul: [2, 2] x [2, 3, 2]: inner dimensions 2 and 3 differ");
 }
 
 TEST_CASE("linear with a mismatched weight or bias names the shapes") {

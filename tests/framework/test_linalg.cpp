@@ -112,8 +112,9 @@ TEST_CASE("matmul with transpose flags: errors name the transposed shapes") {
   CHECK_NOTHROW(matmul(a, b, true, false));
   CHECK_THROWS_WITH_AS(matmul(a, b, false, true),
                        "matmul: [2, 3] x [2, 4]^T: inner dimensions 3 and 4 differ", Error);
-  CHECK_THROWS_WITH_AS(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 5}), true, false),
-                       doctest::Contains("cannot be transposed"), Error);
+  // a batched a^T against a 2-D b: torch.matmul(a.mT, b) (issue 22)
+  CHECK(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 5}), true, false).shape() ==
+        Shape{2, 4, 5});
 }
 
 TEST_CASE("gradients of matmul with transpose flags (products of products)") {
@@ -265,4 +266,38 @@ TEST_CASE("gradient of transpose") {
   CHECK_GRADCHECK([](const Inputs& in) { return transpose(in[0], 0, 2); },
                   {Tensor::randn({2, 3, 4})});
   CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[0].t()); }, {Tensor::randn({3, 2})});
+}
+
+// ---- issue 22: torch.matmul's broadcasting and 1-D operands ----
+using minidl::testing::distinct;
+
+TEST_CASE("matmul broadcasts batch dims and takes 1-D operands as torch.matmul") {
+  Tensor a = Tensor::arange(12).reshape({2, 1, 2, 3});  // batch [2, 1]
+  Tensor b = Tensor::arange(18).reshape({3, 3, 2});     // batch [3]
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Shape{2, 3, 2, 2});
+  // c[1, 2] = a[1, 0] x b[2]: [[6 7 8] [9 10 11]] x [[12 13] [14 15] [16 17]]
+  CHECK(c.at({1, 2, 0, 0}) == 6 * 12 + 7 * 14 + 8 * 16);
+  CHECK(c.at({1, 2, 1, 1}) == 9 * 13 + 10 * 15 + 11 * 17);
+  Tensor v = Tensor::of({1, 2, 3});
+  check_values(matmul(v, v), {14});
+  CHECK(matmul(v, v).shape() == Shape{});
+  Tensor m = Tensor::arange(6).reshape({3, 2});
+  check_values(matmul(v, m), {16, 22});                       // [3] x [3, 2] -> [2]
+  check_values(matmul(m, Tensor::of({1, -1})), {-1, -1, -1});  // [3, 2] x [2] -> [3]
+  CHECK(matmul(v, b).shape() == Shape{3, 2});                  // [3] x [3, 3, 2] -> [3, 2]
+  CHECK(matmul(Tensor::zeros({2, 3}), b).shape() == Shape{3, 2, 2});
+  CHECK(matmul(Tensor::zeros({4, 2, 3}), Tensor::zeros({2, 3}), true, false).shape() ==
+        Shape{4, 3, 3});  // a^T batched against a 2-D b
+  CHECK_ERROR(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 1})),
+              "matmul: [2, 2, 3] x [3, 3, 1]: batch dims [2] and [3] do not broadcast");
+  CHECK_ERROR(matmul(v, m, true), "a 1-D operand cannot be transposed");
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1]); },
+                  {distinct({2, 1, 2, 3}), distinct({3, 3, 2}, 0.5)});
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1], true, true); },
+                  {distinct({2, 1, 3, 2}), distinct({3, 2, 3}, 0.5)});
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1]); },
+                  {distinct({3}), distinct({2, 3, 2}, 0.5)});
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1]); },
+                  {distinct({2, 3}), distinct({3}, 0.5)});
 }

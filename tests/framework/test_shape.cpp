@@ -99,3 +99,135 @@ TEST_CASE("slice and gather gradients are zero outside the picked elements (hand
   check_values(a.grad(), {1, 2});
   check_values(b.grad(), {3, 4, 5, 6});
 }
+
+// ---- shape ops of issue 22: permute, narrow, slice, split, cat, stack,
+// squeeze, unflatten, expand (any dim) ----
+using minidl::testing::check_same;
+using minidl::testing::distinct;
+
+TEST_CASE("permute reorders dims of any rank, negative dims too") {
+  Tensor x = Tensor::arange(24).reshape({2, 3, 4});
+  Tensor p = permute(x, {2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  CHECK(p.at({3, 1, 2}) == x.at({1, 2, 3}));
+  CHECK(p.at({1, 0, 2}) == x.at({0, 2, 1}));
+  check_same(x.permute({-1, 1, 0}), permute(x, {2, 1, 0}));
+  Tensor ints = Tensor::of_ints({1, 2, 3, 4, 5, 6}, {2, 3});
+  check_values(permute(ints, {1, 0}), {1, 4, 2, 5, 3, 6});
+  CHECK(permute(ints, {1, 0}).dtype() == kInt64);
+  CHECK_GRADCHECK([](const Inputs& in) { return permute(in[0], {1, 3, 0, 2}); },
+                  {distinct({2, 3, 2, 2})});
+  CHECK_ERROR(permute(x, {0, 1}), "permute: 2 dims given for shape [2, 3, 4]");
+  CHECK_ERROR(permute(x, {0, 1, 1}), "permute: dim 1 repeated");
+}
+
+TEST_CASE("transpose swaps any two dims of any rank") {
+  Tensor x = Tensor::arange(120).reshape({2, 3, 4, 5});
+  Tensor t = transpose(x, 0, 2);
+  CHECK(t.shape() == Shape{4, 3, 2, 5});
+  CHECK(t.at({3, 1, 0, 4}) == x.at({0, 1, 3, 4}));
+  check_same(transpose(x, 1, -1), permute(x, {0, 3, 2, 1}));
+  CHECK_GRADCHECK([](const Inputs& in) { return transpose(in[0], 0, 2); }, {distinct({2, 3, 2})});
+}
+
+TEST_CASE("narrow is a view when contiguous, else a copy; negative start counts from the end") {
+  Tensor x = Tensor::arange(24).reshape({2, 3, 4});
+  Tensor rows = narrow(x, 0, 1, 1);
+  CHECK(rows.shape() == Shape{1, 3, 4});
+  CHECK(rows.impl().storage == x.impl().storage);  // a view
+  check_values(narrow(x, 2, 1, 2), {1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 21, 22});
+  CHECK(narrow(x, 2, 1, 2).impl().storage != x.impl().storage);  // a copy
+  Tensor one = Tensor::arange(12).reshape({1, 3, 4});
+  Tensor v = narrow(one, 1, 1, 2);
+  CHECK(v.impl().storage == one.impl().storage);  // dims before are 1: still a view
+  check_values(v, {4, 5, 6, 7, 8, 9, 10, 11});
+  check_values(narrow(x, -1, -1, 1), {3, 7, 11, 15, 19, 23});
+  check_values(x.narrow(1, 2, 1), {8, 9, 10, 11, 20, 21, 22, 23});
+  CHECK(narrow(x, 1, 3, 0).shape() == Shape{2, 0, 4});
+  CHECK_GRADCHECK([](const Inputs& in) { return narrow(in[0], 1, 1, 2); }, {distinct({2, 4, 3})});
+  CHECK_GRADCHECK([](const Inputs& in) { return narrow(in[0], 0, 1, 2); }, {distinct({4, 3})});
+  CHECK_ERROR(narrow(x, 1, 2, 2), "narrow: start 2 and length 2 out of range for dim 1 of shape "
+                                  "[2, 3, 4] (size 3)");
+  CHECK_ERROR(narrow(x, 3, 0, 1), "narrow: dim 3 out of range");
+}
+
+TEST_CASE("slice along any dim clamps like a Python slice") {
+  Tensor x = Tensor::arange(12).reshape({3, 4});
+  check_values(slice(x, 1, 1, 3), {1, 2, 5, 6, 9, 10});
+  check_values(slice(x, 1, -2, 100), {2, 3, 6, 7, 10, 11});
+  CHECK(slice(x, 1, 3, 1).shape() == Shape{3, 0});
+  check_values(slice(x, 0, -1, 3), {8, 9, 10, 11});
+  check_values(slice(x, 0, 1, 2), {4, 5, 6, 7});  // the 3-arg form stays: rows of dim 0
+}
+
+TEST_CASE("split, split_with_sizes and chunk cut along a dim") {
+  Tensor x = Tensor::arange(10).reshape({2, 5});
+  auto parts = split(x, 2, 1);
+  REQUIRE(parts.size() == 3);
+  check_values(parts[0], {0, 1, 5, 6});
+  check_values(parts[2], {4, 9});
+  auto sized = split_with_sizes(x, {1, 4}, -1);
+  REQUIRE(sized.size() == 2);
+  check_values(sized[1], {1, 2, 3, 4, 6, 7, 8, 9});
+  auto chunks = x.chunk(3, 1);  // ceil(5 / 3) = 2: sizes 2, 2, 1
+  REQUIRE(chunks.size() == 3);
+  CHECK(chunks[2].shape() == Shape{2, 1});
+  CHECK(chunk(Tensor::arange(4), 3).size() == 2);  // sizes 2, 2 as torch.chunk
+  CHECK_ERROR(split_with_sizes(x, {2, 2}, 1), "split_with_sizes: sizes [2, 2] sum to 4, expected 5");
+  CHECK_ERROR(split(x, 0, 1), "split: split_size 0");
+  CHECK_ERROR(chunk(x, 0), "chunk: expected a positive number of chunks");
+  CHECK_GRADCHECK([](const Inputs& in) { return split(in[0], 2, 1)[1] * 2.0; },
+                  {distinct({2, 5})});
+}
+
+TEST_CASE("cat joins along any dim; stack adds a dim") {
+  Tensor a = Tensor::of({1, 2, 3, 4}, {2, 2}), b = Tensor::of({5, 6}, {2, 1});
+  Tensor c = cat({a, b}, 1);
+  CHECK(c.shape() == Shape{2, 3});
+  check_values(c, {1, 2, 5, 3, 4, 6});
+  check_values(cat({a, a}, 0), {1, 2, 3, 4, 1, 2, 3, 4});
+  check_values(cat({b, a}, -1), {5, 1, 2, 6, 3, 4});
+  Tensor s = stack({a, a * 10.0}, 1);
+  CHECK(s.shape() == Shape{2, 2, 2});
+  check_values(s, {1, 2, 10, 20, 3, 4, 30, 40});
+  CHECK(stack({a, a}, -1).shape() == Shape{2, 2, 2});
+  check_values(cat({Tensor::of_ints({1, 2}), Tensor::of_ints({3})}), {1, 2, 3});
+  CHECK_ERROR(cat({a, Tensor::zeros({3, 1})}, 1), "cat: shapes [2, 2] and [3, 1] differ outside dim 1");
+  CHECK_ERROR(stack({a, b}), "stack: shapes [2, 2] and [2, 1] differ");
+  CHECK_GRADCHECK([](const Inputs& in) { return cat({in[0], in[1], in[0]}, 1); },
+                  {distinct({2, 2, 3}), distinct({2, 1, 3})});
+  CHECK_GRADCHECK([](const Inputs& in) { return stack({in[0], in[1]}, 2); },
+                  {distinct({2, 3}), distinct({2, 3}, 1)});
+}
+
+TEST_CASE("unsqueeze, squeeze, unflatten and flatten(start, end) are views") {
+  Tensor x = Tensor::arange(6).reshape({2, 3});
+  CHECK(unsqueeze(x, 0).shape() == Shape{1, 2, 3});
+  CHECK(unsqueeze(x, -1).shape() == Shape{2, 3, 1});
+  CHECK(x.unsqueeze(1).shape() == Shape{2, 1, 3});
+  CHECK(unsqueeze(x, 1).impl().storage == x.impl().storage);
+  Tensor y = Tensor::zeros({1, 2, 1, 3});
+  CHECK(squeeze(y).shape() == Shape{2, 3});
+  CHECK(squeeze(y, 2).shape() == Shape{1, 2, 3});
+  CHECK(y.squeeze(1).shape() == Shape{1, 2, 1, 3});  // not of size 1: unchanged
+  CHECK(squeeze(Tensor::full({}, 1), 0).shape() == Shape{});
+  CHECK(unflatten(Tensor::zeros({2, 12}), 1, {3, -1}).shape() == Shape{2, 3, 4});
+  CHECK(flatten(Tensor::zeros({2, 3, 4, 5}), 1, 2).shape() == Shape{2, 12, 5});
+  CHECK(flatten(Tensor::zeros({2, 3, 4, 5}), 0, -2).shape() == Shape{24, 5});
+  CHECK_ERROR(unflatten(Tensor::zeros({2, 12}), 1, {5, -1}), "unflatten: cannot infer");
+  CHECK_ERROR(unflatten(Tensor::zeros({2, 12}), 1, {5, 2}), "unflatten: sizes [5, 2] do not multiply to 12");
+  CHECK_ERROR(flatten(Tensor::zeros({2, 3}), 1, 0), "flatten: start_dim 1 after end_dim 0");
+  CHECK_ERROR(unsqueeze(x, 3), "unsqueeze: dim 3 out of range");
+}
+
+TEST_CASE("expand broadcasts into a copy and its backward sums") {
+  Tensor x = Tensor::of({1, 2, 3}, {3, 1});
+  Tensor e = expand(x, {2, 3, 2});
+  CHECK(e.shape() == Shape{2, 3, 2});
+  check_values(e, {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+  CHECK(x.expand({-1, 4}).shape() == Shape{3, 4});
+  CHECK_GRADCHECK([](const Inputs& in) { return expand(in[0], {2, 3, 4}); }, {distinct({3, 1})});
+  CHECK_ERROR(expand(x, {3, 2, 2}), "expand: input [3, 1] -> [3, 2, 2]: dim 1 of size 3 can only "
+                                    "expand from size 1");
+  CHECK_ERROR(expand(x, {2}), "expand: shape [2] has fewer dims than input [3, 1]");
+}

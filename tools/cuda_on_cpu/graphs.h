@@ -83,6 +83,10 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::conv2d_relu_pool_backward>(t), record<&Kernels::gather>(t);
   record<&Kernels::gather_backward>(t), record<&Kernels::cross_entropy_forward>(t);
   record<&Kernels::cross_entropy_backward>(t);
+  // ---- shape ops (issue 22): their structs are copied into the closure ----
+  record<&Kernels::strided_copy>(t), record<&Kernels::index_select>(t);
+  record<&Kernels::index_add>(t), record<&Kernels::gather_dim>(t);
+  record<&Kernels::scatter_add_dim>(t), record<&Kernels::where>(t);
 
   // permute's shape and strides are host arrays: the closure keeps copies
   static void (*permute)(size_t, int, const int64_t*, const int64_t*, const void*, void*) =

@@ -148,6 +148,13 @@ void install_cuda_on_cpu() {
       .cross_entropy_forward = k::cross_entropy_forward,
       .cross_entropy_backward = k::cross_entropy_backward,
       .update = k::update,
+      // ---- shape ops (issue 22) ----
+      .strided_copy = k::strided_copy,
+      .index_select = k::index_select,
+      .index_add = k::index_add,
+      .gather_dim = k::gather_dim,
+      .scatter_add_dim = k::scatter_add_dim,
+      .where = k::where,
   };
   // graphs recorded and replayed as on the emulated device
   static const GraphOps graphs = testing::emulate_graphs(memory, table);

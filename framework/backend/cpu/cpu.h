@@ -104,4 +104,17 @@ void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, 
 // optim.cpp
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 
+// ---- shape ops (issue 22): elementwise.cpp (strided_copy), index.cpp ----
+void strided_copy(size_t elem_size, const StridedCopy& map, const void* src, void* dst);
+void index_select(size_t elem_size, int64_t outer, int64_t d, int64_t inner, const void* x,
+                  int64_t count, const void* index, DType index_dtype, void* out);
+void index_add(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
+               DType index_dtype, const float* src, float* out);
+void gather_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, const float* x,
+                const void* index, DType index_dtype, float* out);
+void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
+                     DType index_dtype, const float* src, float* out);
+void where(const Select& sel, const void* cond, DType cond_dtype, const float* a, const float* b,
+           float* out);
+
 }  // namespace minidl::cpu

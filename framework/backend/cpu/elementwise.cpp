@@ -169,3 +169,46 @@ void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, co
 }
 
 }  // namespace minidl::cpu
+
+// ---- shape ops (issue 22) ----
+namespace minidl::cpu {
+
+// dst[map] <- src[map]: the last dim as an inner loop of T (an integer of the element's size)
+void strided_copy(size_t es, const StridedCopy& m, const void* src, void* dst) {
+  int64_t n = 1;
+  for (int d = 0; d < m.nd; ++d) n *= m.size[d];
+  if (n == 0) return;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = static_cast<const T*>(src);
+    T* o = static_cast<T*>(dst);
+    if (m.nd == 0) {
+      o[0] = s[0];
+      return;
+    }
+    const int nd = m.nd;
+    const int64_t inner = m.size[nd - 1], si = m.src_stride[nd - 1], di = m.dst_stride[nd - 1];
+    const int64_t rows = n / inner;
+#pragma omp parallel for if (n > 65536)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t so = 0, dof = 0, rem = r;
+      for (int d = nd - 2; d >= 0; --d) {
+        const int64_t idx = rem % m.size[d];
+        rem /= m.size[d];
+        so += idx * m.src_stride[d];
+        dof += idx * m.dst_stride[d];
+      }
+      for (int64_t i = 0; i < inner; ++i) o[dof + i * di] = s[so + i * si];
+    }
+  };
+  switch (es) {
+    case 2:
+      return run(uint16_t{});
+    case 4:
+      return run(uint32_t{});
+    case 8:
+      return run(uint64_t{});
+  }
+}
+
+}  // namespace minidl::cpu

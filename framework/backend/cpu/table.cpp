@@ -67,6 +67,13 @@ const Backend& backend() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      // ---- shape ops (issue 22) ----
+      .strided_copy = strided_copy,
+      .index_select = index_select,
+      .index_add = index_add,
+      .gather_dim = gather_dim,
+      .scatter_add_dim = scatter_add_dim,
+      .where = where,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

@@ -235,3 +235,47 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
 }
 
 }  // namespace minidl::cuda
+
+// ---- shape ops (issue 22) ----
+namespace minidl::cuda {
+namespace {
+
+// dst[map] <- src[map], one element a thread; T an integer of the element's size
+template <class T>
+__global__ void strided_copy_kernel(int64_t n, StridedCopy m, const T* src, T* dst) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    int64_t rem = i, so = 0, dof = 0;
+    for (int d = m.nd - 1; d >= 0; --d) {
+      const int64_t idx = rem % m.size[d];
+      rem /= m.size[d];
+      so += idx * m.src_stride[d];
+      dof += idx * m.dst_stride[d];
+    }
+    dst[dof] = src[so];
+  }
+}
+
+}  // namespace
+
+// dst[map] <- src[map]
+void strided_copy(size_t es, const StridedCopy& m, const void* src, void* dst) {
+  int64_t n = 1;
+  for (int d = 0; d < m.nd; ++d) n *= m.size[d];
+  if (n == 0) return;
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    strided_copy_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
+        n, m, static_cast<const T*>(src), static_cast<T*>(dst));
+    CUDA_CHECK_LAUNCH();
+  };
+  switch (es) {  // the dtypes' sizes
+    case 2:
+      return launch(uint16_t{});
+    case 4:
+      return launch(uint32_t{});
+    case 8:
+      return launch(uint64_t{});
+  }
+}
+
+}  // namespace minidl::cuda

@@ -57,6 +57,13 @@ const Backend* backend_if_present() {
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
       .update = update,
+      // ---- shape ops (issue 22) ----
+      .strided_copy = strided_copy,
+      .index_select = index_select,
+      .index_add = index_add,
+      .gather_dim = gather_dim,
+      .scatter_add_dim = scatter_add_dim,
+      .where = where,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,

@@ -48,3 +48,11 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   gpu_emu::exchange_xor(&v, sizeof v, lane_mask, mask);
   return v;
 }
+
+// ---- shape ops (issue 22) ----
+// Threads of a block never run at once here, so a plain add is atomic.
+inline float atomicAdd(float* address, float v) {
+  const float old = *address;
+  *address = old + v;
+  return old;
+}

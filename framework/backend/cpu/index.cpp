@@ -1,0 +1,99 @@
+// CPU kernels for the table's index entries (issue 22): index_select and
+// index_add, gather_dim and scatter_add_dim, and the ternary select `where`
+// (see backend/kernels.h). Letters: OUTER, D, INNER the dims around the
+// indexed one, I the number of indices.
+#include <cmath>
+#include <cstring>
+
+#include "framework/backend/cpu/cpu.h"
+
+namespace minidl::cpu {
+namespace {
+
+int64_t index_at(const void* index, DType t, int64_t i) {
+  return t == kInt64 ? static_cast<const int64_t*>(index)[i]
+                     : static_cast<int64_t>(static_cast<const int32_t*>(index)[i]);
+}
+
+float cond_at(const void* cond, DType t, int64_t i) {
+  switch (t) {
+    case kInt64:
+      return static_cast<const int64_t*>(cond)[i] != 0;
+    case kInt32:
+      return static_cast<const int32_t*>(cond)[i] != 0;
+    default:
+      return static_cast<const float*>(cond)[i] != 0.f;
+  }
+}
+
+}  // namespace
+
+// x [OUTER, D, INNER], index [I] -> out [OUTER, I, INNER]
+void index_select(size_t es, int64_t outer, int64_t d, int64_t inner, const void* x,
+                  int64_t count, const void* index, DType it, void* out) {
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(out);
+  const size_t row = inner * es;
+#pragma omp parallel for if (outer * count * inner > 65536)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t j = index_at(index, it, i);
+      char* to = dst + (o * count + i) * row;
+      if (j < 0 || j >= d) std::memset(to, 0xff, row);
+      else std::memcpy(to, src + (o * d + j) * row, row);
+    }
+}
+
+// src [OUTER, I, INNER] -> out [OUTER, D, INNER] += at index[i]
+void index_add(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
+               DType it, const float* src, float* out) {
+#pragma omp parallel for if (outer * count * inner > 65536)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t j = index_at(index, it, i);
+      if (j < 0 || j >= d) continue;
+      const float* s = src + (o * count + i) * inner;
+      float* t = out + (o * d + j) * inner;
+      for (int64_t k = 0; k < inner; ++k) t[k] += s[k];
+    }
+}
+
+// x [OUTER, D, INNER], index [OUTER, I, INNER] -> out [OUTER, I, INNER]
+void gather_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, const float* x,
+                const void* index, DType it, float* out) {
+  const int64_t n = outer * count * inner;
+#pragma omp parallel for if (n > 65536)
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t k = e % inner, o = e / (inner * count), j = index_at(index, it, e);
+    out[e] = j >= 0 && j < d ? x[(o * d + j) * inner + k] : NAN;
+  }
+}
+
+// src, index [OUTER, I, INNER] -> out [OUTER, D, INNER] += src (serial: indices may repeat)
+void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, const void* index,
+                     DType it, const float* src, float* out) {
+  const int64_t n = outer * count * inner;
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t k = e % inner, o = e / (inner * count), j = index_at(index, it, e);
+    if (j >= 0 && j < d) out[(o * d + j) * inner + k] += src[e];
+  }
+}
+
+// out [sel.n] = cond ? a : b
+void where(const Select& s, const void* cond, DType ct, const float* a, const float* b,
+           float* out) {
+#pragma omp parallel for if (s.n > 65536)
+  for (int64_t e = 0; e < s.n; ++e) {
+    int64_t rem = e, oc = 0, oa = 0, ob = 0;
+    for (int d = s.nd - 1; d >= 0; --d) {
+      const int64_t idx = rem % s.size[d];
+      rem /= s.size[d];
+      oc += idx * s.stride_c[d];
+      oa += idx * s.stride_a[d];
+      ob += idx * s.stride_b[d];
+    }
+    out[e] = cond_at(cond, ct, oc) != 0.f ? a[oa] : b[ob];
+  }
+}
+
+}  // namespace minidl::cpu

@@ -1,0 +1,116 @@
+// Indexing ops of issue 22: index_select (backward index_add), where and
+// masked_fill (a select kernel: the unchosen side is never read into the
+// result). Host indices are checked here; device kernels trust theirs.
+#include "framework/ops.h"
+#include "framework/ops/util.h"
+
+namespace minidl {
+namespace {
+
+void require_index_dtype(const char* op, const Tensor& index, const char* what = "index") {
+  MINIDL_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, op, ": expected an int32 or "
+               "int64 ", what, ", got ", dtype_name(index.dtype()), " (shape ", index.shape(), ")");
+}
+
+// Throws unless every element of a host index lies in [0, size), naming the
+// first that does not, its position, and the dim it indexes.
+void check_index(const char* op, const Tensor& index, int64_t size, int64_t dim, const Tensor& x) {
+  if (index.device() != Device::CPU) return;
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    const int64_t v = index.dtype() == kInt64 ? index.data<int64_t>()[i] : index.data<int32_t>()[i];
+    MINIDL_CHECK(v >= 0 && v < size, op, ": index ", v, " at position ", i, " out of range [0, ",
+                 size, ") for dim ", dim, " of input ", x.shape());
+  }
+}
+
+// x [.., D, ..] viewed as [outer, D, inner] around dim
+struct Around {
+  int64_t outer = 1, d = 1, inner = 1;
+};
+Around around(const Shape& s, int64_t dim) {
+  Around a;
+  for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i)
+    (i < dim ? a.outer : i == dim ? a.d : a.inner) *= s[i];
+  return a;
+}
+
+// strides of t (contiguous) broadcast to out shape os: 0 where t's dim is 1 or absent
+void broadcast_strides(const Shape& ts, const Shape& os, int64_t* st) {
+  const int64_t lead = os.size() - ts.size();
+  int64_t acc = 1;
+  for (int64_t d = static_cast<int64_t>(os.size()) - 1; d >= 0; --d) {
+    const int64_t have = d < lead ? 1 : ts[d - lead];
+    st[d] = have == 1 ? 0 : acc;
+    acc *= have;
+  }
+}
+
+}  // namespace
+
+// x [.., D, ..], index [I] -> [.., I, ..]
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  MINIDL_CHECK(x.dim() >= 1, "index_select: expected an input of at least 1 dim, got shape ",
+               x.shape());
+  require_index_dtype("index_select", index);
+  MINIDL_CHECK(index.dim() == 1, "index_select: expected a 1-D index, got shape ", index.shape(),
+               " (input ", x.shape(), ")");
+  dim = normalize_dim(dim, x.dim(), "index_select");
+  const Kernels& kern = kernels_for("index_select", x, {&index});
+  check_index("index_select", index, x.size(dim), dim, x);
+  if (x.dtype() == kFloat16 && x.requires_grad())  // the backward adds in float32
+    return cast(index_select(cast(x, kFloat32), dim, index), kFloat16);
+  const Around ar = around(x.shape(), dim);
+  const int64_t count = index.numel();
+  Shape os = x.shape();
+  os[dim] = count;
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  kern.index_select(dtype_size(x.dtype()), ar.outer, ar.d, ar.inner, x.raw_data_ptr(), count,
+                    index.raw_data_ptr(), index.dtype(), out.raw_data_ptr());
+  const Shape xs = x.shape();
+  return record(out, "index_select", {x}, [xs, ar, count, index](const Tensor& g) {
+    Tensor gx = Tensor::zeros(xs, kFloat32, g.device());
+    kernels(g.device()).index_add(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(),
+                                  index.dtype(), g.data_ptr<float>(), gx.data_ptr<float>());
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// cond, a, b broadcast -> cond ? a : b
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  MINIDL_CHECK(cond.dtype() == kFloat32 || cond.dtype() == kInt32 || cond.dtype() == kInt64,
+               "where: expected a condition of dtype float32, int32 or int64, got ",
+               dtype_name(cond.dtype()), " (shape ", cond.shape(), ")");
+  require_f32("where", a, "a");
+  require_f32("where", b, "b");
+  const Kernels& kern = kernels_for("where", a, {&b, &cond});
+  const Shape os =
+      broadcast_shape(broadcast_shape(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  MINIDL_CHECK(os.size() <= static_cast<size_t>(kMaxDims), "where: shape ", os, " has more than ",
+               kMaxDims, " dims");
+  Select sel;
+  sel.n = numel_of(os);
+  sel.nd = static_cast<int>(os.size());
+  std::copy(os.begin(), os.end(), sel.size);
+  broadcast_strides(cond.shape(), os, sel.stride_c);
+  broadcast_strides(a.shape(), os, sel.stride_a);
+  broadcast_strides(b.shape(), os, sel.stride_b);
+  Tensor out = empty_like(a, os);
+  kern.where(sel, cond.raw_data_ptr(), cond.dtype(), a.data_ptr<float>(), b.data_ptr<float>(),
+             out.data_ptr<float>());
+  const Tensor c = cond.detach();
+  const Shape sa = a.shape(), sb = b.shape();
+  return record(out, "where", {a, b}, [c, sa, sb](const Tensor& g) {
+    const Tensor zero = scalar_like(0, g);
+    return std::vector<Tensor>{sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+  });
+}
+
+// x, mask broadcast to x -> value where mask, else x
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  require_f32("masked_fill", x);
+  MINIDL_CHECK(broadcast_shape(mask.shape(), x.shape(), "masked_fill") == x.shape(),
+               "masked_fill: mask ", mask.shape(), " does not broadcast to input ", x.shape());
+  return where(mask, scalar_like(value, x), x);
+}
+
+}  // namespace minidl

@@ -1,0 +1,68 @@
+// Indexing ops of issue 22: index_select (backward index_add), where and
+// masked_fill; forward values, gradient checks, bad input.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_values;
+using minidl::testing::distinct;
+using Inputs = std::vector<Tensor>;
+
+TEST_CASE("index_select picks slices along any dim; repeated indices add in the backward") {
+  Tensor x = Tensor::arange(12).reshape({3, 4});
+  check_values(index_select(x, 0, Tensor::of_ints({2, 0})), {8, 9, 10, 11, 0, 1, 2, 3});
+  check_values(index_select(x, 1, Tensor::of_ints({3, 3, 1}, {}, kInt32)),
+               {3, 3, 1, 7, 7, 5, 11, 11, 9});
+  CHECK(index_select(x, -1, Tensor::of_ints({}, {0})).shape() == Shape{3, 0});
+  Tensor ints = Tensor::of_ints({5, 6, 7});
+  check_values(index_select(ints, 0, Tensor::of_ints({1, 1})), {6, 6});
+  Tensor w = Tensor::zeros({3, 2}).requires_grad_();
+  index_select(w, 0, Tensor::of_ints({1, 1, 2})).sum().backward();
+  check_values(w.grad(), {0, 0, 2, 2, 1, 1});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) { return index_select(in[0], 1, Tensor::of_ints({2, 0, 2})); },
+      {distinct({2, 3, 2})});
+  CHECK_ERROR(index_select(x, 1, Tensor::of_ints({0, 4})),
+              "index_select: index 4 at position 1 out of range [0, 4) for dim 1 of input [3, 4]");
+  CHECK_ERROR(index_select(x, 0, Tensor::of({0})), "index_select: expected an int32 or int64 index");
+  CHECK_ERROR(index_select(x, 0, Tensor::of_ints({0}, {1, 1})), "index_select: expected a 1-D index");
+}
+
+TEST_CASE("where selects elementwise with broadcasting; the other side never leaks") {
+  Tensor cond = Tensor::of_ints({1, 0, 0, 1}, {2, 2});
+  Tensor a = Tensor::of({1, 2, 3, 4}, {2, 2}), b = Tensor::of({-1, -2}, {2});
+  check_values(where(cond, a, b), {1, -2, -1, 4});
+  check_values(where(Tensor::of({0, 2}, {2}), a, b), {-1, 2, -1, 4});
+  check_values(where(Tensor::of_ints({1, 0}, {2, 1}, kInt32), a, b), {1, 2, -1, -2});
+  // NaN and inf in the unchosen branch: not in the result, not in the gradient
+  Tensor bad = Tensor::of({NAN, INFINITY, 5, NAN}, {2, 2}).requires_grad_();
+  Tensor good = Tensor::of({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor keep = Tensor::of_ints({0, 0, 1, 0}, {2, 2});
+  Tensor y = where(keep, bad, good);
+  check_values(y, {1, 2, 5, 4});
+  log(y).sum().backward();
+  check_values(bad.grad(), {0, 0, 0.2, 0});
+  check_values(good.grad(), {1, 0.5, 0, 0.25});
+  CHECK_GRADCHECK([](const Inputs& in) {
+    return where(Tensor::of_ints({1, 0, 1}, {3}), in[0], in[1]);
+  }, {distinct({2, 3}), distinct({2, 1}, 1)});
+  CHECK_ERROR(where(cond, a, Tensor::zeros({3})), "where: shapes [2, 2] and [3] cannot broadcast");
+}
+
+TEST_CASE("masked_fill writes value where the mask is set") {
+  Tensor x = Tensor::of({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor mask = Tensor::of_ints({0, 1, 1}, {3});
+  Tensor y = masked_fill(x, mask, -1e9);
+  check_values(y, {1, -1e9, -1e9, 4, -1e9, -1e9});
+  check_values(masked_fill(x, Tensor::of({1, 0}, {2, 1}), 0), {0, 0, 0, 4, 5, 6});
+  CHECK_GRADCHECK([](const Inputs& in) {
+    return masked_fill(in[0], Tensor::of_ints({1, 0, 0, 1}, {2, 2}), 7);
+  }, {distinct({3, 2, 2})});
+  CHECK_ERROR(masked_fill(x, Tensor::of_ints({1, 0}, {2}), 0),
+              "masked_fill: shapes [2] and [2, 3] cannot broadcast");
+  CHECK_ERROR(masked_fill(x, Tensor::of_ints({1, 0}, {2, 1, 1}), 0),
+              "masked_fill: mask [2, 1, 1] does not broadcast to input [2, 3]");
+}
