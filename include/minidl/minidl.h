@@ -43,4 +43,5 @@
 // <iostream>: `std::cout << tensor` works with this header alone.
 #include <iostream>
 
+#include "nn/attention.h"
 #include "nn/layer_norm.h"
