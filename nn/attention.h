@@ -33,13 +33,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     bool is_causal = false);
 
 struct MultiheadAttentionForwardOptions {
-  bool batch_first = false;  // query [N, L, E] instead of [L, N, E]
-  Tensor key_padding_mask;   // [N, S]: keys to ignore (see Masks)
-  bool need_weights = true;  // also return the attention weights
-  Tensor attn_mask;          // [L, S] or [N * H, L, S] (see Masks)
+  bool batch_first = false;          // query [N, L, E] instead of [L, N, E]
+  Tensor key_padding_mask;           // [N, S]: keys to ignore (see Masks)
+  bool need_weights = true;          // also return the attention weights
+  Tensor attn_mask;                  // [L, S] or [N * H, L, S] (see Masks)
   bool average_attn_weights = true;  // weights [N, L, S] (mean over heads), else [N, H, L, S]
-  bool is_causal = false;    // query i attends to keys j <= i (with attn_mask too, both apply)
-  double dropout_p = 0;      // on the attention weights
+  bool is_causal = false;  // query i attends to keys j <= i (with attn_mask too, both apply)
+  double dropout_p = 0;    // on the attention weights
 };
 
 // torch.nn.functional.multi_head_attention_forward (one in_proj_weight):

@@ -80,8 +80,8 @@ Cell& ModuleDict::operator[](const std::string& name) const {
     if (n == name) return *c;
   std::string names;
   for (const auto& [n, c] : cells_) names += (names.empty() ? "" : ", ") + n;
-  throw Error(cat("ModuleDict: no cell named '", name, "' (it holds ", cells_.size(), ": ", names,
-                  ")"));
+  throw Error(
+      cat("ModuleDict: no cell named '", name, "' (it holds ", cells_.size(), ": ", names, ")"));
 }
 
 std::vector<std::string> ModuleDict::keys() const {

@@ -67,7 +67,8 @@ class ModuleList : public Cell {
   template <class C>
   C& at(size_t i) const {
     C* c = dynamic_cast<C*>(&(*this)[i]);
-    MINIDL_CHECK(c, "ModuleList: cell ", i, " is a ", (*this)[i].type_name(), ", not the type asked for");
+    MINIDL_CHECK(c, "ModuleList: cell ", i, " is a ", (*this)[i].type_name(),
+                 ", not the type asked for");
     return *c;
   }
   auto begin() const { return cells_.begin(); }  // std::shared_ptr<Cell> in order

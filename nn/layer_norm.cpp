@@ -58,10 +58,12 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
 
 namespace minidl::nn {
 
-LayerNorm::LayerNorm(Shape shape, LayerNormOptions o) : normalized_shape(std::move(shape)), eps(o.eps) {
+LayerNorm::LayerNorm(Shape shape, LayerNormOptions o)
+    : normalized_shape(std::move(shape)), eps(o.eps) {
   bool positive = !normalized_shape.empty();
   for (int64_t d : normalized_shape) positive = positive && d > 0;
-  MINIDL_CHECK(positive && o.eps >= 0, "LayerNorm: expected a non-empty normalized_shape of positive ",
+  MINIDL_CHECK(positive && o.eps >= 0,
+               "LayerNorm: expected a non-empty normalized_shape of positive ",
                "dims and eps >= 0, got ", normalized_shape, " and ", o.eps);
   if (o.elementwise_affine) {
     weight = register_parameter("weight", Tensor::ones(normalized_shape));
@@ -70,13 +72,16 @@ LayerNorm::LayerNorm(Shape shape, LayerNormOptions o) : normalized_shape(std::mo
 }
 
 // x [*, normalized_shape] -> [*, normalized_shape]
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape, weight, bias, eps);
+}
 
 GroupNorm::GroupNorm(int64_t g, int64_t c, GroupNormOptions o)
     : num_groups(g), num_channels(c), eps(o.eps) {
-  MINIDL_CHECK(g > 0 && c > 0 && c % g == 0 && o.eps >= 0,
-               "GroupNorm: expected num_channels divisible by num_groups (both positive) and eps >= 0, ",
-               "got num_groups ", g, ", num_channels ", c, ", eps ", o.eps);
+  MINIDL_CHECK(
+      g > 0 && c > 0 && c % g == 0 && o.eps >= 0,
+      "GroupNorm: expected num_channels divisible by num_groups (both positive) and eps >= 0, ",
+      "got num_groups ", g, ", num_channels ", c, ", eps ", o.eps);
   if (o.affine) {
     weight = register_parameter("weight", Tensor::ones({c}));
     bias = register_parameter("bias", Tensor::zeros({c}));

@@ -32,7 +32,8 @@ TEST_CASE("scaled_dot_product_attention by hand: softmax(q k^T / sqrt(E)) v") {
   // scores [1/sqrt(2), 0] -> weights [0.6697615, 0.3302385]
   check_close(scaled_dot_product_attention(q, k, v), {1.6604769, 2.6604769}, 1e-6);
   // a float mask is added: -inf on key 1 leaves key 0 alone
-  check_close(scaled_dot_product_attention(q, k, v, Tensor::of({0, -INFINITY}, {1, 2})), {1, 2}, 1e-6);
+  check_close(scaled_dot_product_attention(q, k, v, Tensor::of({0, -INFINITY}, {1, 2})), {1, 2},
+              1e-6);
   // an integer mask is boolean; in sdpa nonzero takes part (PyTorch 2)
   check_close(scaled_dot_product_attention(q, k, v, Tensor::of_ints({0, 1}, {1, 2})), {3, 4}, 1e-6);
   // causal: query 0 sees key 0 only, query 1 both
@@ -41,8 +42,11 @@ TEST_CASE("scaled_dot_product_attention by hand: softmax(q k^T / sqrt(E)) v") {
               {1, 2, 1.6604769, 2.6604769}, 1e-6);
 }
 
-TEST_CASE("scaled_dot_product_attention broadcasts batch dims, and its gradients match finite differences") {
-  Tensor q = Tensor::randn({2, 2, 3, 4}), k = Tensor::randn({1, 2, 5, 4}), v = Tensor::randn({2, 1, 5, 3});
+TEST_CASE(
+    "scaled_dot_product_attention broadcasts batch dims, and its gradients match finite "
+    "differences") {
+  Tensor q = Tensor::randn({2, 2, 3, 4}), k = Tensor::randn({1, 2, 5, 4}),
+         v = Tensor::randn({2, 1, 5, 3});
   Tensor y = scaled_dot_product_attention(q, k, v);
   CHECK(y.shape() == Shape{2, 2, 3, 3});
   // the same as one batch at a time
@@ -51,7 +55,9 @@ TEST_CASE("scaled_dot_product_attention broadcasts batch dims, and its gradients
   check_close(y10, values(narrow(narrow(y, 0, 1, 1), 1, 0, 1)), 1e-6);
   Tensor mask = Tensor::randn({3, 5});
   CHECK_GRADCHECK_RESULT(gradcheck(
-      [&](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask); },
+      [&](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention(in[0], in[1], in[2], mask);
+      },
       {Tensor::randn({2, 3, 4}), Tensor::randn({2, 5, 4}), Tensor::randn({2, 5, 2})}));
   CHECK_GRADCHECK_RESULT(gradcheck(
       [&](const std::vector<Tensor>& in) {
@@ -61,10 +67,11 @@ TEST_CASE("scaled_dot_product_attention broadcasts batch dims, and its gradients
 }
 
 TEST_CASE("scaled_dot_product_attention errors name every shape") {
-  CHECK_THROWS_WITH(scaled_dot_product_attention(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 3}),
-                                                 Tensor::zeros({2, 5, 4})),
-                    doctest::Contains("scaled_dot_product_attention: expected q [..., L, E], k [..., S, E], "
-                                      "v [..., S, Ev], got q [2, 3, 4], k [2, 5, 3], v [2, 5, 4]"));
+  CHECK_THROWS_WITH(
+      scaled_dot_product_attention(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 3}),
+                                   Tensor::zeros({2, 5, 4})),
+      doctest::Contains("scaled_dot_product_attention: expected q [..., L, E], k [..., S, E], "
+                        "v [..., S, Ev], got q [2, 3, 4], k [2, 5, 3], v [2, 5, 4]"));
   CHECK_THROWS_WITH(scaled_dot_product_attention(Tensor::zeros({3, 4}), Tensor::zeros({5, 4}),
                                                  Tensor::zeros({5, 4}), Tensor::zeros({3, 4})),
                     doctest::Contains("[3, 4]"));
@@ -76,8 +83,8 @@ TEST_CASE("scaled_dot_product_attention errors name every shape") {
 TEST_CASE("MultiheadAttention: PyTorch's names and initial values, shapes both ways, unbatched") {
   manual_seed(3);
   nn::MultiheadAttention attn(8, 2);
-  CHECK(attn.state_dict().keys() ==
-        std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  CHECK(attn.state_dict().keys() == std::vector<std::string>{"in_proj_weight", "in_proj_bias",
+                                                             "out_proj.weight", "out_proj.bias"});
   CHECK(attn.in_proj_weight.shape() == Shape{24, 8});
   CHECK(abs_max(attn.in_proj_bias) == 0);
   CHECK(abs_max(attn.out_proj.bias) == 0);
@@ -111,7 +118,8 @@ TEST_CASE("MultiheadAttention: PyTorch's names and initial values, shapes both w
   check_close(w1, values(narrow(w, 0, 1, 1)), 1e-6);
 }
 
-TEST_CASE("MultiheadAttention masks: integer masks remove where nonzero; is_causal equals the triangle") {
+TEST_CASE(
+    "MultiheadAttention masks: integer masks remove where nonzero; is_causal equals the triangle") {
   nn::MultiheadAttention attn(4, 2, {.batch_first = true});
   Tensor x = Tensor::randn({2, 3, 4});
   // key_padding_mask: batch 0 ignores key 2, batch 1 keys 1 and 2
@@ -126,8 +134,9 @@ TEST_CASE("MultiheadAttention masks: integer masks remove where nonzero; is_caus
   Tensor tri = Tensor::of_ints({0, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 3});
   auto [yc, wc] = attn(x, x, x, {}, true, {}, true, /*is_causal=*/true);
   check_close(std::get<0>(attn(x, x, x, {}, true, tri)), values(yc), 1e-6);
-  check_close(std::get<0>(attn(x, x, x, {}, true, masked_fill(Tensor::zeros({3, 3}), tri, -INFINITY))),
-              values(yc), 1e-6);
+  check_close(
+      std::get<0>(attn(x, x, x, {}, true, masked_fill(Tensor::zeros({3, 3}), tri, -INFINITY))),
+      values(yc), 1e-6);
   check_close(narrow(narrow(wc, 1, 0, 1), 2, 1, 2), {0, 0, 0, 0}, 0);  // query 0 sees key 0 only
 }
 
@@ -138,7 +147,8 @@ TEST_CASE("MultiheadAttention gradients match finite differences (inputs and par
   CHECK_GRADCHECK_RESULT(gradcheck(
       [&](const std::vector<Tensor>& in) { return std::get<0>(attn(in[0], in[1], in[2], kpm)); },
       {q, kv, kv}));
-  CHECK_GRADCHECK_RESULT(cell_param_gradcheck(attn, [&] { return std::get<0>(attn(q, kv, kv, kpm)); }));
+  CHECK_GRADCHECK_RESULT(
+      cell_param_gradcheck(attn, [&] { return std::get<0>(attn(q, kv, kv, kpm)); }));
 }
 
 TEST_CASE("MultiheadAttention dropout acts in training mode only") {
@@ -187,23 +197,31 @@ TEST_CASE("transformer blocks in a ModuleList: state_dict names compose") {
 }
 
 TEST_CASE("MultiheadAttention errors name the shapes and what was expected") {
+  CHECK_THROWS_WITH(
+      nn::MultiheadAttention(10, 3),
+      doctest::Contains("MultiheadAttention: expected embed_dim divisible by num_heads"));
   CHECK_THROWS_WITH(nn::MultiheadAttention(10, 3),
-                    doctest::Contains("MultiheadAttention: expected embed_dim divisible by num_heads"));
-  CHECK_THROWS_WITH(nn::MultiheadAttention(10, 3), doctest::Contains("got embed_dim 10, num_heads 3"));
+                    doctest::Contains("got embed_dim 10, num_heads 3"));
   nn::MultiheadAttention attn(4, 2);
   Tensor q = Tensor::zeros({3, 2, 4});
-  CHECK_THROWS_WITH(attn(Tensor::zeros({3, 2, 5}), q, q),
-                    doctest::Contains("MultiheadAttention(4, 2): expected query [..., 4], got [3, 2, 5]"));
-  CHECK_THROWS_WITH(attn(q, Tensor::zeros({5, 3, 4}), Tensor::zeros({5, 3, 4})),
-                    doctest::Contains("expected query [L, N, E], key and value [S, N, E], got query "
-                                      "[3, 2, 4], key [5, 3, 4], value [5, 3, 4]"));
+  CHECK_THROWS_WITH(
+      attn(Tensor::zeros({3, 2, 5}), q, q),
+      doctest::Contains("MultiheadAttention(4, 2): expected query [..., 4], got [3, 2, 5]"));
+  CHECK_THROWS_WITH(
+      attn(q, Tensor::zeros({5, 3, 4}), Tensor::zeros({5, 3, 4})),
+      doctest::Contains("expected query [L, N, E], key and value [S, N, E], got query "
+                        "[3, 2, 4], key [5, 3, 4], value [5, 3, 4]"));
   CHECK_THROWS_WITH(attn(q, q, Tensor::zeros({4, 2, 4})), doctest::Contains("value [4, 2, 4]"));
   CHECK_THROWS_WITH(attn(q, q, q, Tensor::zeros({2, 4})),
                     doctest::Contains("expected key_padding_mask [N, S] = [2, 3], got [2, 4]"));
-  CHECK_THROWS_WITH(attn(q, q, q, {}, true, Tensor::zeros({3, 4})),
-                    doctest::Contains("expected attn_mask [L, S] = [3, 3] or [N * H, L, S] = [4, 3, 3], got [3, 4]"));
-  CHECK_THROWS_WITH(multi_head_attention_forward(q, q, q, 3, attn.in_proj_weight, {}, attn.out_proj.weight, {}),
-                    doctest::Contains("embed_dim 4 is not divisible by num_heads 3"));
-  CHECK_THROWS_WITH(multi_head_attention_forward(q, q, q, 2, Tensor::zeros({4, 4}), {}, attn.out_proj.weight, {}),
-                    doctest::Contains("expected in_proj_weight [12, 4]"));
+  CHECK_THROWS_WITH(
+      attn(q, q, q, {}, true, Tensor::zeros({3, 4})),
+      doctest::Contains(
+          "expected attn_mask [L, S] = [3, 3] or [N * H, L, S] = [4, 3, 3], got [3, 4]"));
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, q, q, 3, attn.in_proj_weight, {}, attn.out_proj.weight, {}),
+      doctest::Contains("embed_dim 4 is not divisible by num_heads 3"));
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, q, q, 2, Tensor::zeros({4, 4}), {}, attn.out_proj.weight, {}),
+      doctest::Contains("expected in_proj_weight [12, 4]"));
 }

@@ -30,22 +30,25 @@ TEST_CASE("LayerNorm over the last two dims, and without affine parameters") {
   nn::LayerNorm ln({2, 2}, {.eps = 0, .elementwise_affine = false});
   CHECK(ln.parameters().empty());
   // one group 0, 2, 4, 6: mean 3, variance 5
-  check_close(ln(Tensor::of({0, 2, 4, 6}, {1, 2, 2})), {-1.3416408, -0.4472136, 0.4472136, 1.3416408},
-              1e-6);
+  check_close(ln(Tensor::of({0, 2, 4, 6}, {1, 2, 2})),
+              {-1.3416408, -0.4472136, 0.4472136, 1.3416408}, 1e-6);
 }
 
 TEST_CASE("GroupNorm by hand: the mean and variance over C / G channels and every position") {
   nn::GroupNorm gn(2, 4);
-  // x [1, 4, 2]: group 0 holds 1, 3, 5, 7 (mean 4, variance 5), group 1 holds 0, 0, 4, 4 (mean 2, variance 4)
+  // x [1, 4, 2]: group 0 holds 1, 3, 5, 7 (mean 4, variance 5), group 1 holds 0, 0, 4, 4 (mean 2,
+  // variance 4)
   Tensor x = Tensor::of({1, 3, 5, 7, 0, 0, 4, 4}, {1, 4, 2});
-  check_close(gn(x), {-1.3416395, -0.4472132, 0.4472132, 1.3416395, -0.9999988, -0.9999988, 0.9999988,
-                      0.9999988},
-              1e-6);
+  check_close(
+      gn(x),
+      {-1.3416395, -0.4472132, 0.4472132, 1.3416395, -0.9999988, -0.9999988, 0.9999988, 0.9999988},
+      1e-6);
   gn.weight.copy_(Tensor::of({1, 2, 3, 4}));
   gn.bias.copy_(Tensor::of({0, 0, 1, 1}));
-  check_close(gn(x), {-1.3416395, -0.4472132, 0.8944264, 2.6832790, -1.9999964, -1.9999964, 4.9999952,
-                      4.9999952},
-              1e-5);
+  check_close(
+      gn(x),
+      {-1.3416395, -0.4472132, 0.8944264, 2.6832790, -1.9999964, -1.9999964, 4.9999952, 4.9999952},
+      1e-5);
 }
 
 TEST_CASE("LayerNorm and GroupNorm gradients match finite differences") {
@@ -86,9 +89,10 @@ TEST_CASE("LayerNorm and GroupNorm use PyTorch's parameter names and initial val
 
 TEST_CASE("LayerNorm and GroupNorm errors name the expected and the got shape") {
   nn::LayerNorm ln({3, 4});
-  CHECK_THROWS_WITH(ln(Tensor::zeros({2, 4, 3})),
-                    doctest::Contains("layer_norm: expected input [*, 3, 4] (normalized_shape [3, 4]), "
-                                      "got [2, 4, 3]"));
+  CHECK_THROWS_WITH(
+      ln(Tensor::zeros({2, 4, 3})),
+      doctest::Contains("layer_norm: expected input [*, 3, 4] (normalized_shape [3, 4]), "
+                        "got [2, 4, 3]"));
   CHECK_THROWS_WITH(ln(Tensor::zeros({4})), doctest::Contains("got [4]"));
   CHECK_THROWS_WITH(layer_norm(Tensor::zeros({2, 3}), {3}, Tensor::ones({4})),
                     doctest::Contains("layer_norm: expected weight [3], got [4]"));

@@ -36,7 +36,8 @@ TEST_CASE("ModuleList and ModuleDict names compose into state_dict paths, in ord
   for (int i = 0; i < 3; ++i)
     for (const char* p : {"norm.weight", "norm.bias", "fc.weight", "fc.bias"})
       want.push_back(cat("blocks.", i, ".", p));
-  for (const char* p : {"heads.cls.weight", "heads.cls.bias", "heads.reg.weight"}) want.push_back(p);
+  for (const char* p : {"heads.cls.weight", "heads.cls.bias", "heads.reg.weight"})
+    want.push_back(p);
   CHECK(net.state_dict().keys() == want);
   CHECK(net(Tensor::randn({5, 4})).shape() == Shape{5, 2});
   CHECK(net.blocks.size() == 3);
@@ -53,12 +54,15 @@ TEST_CASE("ModuleList and ModuleDict names compose into state_dict paths, in ord
 TEST_CASE("ModuleList and ModuleDict errors") {
   nn::ModuleList list{std::make_shared<nn::ReLU>()};
   CHECK_THROWS_WITH(list[1], doctest::Contains("ModuleList: index 1 out of range for 1 cells"));
-  CHECK_THROWS_WITH(list.push_back(nullptr), doctest::Contains("ModuleList::push_back: cell 1 is null"));
+  CHECK_THROWS_WITH(list.push_back(nullptr),
+                    doctest::Contains("ModuleList::push_back: cell 1 is null"));
   CHECK_THROWS_WITH(list.at<nn::Dense>(0), doctest::Contains("not the type asked for"));
   CHECK_THROWS_WITH(list(Tensor::zeros({1})), doctest::Contains("ModuleList"));
   nn::ModuleDict dict{{"a", std::make_shared<nn::ReLU>()}, {"b", std::make_shared<nn::ReLU>()}};
-  CHECK_THROWS_WITH(dict["c"], doctest::Contains("ModuleDict: no cell named 'c' (it holds 2: a, b)"));
+  CHECK_THROWS_WITH(dict["c"],
+                    doctest::Contains("ModuleDict: no cell named 'c' (it holds 2: a, b)"));
   CHECK_THROWS(dict.insert("a", std::make_shared<nn::ReLU>()));  // taken
   CHECK_THROWS(dict.insert("x.y", std::make_shared<nn::ReLU>()));
-  CHECK_THROWS_WITH(dict.insert("z", nullptr), doctest::Contains("ModuleDict::insert: cell 'z' is null"));
+  CHECK_THROWS_WITH(dict.insert("z", nullptr),
+                    doctest::Contains("ModuleDict::insert: cell 'z' is null"));
 }

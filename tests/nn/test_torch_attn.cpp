@@ -28,32 +28,37 @@ Outputs both(const std::tuple<Tensor, Tensor>& t) {
 
 }  // namespace
 
-TEST_CASE("PyTorch reference: layer_norm, group_norm, scaled_dot_product_attention, multi-head attention") {
-  check_torch_reference("attn", {
-      {"layer_norm",
-       [](const Inputs& x, const Attrs& a) {
-         Tensor w = x.size() > 1 ? x[1] : Tensor(), b = x.size() > 2 ? x[2] : Tensor();
-         return Outputs{layer_norm(x[0], a["normalized_shape"].get<Shape>(), w, b, a["eps"])};
-       }},
-      {"group_norm",
-       [](const Inputs& x, const Attrs& a) {
-         Tensor w = x.size() > 1 ? x[1] : Tensor(), b = x.size() > 2 ? x[2] : Tensor();
-         return Outputs{group_norm(x[0], a["num_groups"], w, b, a["eps"])};
-       }},
-      {"sdpa",
-       [](const Inputs& x, const Attrs& a) {
-         return Outputs{scaled_dot_product_attention(x[0], x[1], x[2], x.size() > 3 ? x[3] : Tensor(),
-                                                     0, a.value("is_causal", false))};
-       }},
-      {"mha",
-       [](const Inputs& x, const Attrs& a) {
-         return both(multi_head_attention_forward(x[0], x[1], x[2], a["num_heads"], x[3], x[4], x[5],
-                                                  x[6], mha_options(x, a)));
-       }},
-  });
+TEST_CASE(
+    "PyTorch reference: layer_norm, group_norm, scaled_dot_product_attention, multi-head "
+    "attention") {
+  check_torch_reference(
+      "attn",
+      {
+          {"layer_norm",
+           [](const Inputs& x, const Attrs& a) {
+             Tensor w = x.size() > 1 ? x[1] : Tensor(), b = x.size() > 2 ? x[2] : Tensor();
+             return Outputs{layer_norm(x[0], a["normalized_shape"].get<Shape>(), w, b, a["eps"])};
+           }},
+          {"group_norm",
+           [](const Inputs& x, const Attrs& a) {
+             Tensor w = x.size() > 1 ? x[1] : Tensor(), b = x.size() > 2 ? x[2] : Tensor();
+             return Outputs{group_norm(x[0], a["num_groups"], w, b, a["eps"])};
+           }},
+          {"sdpa",
+           [](const Inputs& x, const Attrs& a) {
+             return Outputs{scaled_dot_product_attention(
+                 x[0], x[1], x[2], x.size() > 3 ? x[3] : Tensor(), 0, a.value("is_causal", false))};
+           }},
+          {"mha",
+           [](const Inputs& x, const Attrs& a) {
+             return both(multi_head_attention_forward(x[0], x[1], x[2], a["num_heads"], x[3], x[4],
+                                                      x[5], x[6], mha_options(x, a)));
+           }},
+      });
 }
 
-TEST_CASE("nn::MultiheadAttention loaded with PyTorch's weights by name matches it, gradients included") {
+TEST_CASE(
+    "nn::MultiheadAttention loaded with PyTorch's weights by name matches it, gradients included") {
   const std::string path = std::string(MINIDL_TEST_REFERENCE_DIR) + "/attn.json";
   std::ifstream in(path);
   const nlohmann::json file = nlohmann::json::parse(in);
@@ -68,8 +73,10 @@ TEST_CASE("nn::MultiheadAttention loaded with PyTorch's weights by name matches 
     const Attrs& a = c.at("attrs");
     const MultiheadAttentionForwardOptions o = mha_options(x, a);
     nn::MultiheadAttention mha(x[0].size(-1), a["num_heads"], {.batch_first = o.batch_first});
-    mha.load_state_dict({{"in_proj_weight", x[3]}, {"in_proj_bias", x[4]},
-                         {"out_proj.weight", x[5]}, {"out_proj.bias", x[6]}});
+    mha.load_state_dict({{"in_proj_weight", x[3]},
+                         {"in_proj_bias", x[4]},
+                         {"out_proj.weight", x[5]},
+                         {"out_proj.bias", x[6]}});
     Outputs outs = both(mha(x[0], x[1], x[2], o.key_padding_mask, o.need_weights, o.attn_mask,
                             o.average_attn_weights));
     REQUIRE(outs.size() == c.at("outputs").size());
@@ -79,8 +86,13 @@ TEST_CASE("nn::MultiheadAttention loaded with PyTorch's weights by name matches 
       loss = loss + sum(outs[k] * tensor_from_json(c.at("cotangents")[k]));
     }
     loss.backward();
-    const Tensor got[] = {x[0].grad(), x[1].grad(), x[2].grad(), mha.in_proj_weight.grad(),
-                          mha.in_proj_bias.grad(), mha.out_proj.weight.grad(), mha.out_proj.bias.grad()};
+    const Tensor got[] = {x[0].grad(),
+                          x[1].grad(),
+                          x[2].grad(),
+                          mha.in_proj_weight.grad(),
+                          mha.in_proj_bias.grad(),
+                          mha.out_proj.weight.grad(),
+                          mha.out_proj.bias.grad()};
     for (size_t i = 0; i < 7; ++i) {
       CAPTURE(i);
       const double err = reference_error(got[i], tensor_from_json(c.at("grads")[i]));

@@ -2,9 +2,8 @@
 // a class of its own called Generator (a GAN's) compiles, since minidl's
 // random generator is RandomGenerator, and `std::cout << tensor` needs no
 // other include.
-#include <minidl/minidl.h>  // first and alone: it must bring std::cout itself
-
 #include <doctest/doctest.h>
+#include <minidl/minidl.h>  // first and alone: it must bring std::cout itself
 
 using namespace minidl;
 
