@@ -4,25 +4,9 @@
 
 namespace minidl::nn {
 
-SequentialCell::SequentialCell(std::initializer_list<std::shared_ptr<Cell>> cells) {
-  for (const auto& c : cells) push_back(c);
-}
-
-void SequentialCell::push_back(std::shared_ptr<Cell> cell) {
-  MINIDL_CHECK(cell, "SequentialCell::push_back: cell ", cells_.size(), " is null");
-  register_cell(std::to_string(cells_.size()), cell);
-  cells_.push_back(std::move(cell));
-}
-
-Cell& SequentialCell::operator[](size_t i) const {
-  MINIDL_CHECK(i < cells_.size(), "SequentialCell: index ", i, " out of range for ", cells_.size(),
-               " cells");
-  return *cells_[i];
-}
-
 Tensor SequentialCell::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& c : cells_) h = (*c)(h);
+  for (const auto& c : *this) h = (*c)(h);
   return h;
 }
 
@@ -43,18 +27,19 @@ Tensor WithLossCell::forward(const Tensor& data, const Tensor& label) {
 
 // ---- ModuleList, ModuleDict (issue 22) ----
 
-ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Cell>> cells) {
+ModuleList::ModuleList(const char* name, std::initializer_list<std::shared_ptr<Cell>> cells)
+    : name_(name) {
   for (const auto& c : cells) push_back(c);
 }
 
 void ModuleList::push_back(std::shared_ptr<Cell> cell) {
-  MINIDL_CHECK(cell, "ModuleList::push_back: cell ", cells_.size(), " is null");
+  MINIDL_CHECK(cell, name_, "::push_back: cell ", cells_.size(), " is null");
   register_cell(std::to_string(cells_.size()), cell);
   cells_.push_back(std::move(cell));
 }
 
 Cell& ModuleList::operator[](size_t i) const {
-  MINIDL_CHECK(i < cells_.size(), "ModuleList: index ", i, " out of range for ", cells_.size(),
+  MINIDL_CHECK(i < cells_.size(), name_, ": index ", i, " out of range for ", cells_.size(),
                " cells");
   return *cells_[i];
 }
