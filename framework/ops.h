@@ -116,6 +116,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 // xs[i] [.., Di, ..] -> [.., sum Di, ..]; shapes agree outside dim
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+// so that cat(xs, 1) picks this over error.h's string cat(args...)
+inline Tensor cat(const std::vector<Tensor>& xs, int dim) { return cat(xs, int64_t{dim}); }
 // xs[i] [S] (all alike) -> [.., len(xs), ..] with the new dim at `dim`
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 // views: a new dim of size 1 at dim in [-(n+1), n]; dim (or every dim) of
@@ -137,5 +139,23 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // or int64; a, b float32). The unchosen side never reaches the result or the
 // gradient, NaN and inf included.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// x [.., D, ..], index (x's rank, int32/int64 in [0, D), no larger than x
+// outside dim) -> [index's shape]: out[.., i, ..] = x[.., index[.., i, ..], ..]
+// along dim (torch.gather; float32). Backward: scatter_add.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src added at index along dim (torch.scatter_add; index no larger
+// than src, nor than x outside dim; float32). Gradients: x's is g, src's gather(g).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// F.pad, constant mode: pads = (left, right) pairs from the last dim back;
+// negative amounts crop. Padding is a copy; the backward cuts it off.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value = 0);
+// x [.., R, C] with the elements above (tril) or below (triu) the diagonal
+// zeroed; diagonal > 0 moves it right (float32)
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// ids [S] int32/int64 -> [S, C] int64 one-hot on ids' device; C =
+// num_classes, or max(ids) + 1 for -1 (ids are read on the host)
+Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
 
 }  // namespace minidl

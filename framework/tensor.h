@@ -2,8 +2,10 @@
 // (the CPU, or a CUDA GPU when minidl is built with CUDA; see device.h).
 //
 // A Tensor is a handle: copies share the same impl (like torch::Tensor).
-// Storage is shared between views: reshape/view/flatten and slice along dim 0
-// never copy; transpose and concat materialise a new contiguous tensor.
+// Storage is shared between views: reshape/view/flatten/squeeze/unsqueeze and
+// slice along dim 0 never copy, nor does narrow where the block stays
+// contiguous; transpose, permute, expand, cat and concat materialise a new
+// contiguous tensor.
 // Autograd state (requires_grad, grad, the node that produced the tensor)
 // lives in the impl; see autograd.h.
 // Device: factories take one (the CPU by default); .to(device), .cuda() and

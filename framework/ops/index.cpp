@@ -1,6 +1,8 @@
 // Indexing ops of issue 22: index_select (backward index_add), where and
 // masked_fill (a select kernel: the unchosen side is never read into the
-// result). Host indices are checked here; device kernels trust theirs.
+// result), gather and scatter_add along a dim, tril/triu, one_hot. Host indices are checked here; device kernels trust theirs.
+#include <algorithm>
+
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -111,6 +113,111 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   MINIDL_CHECK(broadcast_shape(mask.shape(), x.shape(), "masked_fill") == x.shape(),
                "masked_fill: mask ", mask.shape(), " does not broadcast to input ", x.shape());
   return where(mask, scalar_like(value, x), x);
+}
+
+// x [.., D, ..], index (x's rank, int32/int64 in [0, D), no larger than x
+// outside dim) -> out [index's shape] = x at index along dim (torch.gather)
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  require_f32("gather", x);
+  require_index_dtype("gather", index);
+  MINIDL_CHECK(index.dim() == x.dim() && x.dim() >= 1, "gather: index ", index.shape(),
+               " and input ", x.shape(), ": expected the same number of dims (at least 1)");
+  dim = normalize_dim(dim, x.dim(), "gather");
+  Tensor xn = x;  // x cut to index's size outside dim
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == dim) continue;
+    MINIDL_CHECK(index.size(d) <= x.size(d), "gather: index ", index.shape(), " and input ",
+                 x.shape(), ": index larger than the input in dim ", d);
+    if (index.size(d) < x.size(d)) xn = narrow(xn, d, 0, index.size(d));
+  }
+  const Kernels& kern = kernels_for("gather", x, {&index});
+  check_index("gather", index, x.size(dim), dim, x);
+  const Around ar = around(xn.shape(), dim);
+  const int64_t count = index.size(dim);
+  Tensor out = empty_like(x, index.shape());
+  kern.gather_dim(ar.outer, ar.d, ar.inner, count, xn.data_ptr<float>(), index.raw_data_ptr(),
+                  index.dtype(), out.data_ptr<float>());
+  const Shape xs = xn.shape();
+  return record(out, "gather", {xn}, [xs, ar, count, index](const Tensor& g) {
+    Tensor gx = Tensor::zeros(xs, kFloat32, g.device());
+    kernels(g.device()).scatter_add_dim(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(),
+                                        index.dtype(), g.data_ptr<float>(), gx.data_ptr<float>());
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// x [.., D, ..], index and src (index no larger than src, nor than x outside
+// dim) -> x with src added at index along dim (torch.scatter_add)
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  require_f32("scatter_add", x);
+  require_f32("scatter_add", src, "src");
+  require_index_dtype("scatter_add", index);
+  MINIDL_CHECK(index.dim() == x.dim() && src.dim() == x.dim() && x.dim() >= 1, "scatter_add: input ",
+               x.shape(), ", index ", index.shape(), " and src ", src.shape(),
+               ": expected the same number of dims (at least 1)");
+  dim = normalize_dim(dim, x.dim(), "scatter_add");
+  Tensor sn = src;  // src cut to index's shape
+  Shape block = index.shape();  // x's block that index addresses: D along dim
+  block[dim] = x.size(dim);
+  std::vector<int64_t> pads;  // zero padding of the block up to x, from the last dim
+  for (int64_t d = x.dim() - 1; d >= 0; --d) {
+    MINIDL_CHECK(index.size(d) <= src.size(d) && (d == dim || index.size(d) <= x.size(d)),
+                 "scatter_add: input ", x.shape(), ", index ", index.shape(), " and src ",
+                 src.shape(), ": index larger than src, or than the input outside dim ", dim);
+    if (index.size(d) < src.size(d)) sn = narrow(sn, d, 0, index.size(d));
+    pads.push_back(0);
+    pads.push_back(x.size(d) - block[d]);
+  }
+  const Kernels& kern = kernels_for("scatter_add", x, {&index, &src});
+  check_index("scatter_add", index, x.size(dim), dim, x);
+  const Around ar = around(block, dim);
+  const int64_t count = index.size(dim);
+  Tensor added = Tensor::zeros(block, kFloat32, x.device());
+  kern.scatter_add_dim(ar.outer, ar.d, ar.inner, count, index.raw_data_ptr(), index.dtype(),
+                       sn.data_ptr<float>(), added.data_ptr<float>());
+  added = record(added, "scatter_add", {sn}, [dim, index](const Tensor& g) {
+    return std::vector<Tensor>{gather(g, dim, index)};
+  });
+  return add(x, block == x.shape() ? added : pad(added, pads));
+}
+
+// x [.., R, C] -> x where column - row <= diagonal (tril) or >= diagonal (triu), else 0
+namespace {
+Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
+  require_f32(op, x);
+  MINIDL_CHECK(x.dim() >= 2, op, ": expected an input of at least 2 dims, got shape ", x.shape());
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  Tensor mask = Tensor::empty({rows, cols}, kInt32);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.data<int32_t>()[i * cols + j] = lower ? j - i <= diagonal : j - i >= diagonal;
+  return where(mask.to(x.device()), x, scalar_like(0, x));
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, false); }
+
+// ids [S] int32/int64 in [0, C) -> [S, C] int64, 1 at ids (built on the host)
+Tensor one_hot(const Tensor& ids, int64_t num_classes) {
+  require_index_dtype("one_hot", ids, "ids");
+  const Tensor host = ids.cpu().to(kInt64);
+  const int64_t* v = host.data<int64_t>();
+  int64_t c = num_classes;
+  if (c < 0) {
+    MINIDL_CHECK(num_classes == -1, "one_hot: num_classes ", num_classes, ": expected -1 or >= 0");
+    MINIDL_CHECK(host.numel() > 0, "one_hot: cannot infer num_classes from empty ids ",
+                 ids.shape());
+    c = *std::max_element(v, v + host.numel()) + 1;
+  }
+  for (int64_t i = 0; i < host.numel(); ++i)
+    MINIDL_CHECK(v[i] >= 0 && v[i] < c, "one_hot: id ", v[i], " at position ", i,
+                 " out of range [0, ", c, ") (ids ", ids.shape(), ")");
+  Shape os = ids.shape();
+  os.push_back(c);
+  Tensor out = Tensor::zeros(os, kInt64);
+  for (int64_t i = 0; i < host.numel(); ++i) out.data<int64_t>()[i * c + v[i]] = 1;
+  return out.to(ids.device());
 }
 
 }  // namespace minidl

@@ -1,6 +1,7 @@
 // matmul, linear and transpose. Every product is the device's gemm kernel
 // (cblas_sgemm on the CPU).
 #include <algorithm>
+#include <numeric>
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
@@ -122,27 +123,25 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   d0 = normalize_dim(d0, x.dim(), "transpose");
   d1 = normalize_dim(d1, x.dim(), "transpose");
   if (d0 == d1 || x.dim() < 2) return x.clone();
+  const int64_t nd = x.dim(), rows = x.shape()[nd - 2], cols = x.shape()[nd - 1];
+  if (x.numel() != 0 && !(x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2)) {
+    std::vector<int64_t> dims(nd);  // any dtype, any two dims: permute's strided copy
+    std::iota(dims.begin(), dims.end(), 0);
+    std::swap(dims[d0], dims[d1]);
+    return permute(x, dims);
+  }
   Shape os = x.shape();
   std::swap(os[d0], os[d1]);
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   const Kernels& kern = kernels(x.device());
-  const int64_t nd = x.dim(), rows = x.shape()[nd - 2], cols = x.shape()[nd - 1];
   if (x.numel() == 0) {
     // nothing to copy; the dims may be huge, and products of them (rows * cols,
-    // the strides below) need not fit an int64
+    // strides) need not fit an int64
   } else if (x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2) {
     // [batch, rows, cols] -> [batch, cols, rows]: the tiled kernel per matrix
     // (rows * cols <= numel here, so it cannot overflow)
     kern.transpose(x.numel() / (rows * cols), rows, cols, x.data_ptr<float>(),
                    out.data_ptr<float>());
-  } else {  // any dtype, any two dims: a strided copy
-    MINIDL_CHECK(nd <= kMaxDims, "transpose: ", x.shape(), " has ", nd, " dims; at most ",
-                 kMaxDims, " are supported");
-    std::vector<int64_t> in_strides(nd, 1);
-    for (int64_t d = nd - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.shape()[d + 1];
-    std::swap(in_strides[d0], in_strides[d1]);  // stride of each output dim in x
-    kern.permute(dtype_size(x.dtype()), static_cast<int>(nd), os.data(), in_strides.data(),
-                 x.raw_data_ptr(), out.raw_data_ptr());
   }
   return record(out, "transpose", {x}, [d0, d1](const Tensor& g) {
     return std::vector<Tensor>{transpose(g, d0, d1)};

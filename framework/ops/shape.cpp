@@ -2,6 +2,7 @@
 // cat, stack, split, squeeze, expand, pad), gather by label, and cast. Views
 // share storage where the elements stay contiguous; the rest are one strided
 // copy (the device's strided_copy kernel), and so are their backwards.
+#include <algorithm>
 #include <numeric>
 
 #include "framework/ops.h"
@@ -443,6 +444,43 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   const Shape xs = x.shape();
   return record(out, "expand", {x}, [xs](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, xs)};
+  });
+}
+
+// x [.., Si, ..] -> [.., Si + left_i + right_i, ..], pairs (left, right) from
+// the last dim back (F.pad, constant mode); negative amounts crop
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  const int64_t np = static_cast<int64_t>(pads.size()) / 2;
+  MINIDL_CHECK(pads.size() % 2 == 0 && np <= x.dim(), "pad: ", pads.size(),
+               " pad amounts for input ", x.shape(), ": expected an even number, at most ",
+               2 * x.dim());
+  Tensor cropped = x;
+  std::vector<int64_t> left(x.dim(), 0), right(x.dim(), 0);
+  for (int64_t i = 0; i < np; ++i) {
+    const int64_t d = x.dim() - 1 - i, size = x.size(d);
+    MINIDL_CHECK(size + pads[2 * i] + pads[2 * i + 1] >= 0, "pad: input ", x.shape(), " with pads ",
+                 Shape(pads), ": dim ", d, " of size ", size, " would become negative");
+    left[d] = std::max<int64_t>(pads[2 * i], 0);
+    right[d] = std::max<int64_t>(pads[2 * i + 1], 0);
+    const int64_t from = std::max<int64_t>(-pads[2 * i], 0), to = size - std::max<int64_t>(-pads[2 * i + 1], 0);
+    if (from > 0 || to < size) cropped = narrow(cropped, d, from, std::max<int64_t>(to - from, 0));
+  }
+  if (std::all_of(left.begin(), left.end(), [](int64_t v) { return v == 0; }) &&
+      std::all_of(right.begin(), right.end(), [](int64_t v) { return v == 0; }))
+    return cropped;
+  const Shape cs = cropped.shape();
+  Shape os = cs;
+  for (int64_t d = 0; d < x.dim(); ++d) os[d] += left[d] + right[d];
+  Tensor out = Tensor::full(os, value, x.dtype(), x.device());
+  const std::vector<int64_t> ost = contiguous_strides(os);
+  int64_t at = 0;
+  for (int64_t d = 0; d < x.dim(); ++d) at += left[d] * ost[d];
+  copy_strided("pad", cropped, 0, contiguous_strides(cs), out, at, ost, cs);
+  return record(out, "pad", {cropped}, [cs, left](const Tensor& g) {
+    Tensor gx = g;
+    for (size_t d = 0; d < cs.size(); ++d)
+      if (gx.size(d) != cs[d]) gx = copy_out("pad", gx, d, left[d], cs[d]);
+    return std::vector<Tensor>{gx.same(g) ? g.clone() : gx};
   });
 }
 

@@ -57,3 +57,19 @@ TEST_CASE("cuda: matmul with broadcast batch dims and 1-D operands") {
   check_op("matmul 1-D", [](const In& in) { return matmul(in[0], in[1]); },
            {Tensor::randn({4}), Tensor::randn({2, 4, 3})});
 }
+
+TEST_CASE("cuda: gather and scatter_add along a dim, pad, tril, one_hot") {
+  Tensor x = Tensor::randn({3, 4, 2});
+  Tensor idx = Tensor::randint(0, 4, {3, 5, 2});
+  check_op("gather", [](const In& in) { return gather(in[0], 1, in[1]); }, {x, idx});
+  check_op("scatter_add", [](const In& in) { return scatter_add(in[0], 1, in[1], in[2]); },
+           {x, idx, Tensor::randn({3, 5, 2})});
+  check_op("pad", [](const In& in) { return pad(in[0], {1, -1, 2, 0}, 0.5); }, {x});
+  check_op("tril", [](const In& in) { return tril(in[0], 1); }, {x});
+  // an out-of-range device index reads nothing: NaN
+  Tensor bad = gather(Tensor::ones({2, 2}).cuda(), 1, Tensor::of_ints({0, 5}, {1, 2}).cuda()).cpu();
+  CHECK(bad.at({0, 0}) == 1);
+  CHECK(std::isnan(bad.at({0, 1})));
+  Tensor ids = Tensor::of_ints({2, 0, 3});
+  CHECK(one_hot(ids.cuda(), 5).cpu().to_vector<int64_t>() == one_hot(ids, 5).to_vector<int64_t>());
+}

@@ -66,3 +66,49 @@ TEST_CASE("masked_fill writes value where the mask is set") {
   CHECK_ERROR(masked_fill(x, Tensor::of_ints({1, 0}, {2, 1, 1}), 0),
               "masked_fill: mask [2, 1, 1] does not broadcast to input [2, 3]");
 }
+
+TEST_CASE("gather along a dim picks x at the index; its backward scatters") {
+  Tensor x = Tensor::of({1, 2, 3, 4, 5, 6}, {2, 3});
+  check_values(gather(x, 1, Tensor::of_ints({2, 0, 1, 1}, {2, 2})), {3, 1, 5, 5});
+  check_values(gather(x, 0, Tensor::of_ints({1, 0, 1}, {1, 3}, kInt32)), {4, 2, 6});
+  check_values(gather(x, 1, Tensor::of_ints({1}, {1, 1})), {2});  // index smaller outside dim
+  Tensor w = Tensor::zeros({2, 3}).requires_grad_();
+  gather(w, 1, Tensor::of_ints({2, 2, 0, 1}, {2, 2})).sum().backward();
+  check_values(w.grad(), {0, 0, 2, 1, 1, 0});
+  CHECK_GRADCHECK([](const Inputs& in) {
+    return gather(in[0], 1, Tensor::of_ints({0, 2, 2, 1, 0, 0}, {2, 3, 1}));
+  }, {distinct({2, 4, 1})});
+  CHECK_ERROR(gather(x, 1, Tensor::of_ints({3}, {1, 1})),
+              "gather: index 3 at position 0 out of range [0, 3) for dim 1 of input [2, 3]");
+  CHECK_ERROR(gather(x, 1, Tensor::of_ints({0}, {1})), "gather: index [1] and input [2, 3]: "
+                                                      "expected the same number of dims");
+  CHECK_ERROR(gather(x, 1, Tensor::of_ints({0, 0, 0}, {3, 1})), "index larger than the input in dim 0");
+}
+
+TEST_CASE("scatter_add adds src at the index along a dim") {
+  Tensor x = Tensor::zeros({2, 3});
+  Tensor src = Tensor::of({1, 2, 3, 4}, {2, 2});
+  check_values(scatter_add(x, 1, Tensor::of_ints({0, 0, 2, 1}, {2, 2}), src), {3, 0, 0, 0, 4, 3});
+  check_values(scatter_add(Tensor::ones({3, 2}), 0, Tensor::of_ints({2}, {1, 1}), src),
+               {1, 1, 1, 1, 2, 1});  // index [1, 1]: src cut, the block padded
+  CHECK_GRADCHECK([](const Inputs& in) {
+    return scatter_add(in[0], 0, Tensor::of_ints({1, 0, 1, 1}, {2, 2}), in[1]);
+  }, {distinct({3, 2}), distinct({2, 3}, 1)});
+  CHECK_ERROR(scatter_add(x, 1, Tensor::of_ints({5}, {1, 1}), src), "scatter_add: index 5 at position 0");
+}
+
+TEST_CASE("tril, triu and one_hot") {
+  Tensor x = Tensor::arange(1, 10).reshape({3, 3});
+  check_values(tril(x), {1, 0, 0, 4, 5, 0, 7, 8, 9});
+  check_values(triu(x, 1), {0, 2, 3, 0, 0, 6, 0, 0, 0});
+  check_values(tril(x, -1), {0, 0, 0, 4, 0, 0, 7, 8, 0});
+  CHECK(tril(Tensor::ones({2, 2, 3})).shape() == Shape{2, 2, 3});
+  CHECK_GRADCHECK([](const Inputs& in) { return triu(in[0]); }, {distinct({2, 3, 4})});
+  CHECK_ERROR(tril(Tensor::ones({3})), "tril: expected an input of at least 2 dims, got shape [3]");
+  Tensor oh = one_hot(Tensor::of_ints({2, 0, 1}));
+  CHECK(oh.dtype() == kInt64);
+  CHECK(oh.shape() == Shape{3, 3});
+  check_values(oh, {0, 0, 1, 1, 0, 0, 0, 1, 0});
+  CHECK(one_hot(Tensor::of_ints({1, 0}, {1, 2}), 4).shape() == Shape{1, 2, 4});
+  CHECK_ERROR(one_hot(Tensor::of_ints({1, 4}), 3), "one_hot: id 4 at position 1 out of range [0, 3)");
+}

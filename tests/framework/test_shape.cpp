@@ -186,6 +186,8 @@ TEST_CASE("cat joins along any dim; stack adds a dim") {
   CHECK(c.shape() == Shape{2, 3});
   check_values(c, {1, 2, 5, 3, 4, 6});
   check_values(cat({a, a}, 0), {1, 2, 3, 4, 1, 2, 3, 4});
+  const std::vector<Tensor> named{a, a};
+  CHECK(cat(named, 1).shape() == Shape{2, 4});  // not error.h's string cat
   check_values(cat({b, a}, -1), {5, 1, 2, 6, 3, 4});
   Tensor s = stack({a, a * 10.0}, 1);
   CHECK(s.shape() == Shape{2, 2, 2});
@@ -230,4 +232,17 @@ TEST_CASE("expand broadcasts into a copy and its backward sums") {
   CHECK_ERROR(expand(x, {3, 2, 2}), "expand: input [3, 1] -> [3, 2, 2]: dim 1 of size 3 can only "
                                     "expand from size 1");
   CHECK_ERROR(expand(x, {2}), "expand: shape [2] has fewer dims than input [3, 1]");
+}
+
+TEST_CASE("pad adds constant borders from the last dim back; negative pads crop") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {2, 2});
+  Tensor p = pad(x, {1, 0});
+  CHECK(p.shape() == Shape{2, 3});
+  check_values(p, {0, 1, 2, 0, 3, 4});
+  check_values(pad(x, {0, 1, 1, 0}, -1), {-1, -1, -1, 1, 2, -1, 3, 4, -1});
+  check_values(pad(x, {-1, 1}), {2, 0, 4, 0});
+  CHECK(pad(x, {0, 0}).shape() == Shape{2, 2});
+  CHECK_GRADCHECK([](const Inputs& in) { return pad(in[0], {1, 2, -1, 1}); }, {distinct({2, 3, 2})});
+  CHECK_ERROR(pad(x, {1}), "pad: 1 pad amounts for input [2, 2]: expected an even number");
+  CHECK_ERROR(pad(x, {-3, 0}), "pad: input [2, 2] with pads [-3, 0]: dim 1 of size 2 would become negative");
 }
