@@ -26,12 +26,6 @@ Tensor apply_mask(const Tensor& scores, const Mask& m) {
   return masked_fill(scores, removed, -INFINITY);
 }
 
-// [L, S]: 1 where key j comes after query i (j > i), else 0
-Tensor after_diagonal(int64_t L, int64_t S, Device device) {
-  Tensor rows = Tensor::arange(L).reshape({L, 1}), cols = Tensor::arange(S).reshape({1, S});
-  return relu(cols - rows).to(device);
-}
-
 struct Attention {
   Tensor out, weights;
 };
@@ -47,7 +41,8 @@ Attention attend(const char* op, const Tensor& q, const Tensor& k, const Tensor&
                dropout_p);
   Tensor scores = matmul(q, k, false, /*trans_b=*/true) * (1.0 / std::sqrt(double(q.size(-1))));
   if (is_causal)
-    scores = masked_fill(scores, after_diagonal(q.size(-2), k.size(-2), q.device()), -INFINITY);
+    scores = masked_fill(
+        scores, triu(Tensor::ones({q.size(-2), k.size(-2)}, kFloat32, q.device()), 1), -INFINITY);
   for (const Mask& m : masks) {
     if (!m.mask.defined()) continue;
     MINIDL_CHECK(

@@ -1,6 +1,6 @@
 // CUDA against the CPU for issue 22's attention and normalization layers
-// (composed from ops, no kernels of their own; the causal mask is built on
-// the host and moved to the inputs' device): layer_norm, group_norm,
+// (composed from ops, no kernels of their own; the causal mask is triu of
+// ones on the inputs' device): layer_norm, group_norm,
 // scaled_dot_product_attention with a causal and an integer mask, and
 // multi_head_attention_forward with a key padding mask.
 #include <doctest/doctest.h>
