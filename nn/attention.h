@@ -26,7 +26,7 @@ namespace minidl {
 // [..., L, Ev] = softmax(q k^T / sqrt(E) + mask) v. attn_mask broadcasts to
 // [..., L, S] (see Masks above). is_causal: query i attends to keys j <= i
 // (the top-left aligned lower triangle of [L, S], PyTorch's); with attn_mask
-// too, both apply. dropout_p: dropout on the attention weights, always
+// too, both apply (PyTorch refuses the pair). dropout_p: dropout on the attention weights, always
 // applied when > 0 (as in PyTorch; pass 0 in evaluation).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = {}, double dropout_p = 0,
@@ -38,8 +38,10 @@ struct MultiheadAttentionForwardOptions {
   bool need_weights = true;          // also return the attention weights
   Tensor attn_mask;                  // [L, S] or [N * H, L, S] (see Masks)
   bool average_attn_weights = true;  // weights [N, L, S] (mean over heads), else [N, H, L, S]
-  bool is_causal = false;  // query i attends to keys j <= i (with attn_mask too, both apply)
-  double dropout_p = 0;    // on the attention weights
+  // query i attends to keys j <= i; with attn_mask too, both apply (PyTorch
+  // reads is_causal as a hint that attn_mask is causal and needs one)
+  bool is_causal = false;
+  double dropout_p = 0;  // on the attention weights
 };
 
 // torch.nn.functional.multi_head_attention_forward (one in_proj_weight):
@@ -47,7 +49,9 @@ struct MultiheadAttentionForwardOptions {
 // batch_first; [L, E], [S, E], [S, E] unbatched), in_proj_weight [3E, E]
 // (rows: the q, k, v projections), in_proj_bias [3E], out_proj_weight [E, E],
 // out_proj_bias [E] (biases may be undefined) -> (output shaped as query,
-// attention weights or an undefined tensor without need_weights).
+// attention weights or an undefined tensor without need_weights). Shapes
+// that disagree throw minidl::Error naming every input's shape and the
+// expected one; so does E not divisible by num_heads.
 std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& query, const Tensor& key, const Tensor& value, int64_t num_heads,
     const Tensor& in_proj_weight, const Tensor& in_proj_bias, const Tensor& out_proj_weight,
