@@ -32,7 +32,7 @@ The twin's choices:
   --init torch   PyTorch's defaults (kaiming_uniform(a=sqrt(5)) weights, bias
                  U(+-1/sqrt(fan_in))) after torch.manual_seed(seed).
   --init minidl  minidl's initial weights for the seed, bit for bit: its
-                 Generator (std::mt19937_64, uniform = (bits >> 11) * 2^-53)
+                 RandomGenerator (std::mt19937_64, uniform = (bits >> 11) * 2^-53)
                  filled in parameter order, as nn/init.cpp does.
   --order torch  each epoch torch.randperm from the global generator (what
                  DataLoader(shuffle=True) draws).
@@ -94,10 +94,10 @@ class MT19937_64:
         y ^= y >> 43
         return y & MASK
 
-    def uniform(self):  # Generator::uniform
+    def uniform(self):  # RandomGenerator::uniform
         return (self.next() >> 11) * 2.0 ** -53
 
-    def randint(self, low, high):  # Generator::randint, rejection sampling
+    def randint(self, low, high):  # RandomGenerator::randint, rejection sampling
         span = high - low
         limit = MASK - MASK % span
         while True:

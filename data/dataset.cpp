@@ -87,7 +87,7 @@ std::vector<int64_t> Dataset::indices(int64_t epoch) const {
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   if (seed_) {
-    Generator gen(splitmix64(splitmix64(*seed_) ^ static_cast<uint64_t>(epoch)));
+    RandomGenerator gen(splitmix64(splitmix64(*seed_) ^ static_cast<uint64_t>(epoch)));
     for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[gen.randint(0, i + 1)]);
   }
   if (num_shards_ == 1) return order;

@@ -17,7 +17,7 @@
 // handles: copies share the tensors, and every call returns a new handle.
 //
 // Sample order of epoch e (Dataset::indices): the identity, or with shuffle(seed)
-// a permutation drawn from minidl::Generator seeded by (seed, e), so it is the
+// a permutation drawn from minidl::RandomGenerator seeded by (seed, e), so it is the
 // same on every machine and differs between epochs. shard(r, S) then works like
 // PyTorch's DistributedSampler: the order is padded by repeating its start up to
 // a multiple of S, and position i goes to shard i mod S. Every shard therefore

@@ -9,9 +9,9 @@
 
 namespace minidl {
 
-double Generator::uniform() { return (engine_() >> 11) * 0x1.0p-53; }
+double RandomGenerator::uniform() { return (engine_() >> 11) * 0x1.0p-53; }
 
-double Generator::normal() {
+double RandomGenerator::normal() {
   if (has_spare_) {
     has_spare_ = false;
     return spare_;
@@ -24,7 +24,7 @@ double Generator::normal() {
   return r * std::cos(th);
 }
 
-int64_t Generator::randint(int64_t low, int64_t high) {
+int64_t RandomGenerator::randint(int64_t low, int64_t high) {
   uint64_t span = static_cast<uint64_t>(high - low);
   // Rejection sampling removes modulo bias.
   uint64_t limit = UINT64_MAX - UINT64_MAX % span, v;
@@ -33,7 +33,7 @@ int64_t Generator::randint(int64_t low, int64_t high) {
   return low + static_cast<int64_t>(v % span);
 }
 
-std::string Generator::state() const {
+std::string RandomGenerator::state() const {
   std::ostringstream out;
   char spare[40];
   std::snprintf(spare, sizeof spare, "%a", spare_);
@@ -41,7 +41,7 @@ std::string Generator::state() const {
   return out.str();
 }
 
-void Generator::set_state(const std::string& state) {
+void RandomGenerator::set_state(const std::string& state) {
   std::istringstream in(state);
   std::mt19937_64 engine;
   int has_spare = -1;
@@ -50,7 +50,7 @@ void Generator::set_state(const std::string& state) {
   char* end = nullptr;
   const double value = in ? std::strtod(spare.c_str(), &end) : 0;
   MINIDL_CHECK(in && (has_spare == 0 || has_spare == 1) && end && *end == 0 && (in >> std::ws).eof(),
-               "Generator::set_state: expected the text Generator::state() writes (",
+               "RandomGenerator::set_state: expected the text RandomGenerator::state() writes (",
                std::mt19937_64::state_size, " engine words, 0 or 1, a hexadecimal double), got ",
                state.size(), " characters that do not parse as one");
   engine_ = engine;
@@ -58,8 +58,8 @@ void Generator::set_state(const std::string& state) {
   spare_ = value;
 }
 
-Generator& default_generator() {
-  static Generator g(0);
+RandomGenerator& default_generator() {
+  static RandomGenerator g(0);
   return g;
 }
 

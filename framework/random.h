@@ -1,6 +1,8 @@
 // A seeded random generator whose streams are the same on every machine:
 // mt19937_64 bits mapped to uniforms and normals (Box-Muller) by our own code,
 // not by the implementation-defined std distributions.
+// Named RandomGenerator (PyTorch's torch::Generator) so that a user's own
+// `struct Generator : nn::Cell` (a GAN's) compiles after `using namespace minidl;`.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -8,9 +10,9 @@
 
 namespace minidl {
 
-class Generator {
+class RandomGenerator {
  public:
-  explicit Generator(uint64_t seed = 0) : engine_(seed) {}
+  explicit RandomGenerator(uint64_t seed = 0) : engine_(seed) {}
   void seed(uint64_t s) { engine_.seed(s); has_spare_ = false; }
   uint64_t next_u64() { return engine_(); }
   double uniform();                           // [0, 1)
@@ -30,7 +32,7 @@ class Generator {
   double spare_ = 0;
 };
 
-Generator& default_generator();
+RandomGenerator& default_generator();
 
 // Vigna's splitmix64 finalizer: a well-mixed 64-bit hash of x. Chained, it
 // seeds per-epoch streams (Dataset::shuffle) and draws per-sample values

@@ -411,7 +411,7 @@ Tensor& Tensor::requires_grad_(bool on) {
 
 Tensor Tensor::grad() const { return Tensor(impl().grad); }
 
-void Tensor::set_grad(const Tensor& g) {
+void Tensor::set_grad(const Tensor& g) const {
   MINIDL_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient ", g.shape(),
                " does not match tensor ", shape());
   impl().grad = g.defined() ? g.impl_ptr() : nullptr;

@@ -176,7 +176,7 @@ class Tensor {
   Tensor& requires_grad_(bool on = true);  // leaves only
   bool is_leaf() const { return impl().grad_fn == nullptr && !impl().graph_freed; }
   Tensor grad() const;          // undefined until a backward reaches this leaf
-  void set_grad(const Tensor& g);  // replace the gradient (reducers, optimizers)
+  void set_grad(const Tensor& g) const;  // replace the gradient (a handle method)
   void zero_grad();             // drops the gradient (PyTorch's set_to_none)
   // Backpropagates from this scalar (or with an explicit output gradient).
   void backward(const Tensor& grad_output = Tensor()) const;

@@ -26,7 +26,7 @@ void fill_with(Tensor& t, const char* what, F f) {
 InitFn uniform_bound(const char* what, std::function<double(Fans)> bound) {
   return [what, bound](Tensor& t, Fans fans) {
     const double b = bound(fans);
-    Generator& g = default_generator();
+    RandomGenerator& g = default_generator();
     fill_with(t, what, [&] { return -b + 2 * b * g.uniform(); });
   };
 }
@@ -34,7 +34,7 @@ InitFn uniform_bound(const char* what, std::function<double(Fans)> bound) {
 InitFn normal_std(const char* what, std::function<double(Fans)> std_of) {
   return [what, std_of](Tensor& t, Fans fans) {
     const double s = std_of(fans);
-    Generator& g = default_generator();
+    RandomGenerator& g = default_generator();
     fill_with(t, what, [&] { return s * g.normal(); });
   };
 }
@@ -58,7 +58,7 @@ InitFn ones() { return constant(1); }
 InitFn normal(double std, double mean) {
   MINIDL_CHECK(std >= 0, "init::normal: expected std >= 0, got ", std);
   return [std, mean](Tensor& t, Fans) {
-    Generator& g = default_generator();
+    RandomGenerator& g = default_generator();
     fill_with(t, "normal", [&] { return mean + std * g.normal(); });
   };
 }
@@ -66,7 +66,7 @@ InitFn normal(double std, double mean) {
 InitFn uniform(double low, double high) {
   MINIDL_CHECK(low <= high, "init::uniform: expected low <= high, got ", low, " and ", high);
   return [low, high](Tensor& t, Fans) {
-    Generator& g = default_generator();
+    RandomGenerator& g = default_generator();
     fill_with(t, "uniform", [&] { return low + (high - low) * g.uniform(); });
   };
 }

@@ -32,7 +32,7 @@ inline GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Te
                                  std::vector<Tensor> inputs, GradcheckOptions opt = {}) {
   for (auto& x : inputs) x = x.detach().clone().requires_grad_();
   Tensor probe = f(inputs);
-  Generator gen(1234);
+  RandomGenerator gen(1234);
   Tensor r = Tensor::empty(probe.shape());
   for (int64_t i = 0; i < r.numel(); ++i) r.data<float>()[i] = static_cast<float>(gen.uniform() + 0.5);
   auto objective = [&](const std::vector<Tensor>& xs) {  // double-precision sum(f * R)

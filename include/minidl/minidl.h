@@ -48,3 +48,9 @@
 // ---- rnn layers (issue 22) ----
 #include "nn/embedding.h"
 #include "nn/rnn.h"
+// ---- attention, layer and group norm, containers (issue 22) ----
+// <iostream>: `std::cout << tensor` works with this header alone.
+#include <iostream>
+
+#include "nn/attention.h"
+#include "nn/layer_norm.h"

@@ -93,7 +93,7 @@ TEST_CASE("shuffle: a permutation, reproducible per seed and epoch, new every ep
   CHECK(a.indices(0) != a.indices(1));
   CHECK(a.indices(0) != c.indices(0));
   CHECK(a.indices(0) != ds.indices(0));
-  // The same on every machine: minidl::Generator and our own Fisher-Yates.
+  // The same on every machine: minidl::RandomGenerator and our own Fisher-Yates.
   auto ten = numbered(10);
   CHECK(ten.shuffle(0).indices(0) == std::vector<int64_t>{6, 1, 2, 4, 7, 5, 3, 0, 9, 8});
   CHECK(ten.shuffle(0).indices(1) == std::vector<int64_t>{4, 6, 8, 9, 3, 5, 7, 2, 0, 1});

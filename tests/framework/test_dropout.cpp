@@ -142,7 +142,7 @@ TEST_CASE("dropout masks come from the default generator: a seed or a saved stat
   manual_seed(9);
   CHECK(kept(dropout(Tensor::ones({256}), 0.5)) == a1);
   CHECK(kept(dropout(Tensor::ones({256}), 0.5)) == a2);
-  // a checkpoint's generator state (Generator::state) replays the next mask
+  // a checkpoint's generator state (RandomGenerator::state) replays the next mask
   const std::string state = default_generator().state();
   std::vector<int> a3 = kept(dropout(Tensor::ones({256}), 0.5));
   default_generator().set_state(state);

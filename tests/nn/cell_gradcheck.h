@@ -16,7 +16,7 @@ inline GradcheckResult cell_param_gradcheck(nn::Cell& cell, const std::function<
                                             GradcheckOptions opt = {}) {
   cell.zero_grad();
   Tensor probe = f();
-  Generator gen(4321);
+  RandomGenerator gen(4321);
   Tensor r = Tensor::empty(probe.shape());
   for (int64_t i = 0; i < r.numel(); ++i)
     r.data<float>()[i] = static_cast<float>(gen.uniform() + 0.5);

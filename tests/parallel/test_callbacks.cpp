@@ -18,7 +18,7 @@ namespace {
 
 // 48 samples of 4 features; the label is the largest feature's index.
 data::Dataset toy() {
-  Generator g(7);
+  RandomGenerator g(7);
   std::vector<float> x(48 * 4);
   std::vector<int64_t> y(48);
   for (int64_t i = 0; i < 48; ++i) {

@@ -59,7 +59,7 @@ void check_same(const std::vector<Tensor>& got, const std::vector<Tensor>& want)
 
 // [shape] of normal values, different on every rank and for every seed.
 Tensor rank_values(const Shape& shape, uint64_t seed) {
-  Generator g(seed * 1009 + static_cast<uint64_t>(R()));
+  RandomGenerator g(seed * 1009 + static_cast<uint64_t>(R()));
   Tensor t = Tensor::empty(shape);
   for (int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] = static_cast<float>(g.normal());
   return t;

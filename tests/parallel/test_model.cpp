@@ -45,7 +45,7 @@ std::string real_data_dir() {
 
 // A tiny synthetic set: class = which quarter of the 4 features is largest.
 data::Dataset toy(int64_t n, uint64_t seed) {
-  Generator g(seed);
+  RandomGenerator g(seed);
   Tensor x = Tensor::empty({n, 4}), y = Tensor::empty({n}, kInt64);
   for (int64_t i = 0; i < n; ++i) {
     int64_t best = 0;

@@ -29,7 +29,7 @@ struct DropNet : nn::Cell {
 
 // 48 samples of 4 normals; the class is the largest feature's index.
 data::Dataset toy() {
-  Generator g(7);
+  RandomGenerator g(7);
   Tensor x = Tensor::empty({48, 4}), y = Tensor::empty({48}, kInt64);
   for (int64_t i = 0; i < 48; ++i) {
     float* row = x.data<float>() + i * 4;
@@ -267,12 +267,12 @@ TEST_CASE("the optimizers' state_dict holds their steps and per-parameter state"
                        Error);
 }
 
-TEST_CASE("Generator::state continues the stream bit for bit, the Box-Muller spare included") {
-  Generator g(3);
+TEST_CASE("RandomGenerator::state continues the stream bit for bit, the Box-Muller spare included") {
+  RandomGenerator g(3);
   g.normal();  // leaves a spare
   const std::string state = g.state();
   const double a = g.normal(), b = g.normal();
-  Generator h(0);
+  RandomGenerator h(0);
   h.set_state(state);
   CHECK(h.normal() == a);
   CHECK(h.normal() == b);

@@ -1,0 +1,227 @@
+// scaled_dot_product_attention and nn::MultiheadAttention: hand-computed
+// values, masks' meanings, finite-difference gradients, PyTorch's names,
+// a stack of blocks in a ModuleList, and errors naming both shapes.
+// PyTorch's values: test_torch_attn.cpp.
+#include <doctest/doctest.h>
+#include <minidl/minidl.h>
+
+#include "cell_gradcheck.h"
+#include "check_close.h"
+#include "gradcheck.h"
+
+using namespace minidl;
+using testing::cell_param_gradcheck;
+using testing::check_close;
+using testing::gradcheck;
+
+namespace {
+std::vector<double> values(const Tensor& t) {
+  const std::vector<float> f = t.to_float_vector();
+  return {f.begin(), f.end()};
+}
+double abs_max(const Tensor& t) {
+  double m = 0;
+  for (double v : values(t)) m = std::max(m, std::abs(v));
+  return m;
+}
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention by hand: softmax(q k^T / sqrt(E)) v") {
+  Tensor q = Tensor::of({1, 0}, {1, 2}), k = Tensor::of({1, 0, 0, 1}, {2, 2});
+  Tensor v = Tensor::of({1, 2, 3, 4}, {2, 2});
+  // scores [1/sqrt(2), 0] -> weights [0.6697615, 0.3302385]
+  check_close(scaled_dot_product_attention(q, k, v), {1.6604769, 2.6604769}, 1e-6);
+  // a float mask is added: -inf on key 1 leaves key 0 alone
+  check_close(scaled_dot_product_attention(q, k, v, Tensor::of({0, -INFINITY}, {1, 2})), {1, 2},
+              1e-6);
+  // an integer mask is boolean; in sdpa nonzero takes part (PyTorch 2)
+  check_close(scaled_dot_product_attention(q, k, v, Tensor::of_ints({0, 1}, {1, 2})), {3, 4}, 1e-6);
+  // causal: query 0 sees key 0 only, query 1 both
+  Tensor q2 = Tensor::of({1, 0, 1, 0}, {2, 2});
+  check_close(scaled_dot_product_attention(q2, k, v, {}, 0, /*is_causal=*/true),
+              {1, 2, 1.6604769, 2.6604769}, 1e-6);
+}
+
+TEST_CASE(
+    "scaled_dot_product_attention broadcasts batch dims, and its gradients match finite "
+    "differences") {
+  Tensor q = Tensor::randn({2, 2, 3, 4}), k = Tensor::randn({1, 2, 5, 4}),
+         v = Tensor::randn({2, 1, 5, 3});
+  Tensor y = scaled_dot_product_attention(q, k, v);
+  CHECK(y.shape() == Shape{2, 2, 3, 3});
+  // the same as one batch at a time
+  Tensor y10 = scaled_dot_product_attention(narrow(narrow(q, 0, 1, 1), 1, 0, 1), narrow(k, 1, 0, 1),
+                                            narrow(v, 0, 1, 1));
+  check_close(y10, values(narrow(narrow(y, 0, 1, 1), 1, 0, 1)), 1e-6);
+  Tensor mask = Tensor::randn({3, 5});
+  CHECK_GRADCHECK_RESULT(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention(in[0], in[1], in[2], mask);
+      },
+      {Tensor::randn({2, 3, 4}), Tensor::randn({2, 5, 4}), Tensor::randn({2, 5, 2})}));
+  CHECK_GRADCHECK_RESULT(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0, /*is_causal=*/true);
+      },
+      {Tensor::randn({1, 2, 4, 2}), Tensor::randn({1, 2, 4, 2}), Tensor::randn({1, 2, 4, 3})}));
+}
+
+TEST_CASE("scaled_dot_product_attention errors name every shape") {
+  CHECK_THROWS_WITH(
+      scaled_dot_product_attention(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 3}),
+                                   Tensor::zeros({2, 5, 4})),
+      doctest::Contains("scaled_dot_product_attention: expected q [..., L, E], k [..., S, E], "
+                        "v [..., S, Ev], got q [2, 3, 4], k [2, 5, 3], v [2, 5, 4]"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(Tensor::zeros({3, 4}), Tensor::zeros({5, 4}),
+                                                 Tensor::zeros({5, 4}), Tensor::zeros({3, 4})),
+                    doctest::Contains("[3, 4]"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(Tensor::zeros({3, 4}), Tensor::zeros({5, 4}),
+                                                 Tensor::zeros({5, 4}), {}, 1.0),
+                    doctest::Contains("expected 0 <= dropout_p < 1, got 1"));
+}
+
+TEST_CASE("MultiheadAttention: PyTorch's names and initial values, shapes both ways, unbatched") {
+  manual_seed(3);
+  nn::MultiheadAttention attn(8, 2);
+  CHECK(attn.state_dict().keys() == std::vector<std::string>{"in_proj_weight", "in_proj_bias",
+                                                             "out_proj.weight", "out_proj.bias"});
+  CHECK(attn.in_proj_weight.shape() == Shape{24, 8});
+  CHECK(abs_max(attn.in_proj_bias) == 0);
+  CHECK(abs_max(attn.out_proj.bias) == 0);
+  const double bound = std::sqrt(6.0 / (8 + 24));  // xavier_uniform on [3E, E]
+  CHECK(abs_max(attn.in_proj_weight) <= bound);
+  CHECK(abs_max(attn.in_proj_weight) > 0.8 * bound);
+  CHECK(nn::MultiheadAttention(4, 2, {.bias = false}).state_dict().keys() ==
+        std::vector<std::string>{"in_proj_weight", "out_proj.weight"});
+
+  Tensor q = Tensor::randn({3, 2, 8}), kv = Tensor::randn({5, 2, 8});  // [L, N, E], [S, N, E]
+  auto [y, w] = attn(q, kv, kv);
+  CHECK(y.shape() == Shape{3, 2, 8});
+  CHECK(w.shape() == Shape{2, 3, 5});
+  check_close(w.sum({-1}), {1, 1, 1, 1, 1, 1}, 1e-6);
+  auto [y_heads, w_heads] = attn(q, kv, kv, {}, true, {}, /*average_attn_weights=*/false);
+  CHECK(w_heads.shape() == Shape{2, 2, 3, 5});
+  check_close(w_heads.mean({1}), values(w), 1e-6);
+  CHECK_FALSE(std::get<1>(attn(q, kv, kv, {}, /*need_weights=*/false)).defined());
+
+  // the same weights batch first: the same numbers, transposed
+  nn::MultiheadAttention bf(8, 2, {.batch_first = true});
+  bf.load_state_dict(attn.state_dict());
+  auto [y_bf, w_bf] = bf(transpose(q, 0, 1), transpose(kv, 0, 1), transpose(kv, 0, 1));
+  check_close(y_bf, values(transpose(y, 0, 1)), 1e-6);
+  check_close(w_bf, values(w), 1e-6);
+  // unbatched [L, E]: batch element 1 alone
+  Tensor q1 = narrow(q, 1, 1, 1).reshape({3, 8}), kv1 = narrow(kv, 1, 1, 1).reshape({5, 8});
+  auto [y1, w1] = attn(q1, kv1, kv1);
+  CHECK(y1.shape() == Shape{3, 8});
+  check_close(y1, values(narrow(y, 1, 1, 1)), 1e-6);
+  check_close(w1, values(narrow(w, 0, 1, 1)), 1e-6);
+}
+
+TEST_CASE(
+    "MultiheadAttention masks: integer masks remove where nonzero; is_causal equals the triangle") {
+  nn::MultiheadAttention attn(4, 2, {.batch_first = true});
+  Tensor x = Tensor::randn({2, 3, 4});
+  // key_padding_mask: batch 0 ignores key 2, batch 1 keys 1 and 2
+  Tensor kpm = Tensor::of_ints({0, 0, 1, 0, 1, 1}, {2, 3});
+  auto [y, w] = attn(x, x, x, kpm);
+  check_close(narrow(w, 2, 2, 1), {0, 0, 0, 0, 0, 0}, 0);
+  check_close(narrow(narrow(w, 0, 1, 1), 2, 0, 1), {1, 1, 1}, 1e-6);
+  // a float key_padding_mask is added: -inf where the integer one is 1
+  Tensor kpm_f = masked_fill(Tensor::zeros({2, 3}), kpm, -INFINITY);
+  check_close(std::get<0>(attn(x, x, x, kpm_f)), values(y), 1e-6);
+  // is_causal, an integer upper triangle and a float -inf one agree
+  Tensor tri = Tensor::of_ints({0, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 3});
+  auto [yc, wc] = attn(x, x, x, {}, true, {}, true, /*is_causal=*/true);
+  check_close(std::get<0>(attn(x, x, x, {}, true, tri)), values(yc), 1e-6);
+  check_close(
+      std::get<0>(attn(x, x, x, {}, true, masked_fill(Tensor::zeros({3, 3}), tri, -INFINITY))),
+      values(yc), 1e-6);
+  check_close(narrow(narrow(wc, 1, 0, 1), 2, 1, 2), {0, 0, 0, 0}, 0);  // query 0 sees key 0 only
+}
+
+TEST_CASE("MultiheadAttention gradients match finite differences (inputs and parameters)") {
+  nn::MultiheadAttention attn(4, 2);
+  Tensor q = Tensor::randn({2, 2, 4}), kv = Tensor::randn({3, 2, 4});
+  Tensor kpm = Tensor::of_ints({0, 0, 1, 0, 0, 0}, {2, 3});
+  CHECK_GRADCHECK_RESULT(gradcheck(
+      [&](const std::vector<Tensor>& in) { return std::get<0>(attn(in[0], in[1], in[2], kpm)); },
+      {q, kv, kv}));
+  CHECK_GRADCHECK_RESULT(
+      cell_param_gradcheck(attn, [&] { return std::get<0>(attn(q, kv, kv, kpm)); }));
+}
+
+TEST_CASE("MultiheadAttention dropout acts in training mode only") {
+  nn::MultiheadAttention attn(4, 1, {.dropout = 0.5, .batch_first = true});
+  Tensor x = Tensor::randn({2, 6, 4});
+  manual_seed(1);
+  auto [w_train_out, w_train] = attn(x, x, x);
+  attn.eval();
+  auto [y_eval, w_eval] = attn(x, x, x);
+  CHECK(values(w_train) != values(w_eval));
+  check_close(w_eval.sum({-1}), std::vector<double>(12, 1.0), 1e-6);
+  CHECK(values(std::get<0>(attn(x, x, x))) == values(y_eval));
+}
+
+TEST_CASE("transformer blocks in a ModuleList: state_dict names compose") {
+  struct Block : nn::Cell {
+    nn::LayerNorm norm{8};
+    nn::MultiheadAttention attn{8, 2, {.batch_first = true}};
+    Block() { register_cells({{"norm", norm}, {"attn", attn}}); }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = norm(x);
+      return x + std::get<0>(attn(h, h, h, {}, false, {}, true, /*is_causal=*/true));
+    }
+  };
+  struct Model : nn::Cell {
+    nn::ModuleList blocks{std::make_shared<Block>(), std::make_shared<Block>()};
+    Model() { register_cell("blocks", blocks); }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = x;
+      for (auto& b : blocks) h = (*b)(h);
+      return h;
+    }
+  } model;
+  const std::vector<std::string> keys = model.state_dict().keys();
+  REQUIRE(keys.size() == 12);
+  CHECK(keys[2] == "blocks.0.attn.in_proj_weight");
+  CHECK(keys[11] == "blocks.1.attn.out_proj.bias");
+  Tensor x = Tensor::randn({2, 5, 8});
+  Tensor y = model(x);
+  CHECK(y.shape() == Shape{2, 5, 8});
+  y.sum().backward();
+  for (const auto& [name, p] : model.named_parameters()) {
+    CAPTURE(name);
+    CHECK(p.grad().defined());
+  }
+}
+
+TEST_CASE("MultiheadAttention errors name the shapes and what was expected") {
+  CHECK_THROWS_WITH(
+      nn::MultiheadAttention(10, 3),
+      doctest::Contains("MultiheadAttention: expected embed_dim divisible by num_heads"));
+  CHECK_THROWS_WITH(nn::MultiheadAttention(10, 3),
+                    doctest::Contains("got embed_dim 10, num_heads 3"));
+  nn::MultiheadAttention attn(4, 2);
+  Tensor q = Tensor::zeros({3, 2, 4});
+  CHECK_THROWS_WITH(
+      attn(Tensor::zeros({3, 2, 5}), q, q),
+      doctest::Contains("MultiheadAttention(4, 2): expected query [..., 4], got [3, 2, 5]"));
+  CHECK_THROWS_WITH(
+      attn(q, Tensor::zeros({5, 3, 4}), Tensor::zeros({5, 3, 4})),
+      doctest::Contains("expected query [L, N, E], key and value [S, N, E], got query "
+                        "[3, 2, 4], key [5, 3, 4], value [5, 3, 4]"));
+  CHECK_THROWS_WITH(attn(q, q, Tensor::zeros({4, 2, 4})), doctest::Contains("value [4, 2, 4]"));
+  CHECK_THROWS_WITH(attn(q, q, q, Tensor::zeros({2, 4})),
+                    doctest::Contains("expected key_padding_mask [N, S] = [2, 3], got [2, 4]"));
+  CHECK_THROWS_WITH(
+      attn(q, q, q, {}, true, Tensor::zeros({3, 4})),
+      doctest::Contains(
+          "expected attn_mask [L, S] = [3, 3] or [N * H, L, S] = [4, 3, 3], got [3, 4]"));
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, q, q, 3, attn.in_proj_weight, {}, attn.out_proj.weight, {}),
+      doctest::Contains("embed_dim 4 is not divisible by num_heads 3"));
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, q, q, 2, Tensor::zeros({4, 4}), {}, attn.out_proj.weight, {}),
+      doctest::Contains("expected in_proj_weight [12, 4]"));
+}
