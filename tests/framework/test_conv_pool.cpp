@@ -802,3 +802,21 @@ TEST_CASE("convolution family and resizing: bad arguments throw naming the op an
   CHECK_ERROR(interpolate(x, {.scale_factor = std::array<double, 2>{0, 2}}),
               "interpolate: expected a positive scale_factor, got (0, 2)");
 }
+
+// The lanes path (batches of 16 on AVX-512 CPUs) planned the input gradient
+// even when only the weight's was wanted; with a kernel as large as the input
+// (a 1 x 1 output, as a DCGAN generator's first transposed convolution's
+// weight gradient has) the plan's sizes went negative: SIGFPE.
+TEST_CASE("conv2d's weight gradient alone, output 1 x 1, batch 16 (the lanes path)") {
+  manual_seed(11);
+  for (int64_t h : {4, 5}) {
+    CAPTURE(h);
+    Tensor x = Tensor::randn({16, 8, h, h}), w = Tensor::randn({6, 8, 4, 4});
+    Tensor r = Tensor::randn({16, 6, h - 3, h - 3});
+    Tensor w_only = w.detach().clone().requires_grad_();
+    (conv2d(x, w_only, Tensor()) * r).sum().backward();
+    Tensor x_too = x.detach().clone().requires_grad_(), w_both = w.detach().clone().requires_grad_();
+    (conv2d(x_too, w_both, Tensor()) * r).sum().backward();
+    CHECK(same_bits(w_only.grad(), w_both.grad()));
+  }
+}

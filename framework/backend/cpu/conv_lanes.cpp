@@ -22,6 +22,7 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -468,8 +469,10 @@ void lanes_backward(const ConvGeometry& g, const float* x, const float* w, const
                       }});
   }
   // gx: the valid convolution of gl with wt [C, OC, KH, KW], w with its kernel
-  // flipped and its channels swapped, then out of lanes
-  const ForwardPlan dp(g.OC, gyl.PH(), gyl.PW(), qh, qh + g.OH, qw, qw + g.OW, g.C, g.KH, g.KW);
+  // flipped and its channels swapped, then out of lanes. Planned only when
+  // wanted: without gx, gl is unpadded and the plan's sizes would be negative.
+  std::optional<ForwardPlan> dp;
+  if (gx) dp.emplace(g.OC, gyl.PH(), gyl.PW(), qh, qh + g.OH, qw, qw + g.OW, g.C, g.KH, g.KW);
   const int64_t KK = g.KH * g.KW;
   Scratch wt(gx ? g.C * g.OC * KK : 0), gxl(gx ? NB * g.C * g.H * g.W * V : 0);
   if (gx) {
@@ -477,8 +480,8 @@ void lanes_backward(const ConvGeometry& g, const float* x, const float* w, const
       for (int64_t c = 0; c < g.C; ++c)
         for (int64_t k = 0; k < KK; ++k)
           wt.data()[(c * g.OC + oc) * KK + k] = w[(oc * g.C + c) * KK + KK - 1 - k];
-    stages.push_back({dp.items(), [&](int64_t n, int64_t i) {
-                        dp.item(gl.data(), wt.data(), gxl.data(), n, i);
+    stages.push_back({dp->items(), [&](int64_t n, int64_t i) {
+                        dp->item(gl.data(), wt.data(), gxl.data(), n, i);
                       }});
     stages.push_back({g.C, [&](int64_t n, int64_t c) {
                         from_lanes(g.N, g.C, g.H * g.W, gxl.data(), nullptr, n, c, gx);
