@@ -34,9 +34,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 struct MultiheadAttentionForwardOptions {
   bool batch_first = false;          // query [N, L, E] instead of [L, N, E]
-  Tensor key_padding_mask;           // [N, S]: keys to ignore (see Masks)
+  Tensor key_padding_mask = {};      // [N, S]: keys to ignore (see Masks)
   bool need_weights = true;          // also return the attention weights
-  Tensor attn_mask;                  // [L, S] or [N * H, L, S] (see Masks)
+  Tensor attn_mask = {};             // [L, S] or [N * H, L, S] (see Masks)
   bool average_attn_weights = true;  // weights [N, L, S] (mean over heads), else [N, H, L, S]
   // query i attends to keys j <= i; with attn_mask too, both apply (PyTorch
   // reads is_causal as a hint that attn_mask is causal and needs one)
