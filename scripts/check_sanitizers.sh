@@ -13,6 +13,7 @@ build=${MINIDL_SANITIZE_BUILD:-build-sanitize}
 fuzz_seconds=${MINIDL_FUZZ_SECONDS:-30}
 scripts/setup.sh
 scripts/get_mnist.sh >/dev/null
+scripts/get_text.sh >/dev/null
 
 timings=()
 timed() {  # timed LABEL COMMAND...: runs COMMAND and records its wall time
