@@ -102,7 +102,7 @@ def train(net, train_ids):
 torch.set_num_threads(1)
 vocab, ids = twin_common.char_corpus()
 train_ids = ids[:ids.numel() * 9 // 10]
-common = ["--steps", str(STEPS), "--batch", str(BATCH), "--log-every", "1", "--sample", "0", "--threads", "1"]
+common = ["--steps", str(STEPS), "--batch", str(BATCH), "--lr", str(LR), "--log-every", "1", "--sample", "0", "--threads", "1"]
 runs = []
 
 torch.manual_seed(0)
