@@ -10,7 +10,7 @@
 // the outputs, then the gradients of sum_k(sum(out_k * r_k)) (r_k the file's
 // cotangents) for the inputs that require them, each within `tol` relative
 // error: max |got - want| over max |want| of that tensor (NaNs must sit at the
-// same places). device: the inputs are moved there first (CUDA: the emulator).
+// same places). device: the inputs are moved there first (see kReferenceDevice).
 #pragma once
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
@@ -28,6 +28,15 @@
 #endif
 
 namespace minidl::testing {
+
+// Where the cases run: the CPU, or the CUDA device where the file is also
+// compiled into the CUDA suite (tests/CMakeLists.txt: test_cuda_on_cpu runs
+// the same cases on the emulator, test_cuda on a GPU).
+#ifdef MINIDL_REFERENCE_ON_CUDA
+inline constexpr Device kReferenceDevice = Device::CUDA;
+#else
+inline constexpr Device kReferenceDevice = Device::CPU;
+#endif
 
 using Inputs = std::vector<Tensor>;
 using Outputs = std::vector<Tensor>;
@@ -66,7 +75,7 @@ inline double reference_error(const Tensor& got, const Tensor& want) {
 }
 
 inline void check_torch_reference(const std::string& group, const std::map<std::string, RefOp>& ops,
-                                  Device device = Device::CPU, double tol = 1e-5) {
+                                  Device device = kReferenceDevice, double tol = 1e-5) {
   const std::string path = std::string(MINIDL_TEST_REFERENCE_DIR) + "/" + group + ".json";
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), "cannot open " << path);
