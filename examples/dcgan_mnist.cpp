@@ -12,7 +12,7 @@
 #include <string>
 
 #include "cli.h"
-#include "png.h"
+#include "png_grid.h"
 #include "resume.h"
 
 using namespace minidl;

@@ -101,10 +101,6 @@ struct Kernels {
   // ---- data movement, any dtype ----
   void (*fill)(DType dtype, int64_t n, double value, void* dst);
   void (*cast)(DType from, DType to, int64_t n, const void* src, void* dst);
-  // dst [shape[0..nd)] contiguous, element i read from src at sum(idx[d] * src_strides[d]);
-  // nd <= kMaxDims
-  void (*permute)(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
-                  const void* src, void* dst);
 
   // ---- float32 elementwise and reductions ----
   void (*unary)(UnaryOp op, float s, int64_t n, const float* x, float* out);

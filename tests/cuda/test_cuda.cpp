@@ -352,9 +352,10 @@ TEST_CASE("cuda: SGD, Momentum, Adam and AdamW take the same steps") {
        }},
       {"AdamW", [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
   };
-  for (const auto& [name, make] : optimizers) {
+  for (const auto& entry : optimizers) {  // no structured binding: CAPTURE's lambda (clang 14)
+    const auto& name = entry.first;
     CAPTURE(name);
-    check_optimizer_steps(make);
+    check_optimizer_steps(entry.second);
   }
 }
 

@@ -190,9 +190,10 @@ TEST_CASE("transformer blocks in a ModuleList: state_dict names compose") {
   Tensor y = model(x);
   CHECK(y.shape() == Shape{2, 5, 8});
   y.sum().backward();
-  for (const auto& [name, p] : model.named_parameters()) {
+  for (const auto& item : model.named_parameters()) {  // no structured binding: CAPTURE (clang 14)
+    const std::string& name = item.first;
     CAPTURE(name);
-    CHECK(p.grad().defined());
+    CHECK(item.second.grad().defined());
   }
 }
 

@@ -94,9 +94,10 @@ TEST_CASE("RNN, LSTM, GRU parameters: PyTorch's names, shapes and U(-1/sqrt(H), 
   CHECK(p["weight_ih_l1"].shape() == Shape{64, 16});
   CHECK(p["bias_hh_l1"].shape() == Shape{64});
   CHECK(lstm.weight_hh[1].same(p["weight_hh_l1"]));
-  for (const auto& [name, t] : p) {
+  for (const auto& item : p) {  // no structured binding: CAPTURE's lambda (clang 14)
+    const std::string& name = item.first;
     CAPTURE(name);
-    const std::vector<float> v = t.to_float_vector();
+    const std::vector<float> v = item.second.to_float_vector();
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
     CHECK(*lo >= -0.25f);  // 1 / sqrt(16)
     CHECK(*hi <= 0.25f);

@@ -92,17 +92,6 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   // ---- convolution family and resizing (issue 22) ----
   record<&Kernels::upsample_nearest_forward>(t), record<&Kernels::upsample_nearest_backward>(t);
 
-  // permute's shape and strides are host arrays: the closure keeps copies
-  static void (*permute)(size_t, int, const int64_t*, const int64_t*, const void*, void*) =
-      t.permute;
-  t.permute = [](size_t size, int nd, const int64_t* shape, const int64_t* strides,
-                 const void* src, void* dst) {
-    Graphs::refuse("permute");
-    if (!Graphs::recording_here()) return permute(size, nd, shape, strides, src, dst);
-    std::vector<int64_t> sh(shape, shape + nd), st(strides, strides + nd);
-    Graphs::recording->ops.push_back(
-        [=] { permute(size, nd, sh.data(), st.data(), src, dst); });
-  };
   static void (*copy)(void*, const void*, size_t, CopyKind) = a.copy;
   a.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {
     Graphs::refuse("copy");

@@ -123,7 +123,6 @@ void install_cuda_on_cpu() {
   static Kernels table{
       .fill = k::fill,
       .cast = k::cast,
-      .permute = k::permute,
       .unary = k::unary,
       .binary = k::binary,
       .dropout = k::dropout,

@@ -71,8 +71,6 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
 // elementwise.cpp
 void fill(DType t, int64_t n, double value, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);
-void permute(size_t elem_size, int nd, const int64_t* shape, const int64_t* src_strides,
-             const void* src, void* dst);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
 void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);

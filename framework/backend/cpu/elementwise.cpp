@@ -1,12 +1,10 @@
 // CPU kernels for the table's elementwise and dtype entries: unary, binary,
-// dropout, fill, cast, permute (see backend/kernels.h). One templated loop
+// dropout, fill, cast, strided_copy (see backend/kernels.h). One templated loop
 // serves every operator; the switch on the enum sits outside it.
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cpu/cpu.h"
@@ -196,22 +194,6 @@ void cast(DType from, DType to, int64_t n, const void* src, void* dst) {
       for (int64_t i = 0; i < n; ++i) d[i] = convert<T>(s[i]);
     });
   });
-}
-
-// dst [shape] contiguous <- src with element strides
-void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, const void* src,
-             void* dst) {
-  int64_t n = 1;
-  for (int d = 0; d < nd; ++d) n *= shape[d];
-  const char* s = static_cast<const char*>(src);
-  char* o = static_cast<char*>(dst);
-  std::vector<int64_t> idx(nd, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (int d = 0; d < nd; ++d) off += idx[d] * strides[d];
-    std::memcpy(o + i * es, s + off * es, es);
-    for (int d = nd - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
-  }
 }
 
 }  // namespace minidl::cpu

@@ -42,7 +42,6 @@ const Backend& backend() {
   static const Kernels k{
       .fill = fill,
       .cast = cast,
-      .permute = permute,
       .unary = unary,
       .binary = binary,
       .dropout = dropout,

@@ -1,5 +1,5 @@
 // CUDA kernels for the table's dtype and elementwise entries: fill, cast
-// (float16 through cuda_fp16), permute, and the float32 unary and broadcast
+// (float16 through cuda_fp16), strided_copy, and the float32 unary and broadcast
 // binary maps. One templated grid-stride kernel per shape of loop; the switch
 // on the enum picks the device lambda outside it.
 #include <cuda_fp16.h>
@@ -58,25 +58,6 @@ __global__ void cast_kernel(int64_t n, const From* src, To* dst) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) dst[i] = convert<To>(src[i]);
 }
 
-// Shape and source strides of a permuted copy, passed by value.
-struct Strided {
-  int nd = 0;
-  int64_t shape[kMaxDims] = {}, stride[kMaxDims] = {};
-};
-
-// dst [shape] contiguous <- src at sum(idx[d] * stride[d]); T is an integer of the element's size
-template <class T>
-__global__ void permute_kernel(int64_t n, Strided s, const T* src, T* dst) {
-  for (int64_t i = thread_index(); i < n; i += thread_count()) {
-    int64_t rem = i, off = 0;
-    for (int d = s.nd - 1; d >= 0; --d) {
-      off += (rem % s.shape[d]) * s.stride[d];
-      rem /= s.shape[d];
-    }
-    dst[i] = src[off];
-  }
-}
-
 // out [bc.n] = f(a, b) under the broadcast index map
 template <class F>
 __global__ void broadcast_kernel(Broadcast bc, const float* a, const float* b, float* out, F f) {
@@ -128,43 +109,6 @@ void cast(DType from, DType to, int64_t n, const void* src, void* dst) {
       CUDA_CHECK_LAUNCH();
     });
   });
-}
-
-// Dims that are contiguous in the source are merged first, so a transpose of
-// two dims has at most five.
-void permute(size_t es, int nd, const int64_t* shape, const int64_t* strides, const void* src,
-             void* dst) {
-  Strided s;
-  int64_t n = 1;
-  for (int d = 0; d < nd; ++d) {
-    n *= shape[d];
-    if (shape[d] == 1) continue;
-    if (s.nd > 0 && s.stride[s.nd - 1] == strides[d] * shape[d]) {
-      s.shape[s.nd - 1] *= shape[d];
-      s.stride[s.nd - 1] = strides[d];
-      continue;
-    }
-    MINIDL_CHECK(s.nd < kMaxDims, "permute on cuda: more than ", kMaxDims,
-                 " dims remain after merging contiguous ones (", nd, " given)");
-    s.shape[s.nd] = shape[d];
-    s.stride[s.nd++] = strides[d];
-  }
-  if (n == 0) return;
-  auto launch = [&](auto tag) {
-    using T = decltype(tag);
-    permute_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, s, static_cast<const T*>(src),
-                                                             static_cast<T*>(dst));
-    CUDA_CHECK_LAUNCH();
-  };
-  switch (es) {  // the dtypes' sizes
-    case 2:
-      return launch(uint16_t{});
-    case 4:
-      return launch(uint32_t{});
-    case 8:
-      return launch(uint64_t{});
-  }
-  MINIDL_CHECK(false, "permute on cuda: unsupported element size ", es);
 }
 
 // x [n] -> out [n]

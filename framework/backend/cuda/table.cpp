@@ -31,7 +31,6 @@ const Backend* backend_if_present() {
   static const Kernels k{
       .fill = fill,
       .cast = cast,
-      .permute = permute,
       .unary = unary,
       .binary = binary,
       .dropout = dropout,
