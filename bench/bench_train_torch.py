@@ -13,6 +13,10 @@ need a libtorch built for the GPU:
 
   /usr/bin/python3 bench/bench_train_torch.py --model lenet --batch 64 --threads 1
   python3 bench/bench_train_torch.py --device cuda --model lenet --batch 64   # GPU machine
+
+--graph (CUDA) times PyTorch's whole-step CUDA graph instead: forward, backward and
+the optimizer's step captured once (torch.cuda.graph, after a warm-up on a side
+stream) and replayed each step, as bench_train --graph on does minidl's.
 """
 import argparse
 import os
@@ -47,7 +51,10 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--graph", action="store_true", help="replay a captured whole step (CUDA)")
     a = p.parse_args()
+    if a.graph and a.device != "cuda":
+        p.error("--graph needs --device cuda")
     if min(a.batch, a.steps, a.warmup, a.threads) < 1:
         p.error("--batch, --steps, --warmup and --threads must be >= 1")
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -73,6 +80,27 @@ def main():
     for _ in range(1, a.warmup):
         step()
     sync()
+    if a.graph:  # capture one whole step; each later step replays it
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            captured = F.cross_entropy(net(x), labels)
+            captured.backward()
+            opt.step()
+
+        def step():  # noqa: F811  the replayed step
+            graph.replay()
+            return captured
+
+        for _ in range(a.warmup):
+            step()
+        sync()
     if a.device == "cuda":
         torch.cuda.reset_peak_memory_stats()  # the steady state's peak, as bench_train's
     chunk = max(1, a.steps // 10)
@@ -85,7 +113,7 @@ def main():
         sync()
         rates.append(n * a.batch / (time.perf_counter() - t0))
         done += n
-    print(f"# pytorch {torch.__version__} (python, eager) model={a.model} batch={a.batch} "
+    print(f"# pytorch {torch.__version__} (python, {'cuda graph' if a.graph else 'eager'}) model={a.model} batch={a.batch} "
           f"steps={a.steps} warmup={a.warmup} threads={a.threads} device={a.device}")
     print(f"# loss first={first:.4f} last={loss.item():.4f}")
     print(f"samples/s={statistics.median(rates):.1f}")

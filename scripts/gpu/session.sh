@@ -246,8 +246,9 @@ sanitize() {
     sed 's/^/    /' | tee -a "$SUMMARY"
 }
 
-# minidl's bench_train and PyTorch eager (bench/bench_train_torch.py, the
-# machine's PyTorch) on the same model and step, interleaved, 3 rounds each.
+# minidl's bench_train and PyTorch eager and whole-step CUDA graph
+# (bench/bench_train_torch.py [--graph], the machine's PyTorch) on the same
+# model and step, interleaved, 3 rounds each.
 bench() {
   env_for_prefix
   step gemm "$BUILD/bin/bench_gemm_cuda" --n 4096 && grep -v '^#' "$LOGS/gemm.log" | tee -a "$SUMMARY"
@@ -271,6 +272,10 @@ bench() {
         --batch "$2" --steps 500 --warmup 50 &&
         note "    pytorch $1 b$2 cuda: $(grep -E '^(# pytorch|samples/s|peak_device_mb)' \
           "$LOGS/torch_$key.log" | tr '\n' ' ')"
+      step "torch_graph_$key" "$python" "$ROOT/bench/bench_train_torch.py" --device cuda --graph \
+        --model "$1" --batch "$2" --steps 500 --warmup 50 &&
+        note "    pytorch $1 b$2 cuda graph: $(grep -E '^(# pytorch|samples/s|peak_device_mb)' \
+          "$LOGS/torch_graph_$key.log" | tr '\n' ' ')"
     done
   done
 }

@@ -16,6 +16,7 @@
 #include "framework/cuda_graph.h"
 #include "framework/ops.h"
 #include "framework/random.h"
+#include "check_close.h"
 #include "helpers.h"
 #include "nn/conv.h"
 #include "nn/dense.h"
@@ -83,9 +84,10 @@ GRAPH_CASE("a capture runs nothing; each replay reruns it on what the inputs hol
   for (float v : {0.5f, -1.0f}) {
     x.copy_(Tensor::from_vector(std::vector<float>{v, 2 * v, 3 * v}, {3}));
     graph.replay();
-    std::vector<float> want;
-    for (float e : {v, 2 * v, 3 * v}) want.push_back(std::exp(e) * 2.0f + e);
-    CHECK(y.to_vector<float>() == want);
+    // CUDA's expf is within 2 ulp of the host's exp, not equal to it (seen on an H200)
+    std::vector<double> want;
+    for (float e : {v, 2 * v, 3 * v}) want.push_back(std::exp(double(e)) * 2.0 + e);
+    testing::check_close(y, want, 1e-5);
   }
 }
 

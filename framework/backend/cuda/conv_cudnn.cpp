@@ -191,15 +191,19 @@ Descriptors describe_for_cudnn(const ConvGeometry& g, cudnnMathType_t math) {
   return d;
 }
 
-// cuDNN's 4-d descriptors take int sizes and need every size positive, and
-// y's size to be the one cuDNN derives from x's (conv_transpose2d's output
-// padding can leave OH, OW below it: im2col serves those).
-bool fits_cudnn(const ConvGeometry& g) {
+// Why cuDNN cannot take this shape, or "" when it can. Its 4-d descriptors
+// take int sizes and need every size positive, and y's size to be the one
+// cuDNN derives from x's (conv_transpose2d's output padding can leave OH, OW
+// below it: im2col serves those).
+std::string cudnn_refuses(const ConvGeometry& g) {
   const int64_t biggest = std::max({g.N * g.C * g.H * g.W, g.N * g.OC * g.OH * g.OW,
                                     g.OC * g.C / g.groups * g.KH * g.KW});
   const bool derived = g.OH == (g.H + 2 * g.ph - g.dh * (g.KH - 1) - 1) / g.sh + 1 &&
                        g.OW == (g.W + 2 * g.pw - g.dw * (g.KW - 1) - 1) / g.sw + 1;
-  return g.N > 0 && g.C > 0 && g.OC > 0 && g.OH > 0 && g.OW > 0 && derived && biggest < INT_MAX;
+  if (g.N <= 0 || g.C <= 0 || g.OC <= 0 || g.OH <= 0 || g.OW <= 0) return "an empty size";
+  if (!derived) return "its output size is not the one cuDNN derives (conv_transpose2d's output_padding)";
+  if (biggest >= INT_MAX) return "the sizes exceed cuDNN's int range";
+  return "";
 }
 
 #endif  // MINIDL_CUDNN
@@ -334,11 +338,10 @@ Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
   const ConvAlgorithm setting = conv_algorithm();
   const std::string what = describe(pass, g);
   Plan plan;
-  if (!cudnn() || !fits_cudnn(g)) {
-    const std::string why = cudnn() ? "the sizes exceed cuDNN's int range" : failure;
-    MINIDL_CHECK(setting != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for (",
-                 "cuda::set_conv_algorithm) but ", why, " (", what, ")");
-    plan.line = cat(what, ": im2col (", why, ")");
+  MINIDL_CHECK(cudnn() || setting != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for (",
+               "cuda::set_conv_algorithm) but ", failure, " (", what, ")");
+  if (const std::string why = cudnn() ? cudnn_refuses(g) : failure; !why.empty()) {
+    plan.line = cat(what, ": im2col (", why, ")");  // as PyTorch's native path, even under Cudnn
     return plan;
   }
   float cudnn_ms = 0;
