@@ -322,6 +322,33 @@ zoo_timed() {
   done
 }
 
+# Where a LeNet b64 step's GPU time goes: each kernel's duration (ncu,
+# gpu__time_duration) over two steps after the warm-up, minidl's and PyTorch
+# eager's; then PyTorch without TF32 in cuDNN (minidl's default), eager and graph.
+profile() {
+  env_for_prefix
+  local python=/opt/torch/.venv/bin/python3 ncu
+  [ -x "$python" ] || python=python3
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  if [ -n "$ncu" ]; then
+    step ncu_minidl timeout 150 "$ncu" --clock-control none --launch-skip 3000 --launch-count 148 \
+      --csv --metrics gpu__time_duration.sum "$BUILD/bin/bench_train" --device cuda --model lenet \
+      --batch 64 --steps 60 --warmup 40 --twin off
+    step ncu_torch timeout 150 "$ncu" --clock-control none --launch-skip 4000 --launch-count 200 \
+      --csv --metrics gpu__time_duration.sum "$python" "$ROOT/bench/bench_train_torch.py" \
+      --device cuda --model lenet --batch 64 --steps 60 --warmup 80
+  else
+    note "SKIP ncu: not found"
+  fi
+  local mode
+  for mode in "" --graph; do
+    step "torch_notf32${mode#--}" "$python" "$ROOT/bench/bench_train_torch.py" --device cuda $mode \
+      --no-tf32 --model lenet --batch 64 --steps 500 --warmup 50 &&
+      note "    pytorch lenet b64 cuda ${mode:-eager} no tf32: $(grep -E '^(# pytorch|samples/s)' \
+        "$LOGS/torch_notf32${mode#--}.log" | tr '\n' ' ')"
+  done
+}
+
 remote() {
   : >"$SUMMARY"
   note "# minidl GPU session $(date -u +%FT%TZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
@@ -348,6 +375,7 @@ case "${1:-}" in
   epoch) epoch ;;
   zoo) zoo ;;
   zoo_timed) zoo_timed ;;
+  profile) profile ;;
   sanitize) sanitize ;;
   remote) remote ;;
   *) sed -n '2,31p' "$0"; exit 2 ;;
