@@ -377,6 +377,7 @@ case "${1:-}" in
   zoo) zoo ;;
   zoo_timed) zoo_timed ;;
   profile) profile ;;
+  exec) shift; env_for_prefix; "$@" ;;  # a command with the prefix's libraries and MPI
   sanitize) sanitize ;;
   remote) remote ;;
   *) sed -n '2,31p' "$0"; exit 2 ;;

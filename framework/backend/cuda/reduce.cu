@@ -35,16 +35,29 @@ __global__ void reduce_rows_kernel(int64_t rows, int64_t r, const float* x, floa
   }
 }
 
-// x [outer, R, inner] -> out [outer, inner], one thread per output
+// x [outer, R, inner] -> out [outer, inner], one block per 32 columns of an
+// outer index: warp w folds rows w, w + 8, ..., its lanes neighbouring
+// columns, then warp 0 folds the 8 partials in order (deterministic). One
+// thread per column folded all R rows in one chain of loads: 13 us for a
+// [64, 120] bias gradient on an H200.
 template <ReduceOp Op>
 __global__ void reduce_columns_kernel(int64_t outer, int64_t r, int64_t inner, const float* x,
                                       float* out) {
-  for (int64_t i = thread_index(); i < outer * inner; i += thread_count()) {
-    const int64_t o = i / inner, c = i % inner;
-    const float* xc = x + o * r * inner + c;
+  __shared__ float partial[kThreads];  // [warp][lane]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t tiles = (inner + 31) / 32;
+  for (int64_t t = blockIdx.x; t < outer * tiles; t += gridDim.x) {
+    const int64_t o = t / tiles, c = t % tiles * 32 + lane;
     float acc = Op == ReduceOp::Sum ? 0.f : -INFINITY;
-    for (int64_t k = 0; k < r; ++k) acc = fold<Op>(acc, xc[k * inner]);
-    out[i] = acc;
+    if (c < inner)
+      for (int64_t k = warp; k < r; k += kWarpsPerBlock) acc = fold<Op>(acc, x[(o * r + k) * inner + c]);
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    if (warp == 0 && c < inner) {
+      for (int w = 1; w < kWarpsPerBlock; ++w) acc = fold<Op>(acc, partial[w * 32 + lane]);
+      out[o * inner + c] = acc;
+    }
+    __syncthreads();  // partial is reused by the next tile
   }
 }
 
@@ -54,7 +67,7 @@ void reduce_as(int64_t outer, int64_t r, int64_t inner, const float* x, float* o
     reduce_rows_kernel<Op><<<blocks_for(outer * 32), kThreads, 0, stream()>>>(outer, r, x, out);
   } else {
     reduce_columns_kernel<Op>
-        <<<blocks_for(outer * inner), kThreads, 0, stream()>>>(outer, r, inner, x, out);
+        <<<blocks_for(outer * ((inner + 31) / 32), 1), kThreads, 0, stream()>>>(outer, r, inner, x, out);
   }
   CUDA_CHECK_LAUNCH();
 }
