@@ -1,18 +1,11 @@
 // Where output element i of a broadcast binary op reads a and b under the
 // coalesced index map (kernels.h's Broadcast); shared by the CPU and CUDA
-// kernels (a host-and-device function, as in philox.h).
+// kernels (a host-and-device function, host_device.h).
 #pragma once
 #include <cstdint>
 
+#include "framework/backend/host_device.h"
 #include "framework/backend/kernels.h"
-
-#ifndef MINIDL_HOST_DEVICE
-#if defined(__CUDACC__)
-#define MINIDL_HOST_DEVICE __host__ __device__
-#else
-#define MINIDL_HOST_DEVICE
-#endif
-#endif
 
 namespace minidl {
 

@@ -8,13 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#ifndef MINIDL_HOST_DEVICE
-#if defined(__CUDACC__)
-#define MINIDL_HOST_DEVICE __host__ __device__
-#else
-#define MINIDL_HOST_DEVICE
-#endif
-#endif
+#include "framework/backend/host_device.h"
 
 namespace minidl {
 

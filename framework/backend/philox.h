@@ -6,11 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MINIDL_HOST_DEVICE __host__ __device__
-#else
-#define MINIDL_HOST_DEVICE
-#endif
+#include "framework/backend/host_device.h"
 
 namespace minidl::philox {
 
