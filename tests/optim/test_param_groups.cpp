@@ -87,9 +87,11 @@ TEST_CASE("group options are validated, naming the group; unused options are ref
   CHECK(error_of([&] { optim::SGD({{{a}}}, {.weight_decay = 0.1}); }) ==
         "SGD: the defaults set no lr (expected e.g. {.lr = 0.1})");
   CHECK(error_of([&] { optim::SGD({{{a}}, {{b}, {.betas = std::pair{0.5, 0.5}}}}, {.lr = 0.1}); }) ==
-        "SGD: option betas set (parameter group 1) is not one of SGD's (lr, weight_decay)");
+        "SGD: option betas set (parameter group 1) is not one of SGD's (lr, weight_decay, "
+        "maximize)");
   CHECK(error_of([&] { optim::Adam({{{a}}}, {.momentum = 0.9}); }) ==
-        "Adam: option momentum set is not one of Adam's (lr, beta1, beta2, eps, weight_decay)");
+        "Adam: option momentum set is not one of Adam's (lr, beta1, beta2, eps, weight_decay, "
+        "maximize)");
   CHECK(error_of([&] { optim::Adam({{{a}}, {{b}, {.betas = std::pair{1.0, 0.9}}}}, {}); }) ==
         "Adam: invalid beta1 1 (expected 0 <= beta1 < 1) (parameter group 1)");
   CHECK(error_of([&] { optim::SGD({{{a}}, {{a}}}, {.lr = 0.1}); }) ==
