@@ -119,4 +119,10 @@ for name, layers, batch_first, bidirectional, bias, with_state in projections:
     add_layer(name, "lstm", layer, inputs,
               dict(input_size=I, hidden_size=H, num_layers=layers, batch_first=batch_first,
                    bias=bias, bidirectional=bidirectional, proj_size=P))
+# unbatched [T, I], bidirectional, with a state h0 [2, P], c0 [2, H]
+add_layer("lstm_proj_unbatched_bidirectional", "lstm",
+          nn.LSTM(I, H, bidirectional=True, proj_size=P),
+          [torch.randn(T, I), torch.randn(2, P), torch.randn(2, H)],
+          dict(input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=True,
+               bidirectional=True, proj_size=P))
 c.write()
