@@ -24,7 +24,8 @@ Weights add_weights(Cell& cell, const std::string& suffix, int64_t gates, int64_
     return cell.register_parameter(name + suffix, t);
   };
   Weights w{param("weight_ih", {gates * hidden, in}),
-            param("weight_hh", {gates * hidden, proj > 0 ? proj : hidden})};
+            param("weight_hh", {gates * hidden, proj > 0 ? proj : hidden}), Tensor(), Tensor(),
+            Tensor()};
   if (bias) {
     w.b_ih = param("bias_ih", {gates * hidden});
     w.b_hh = param("bias_hh", {gates * hidden});
