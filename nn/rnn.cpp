@@ -9,24 +9,28 @@ namespace minidl::nn {
 namespace {
 
 struct Weights {
-  Tensor w_ih, w_hh, b_ih, b_hh;
+  Tensor w_ih, w_hh, b_ih, b_hh, w_hr;
 };
-// Registers weight_ih<suffix> [G*H, in], weight_hh<suffix> [G*H, H] and, with
-// bias, bias_ih<suffix>, bias_hh<suffix> [G*H], all U(-1/sqrt(H), 1/sqrt(H)).
+// Registers weight_ih<suffix> [G*H, in], weight_hh<suffix> [G*H, R], with
+// bias bias_ih<suffix>, bias_hh<suffix> [G*H], and with a projection (proj > 0)
+// weight_hr<suffix> [proj, H], where R = proj or H; all U(-1/sqrt(H), 1/sqrt(H)),
+// in PyTorch's order.
 Weights add_weights(Cell& cell, const std::string& suffix, int64_t gates, int64_t in,
-                    int64_t hidden, bool bias) {
+                    int64_t hidden, bool bias, int64_t proj = 0) {
   const double bound = 1 / std::sqrt(static_cast<double>(hidden));
   auto param = [&](const std::string& name, const Shape& shape) {
     Tensor t = Tensor::empty(shape);
     init::uniform(-bound, bound)(t, init::fans_of(shape));
     return cell.register_parameter(name + suffix, t);
   };
-  Weights w{param("weight_ih", {gates * hidden, in}), param("weight_hh", {gates * hidden, hidden}),
-            Tensor(), Tensor()};
+  Weights w{param("weight_ih", {gates * hidden, in}),
+            param("weight_hh", {gates * hidden, proj > 0 ? proj : hidden}), Tensor(), Tensor(),
+            Tensor()};
   if (bias) {
     w.b_ih = param("bias_ih", {gates * hidden});
     w.b_hh = param("bias_hh", {gates * hidden});
   }
+  if (proj > 0) w.w_hr = param("weight_hr", {proj, hidden});
   return w;
 }
 
@@ -68,8 +72,9 @@ void split_steps(const Tensor& g, int64_t steps, std::vector<Tensor>& out) {
 
 }  // namespace
 
-RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RNNOptions opt)
-    : input_size(in), hidden_size(hidden), options(std::move(opt)), kind_(kind) {
+RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RNNOptions opt,
+                 int64_t proj)
+    : input_size(in), hidden_size(hidden), options(std::move(opt)), proj_size(proj), kind_(kind) {
   MINIDL_CHECK(in > 0 && hidden > 0 && options.num_layers > 0, kind,
                ": expected positive input_size, hidden_size and num_layers, got ", in, ", ", hidden,
                " and ", options.num_layers);
@@ -77,38 +82,45 @@ RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RN
                options.dropout, " is outside [0, 1)");
   MINIDL_CHECK(gates == 1 || options.nonlinearity == "tanh", describe(),
                ": nonlinearity is an RNN option, got '", options.nonlinearity, "'");
-  const int64_t D = options.bidirectional ? 2 : 1;
+  MINIDL_CHECK(proj >= 0 && proj < hidden, describe(), ": expected proj_size 0 (no projection) "
+               "or from 1 to hidden_size - 1 = ", hidden - 1, ", got ", proj);
+  const int64_t D = options.bidirectional ? 2 : 1, out = proj > 0 ? proj : hidden;
   for (int64_t k = 0; k < options.num_layers; ++k)
     for (int64_t d = 0; d < D; ++d) {
       Weights w = add_weights(*this, "_l" + std::to_string(k) + (d ? "_reverse" : ""), gates,
-                              k == 0 ? in : D * hidden, hidden, options.bias);
+                              k == 0 ? in : D * out, hidden, options.bias, proj);
       weight_ih.push_back(w.w_ih);
       weight_hh.push_back(w.w_hh);
       bias_ih.push_back(w.b_ih);
       bias_hh.push_back(w.b_hh);
+      weight_hr.push_back(w.w_hr);
     }
 }
 
 std::string RNNBase::describe() const {
   return cat(kind_, "(", input_size, ", ", hidden_size, ", num_layers=", options.num_layers,
-             options.bidirectional ? ", bidirectional)" : ")");
+             options.bidirectional ? ", bidirectional" : "",
+             proj_size > 0 ? cat(", proj_size=", proj_size) : "", ")");
 }
 
-// s [D*L, B, H] (unbatched [D*L, H]) or undefined -> [D*L, B, H]
-Tensor RNNBase::check_state(const Tensor& s, const char* name, const Tensor& x,
+// s [D*L, B, S] (unbatched [D*L, S]) or undefined -> [D*L, B, S], S = size
+// (hidden_size, or proj_size for an LSTM's h with a projection)
+Tensor RNNBase::check_state(const Tensor& s, const char* name, int64_t size, const Tensor& x,
                             bool unbatched) const {
   const int64_t batch = unbatched ? 1 : x.size(options.batch_first ? 0 : 1);
-  const int64_t L = (options.bidirectional ? 2 : 1) * options.num_layers, H = hidden_size;
-  if (!s.defined()) return Tensor::zeros({L, batch, H}, kFloat32, weight_hh[0].device());
-  const Shape want = unbatched ? Shape{L, H} : Shape{L, batch, H};
+  const int64_t L = (options.bidirectional ? 2 : 1) * options.num_layers;
+  if (!s.defined()) return Tensor::zeros({L, batch, size}, kFloat32, weight_hh[0].device());
+  const Shape want = unbatched ? Shape{L, size} : Shape{L, batch, size};
   MINIDL_CHECK(s.shape() == want, describe(), ": expected ", name, " ", want, " ([",
                options.bidirectional ? "2 * " : "", "num_layers, ", unbatched ? "" : "batch, ",
-               "hidden_size]) for input ", x.shape(), ", got ", s.shape());
+               size == hidden_size ? "hidden_size" : "proj_size", "]) for input ", x.shape(),
+               ", got ", s.shape());
   return unbatched ? unsqueeze(s, 1) : s;
 }
 
 RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0, bool with_c) {
   const int64_t H = hidden_size, L = options.num_layers, D = options.bidirectional ? 2 : 1;
+  const int64_t P = proj_size > 0 ? proj_size : H;  // h's size
   MINIDL_CHECK((x_in.dim() == 2 || x_in.dim() == 3) && x_in.size(-1) == input_size, describe(),
                ": expected input ", options.batch_first ? "[B, T, I]" : "[T, B, I]",
                " or unbatched [T, I] with I = input_size = ", input_size, ", got ", x_in.shape());
@@ -120,29 +132,30 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
                ": expected at least one step and one sample, got input ", x_in.shape());
   MINIDL_CHECK(!with_c || h0.defined() == c0.defined(), describe(),
                ": give both h0 and c0, or neither");
-  const std::vector<Tensor> hs = chunk(check_state(h0, "h0", x_in, unbatched), D * L, 0);
+  const std::vector<Tensor> hs = chunk(check_state(h0, "h0", P, x_in, unbatched), D * L, 0);
   const std::vector<Tensor> cs =
-      with_c ? chunk(check_state(c0, "c0", x_in, unbatched), D * L, 0) : hs;
+      with_c ? chunk(check_state(c0, "c0", H, x_in, unbatched), D * L, 0) : hs;
   std::vector<Tensor> h_n, c_n;
   for (int64_t k = 0; k < L; ++k) {
-    std::vector<Tensor> outs;  // per direction [T, B, H]
+    std::vector<Tensor> outs;  // per direction [T, B, P]
     for (int64_t d = 0, j = k * D; d < D; ++d, ++j) {
       // the input path of every step in one GEMM: [T*B, in] x [in, G*H]
       const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[j], bias_ih[j]);
       std::vector<Tensor> gx_t;  // T x [B, G*H]
       split_steps(gx, T, gx_t);
-      Tensor h = hs[j].reshape({B, H}), c = cs[j].reshape({B, H});
+      Tensor h = hs[j].reshape({B, P}), c = cs[j].reshape({B, H});
       std::vector<Tensor> ys(T);
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = d ? T - 1 - s : s;
-        step(gx_t[t], linear(h, weight_hh[j], bias_hh[j]), h, c);  // hidden path: [B, H] x [H, G*H]
+        step(gx_t[t], linear(h, weight_hh[j], bias_hh[j]), h, c);  // hidden path: [B, P] x [P, G*H]
+        if (proj_size > 0) h = linear(h, weight_hr[j], Tensor());  // [B, H] x [H, P]
         ys[t] = h;
       }
       outs.push_back(stack(ys, 0));
       h_n.push_back(h);
       c_n.push_back(c);
     }
-    x = D == 1 ? outs[0] : cat(outs, 2);  // [T, B, D*H]
+    x = D == 1 ? outs[0] : cat(outs, 2);  // [T, B, D*P]
     if (is_training() && options.dropout > 0 && k + 1 < L) x = dropout(x, options.dropout);
   }
   Result r{x, stack(h_n, 0), with_c ? stack(c_n, 0) : Tensor()};
@@ -174,7 +187,11 @@ std::pair<Tensor, Tensor> RNN::operator()(const Tensor& x, const std::optional<T
 }
 
 // ---- LSTM ----
-LSTM::LSTM(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("LSTM", 4, in, hidden, opt) {}
+LSTM::LSTM(int64_t in, int64_t hidden, LSTMOptions o)
+    : RNNBase("LSTM", 4, in, hidden,
+              {.num_layers = o.num_layers, .bias = o.bias, .batch_first = o.batch_first,
+               .dropout = o.dropout, .bidirectional = o.bidirectional},
+              o.proj_size) {}
 
 void LSTM::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const {
   h = lstm_step(gx, gh, c);

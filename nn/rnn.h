@@ -10,11 +10,16 @@
 //          LSTM, entry k*D + d for layer k, direction d: given, the initial
 //          state; returned, the state after each direction's last step.
 //          Not given (undefined): zeros.
+// LSTM with proj_size P (0 < P < H; PyTorch's projections): h_t is projected,
+// h_t = W_hr (o * tanh(c_t)), so y is [T, B, D*P], h [D*L, B, P] and layer k > 0
+// reads D*P features; c stays [D*L, B, H].
 //
 // Parameters, per layer k and direction (PyTorch's names, shapes, order and
 // gate order, so a PyTorch state_dict loads unchanged):
 //   weight_ih_l{k} [G*H, I] (layer 0) or [G*H, D*H], weight_hh_l{k} [G*H, H],
-//   bias_ih_l{k} [G*H], bias_hh_l{k} [G*H] (without bias: absent); the
+//   bias_ih_l{k} [G*H], bias_hh_l{k} [G*H] (without bias: absent), and with
+//   proj_size P: weight_hr_l{k} [P, H] (H in weight_ih of layer k > 0 and in
+//   weight_hh is then P); the
 //   reverse direction's the same with the suffix _reverse (weight_ih_l0_reverse);
 // all initialised U(-1/sqrt(H), 1/sqrt(H)).
 // Gates, with gx = x_t W_ih^T + b_ih and gh = h_{t-1} W_hh^T + b_hh:
@@ -27,8 +32,9 @@
 // ([T*B, I] x [I, G*H]) and one GEMM per step for the hidden path ([B, H] x [H, G*H]).
 //
 // Errors (minidl::Error, naming the layer and both shapes): an input that is
-// not [T, B, I] / [T, I]; a state that is not [D*L, B, H]; dropout outside
-// [0, 1); nonlinearity other than tanh, relu (and any for LSTM, GRU).
+// not [T, B, I] / [T, I]; a state that is not [D*L, B, H] (h with proj_size:
+// [D*L, B, P]); dropout outside [0, 1); nonlinearity other than tanh, relu
+// (and any for GRU); proj_size < 0 or >= hidden_size.
 #pragma once
 #include <optional>
 #include <string>
@@ -49,23 +55,36 @@ struct RNNOptions {
   std::string nonlinearity = "tanh";  // RNN only: "tanh" or "relu"
 };
 
+// LSTM's options (PyTorch's LSTMOptions): RNNOptions' but nonlinearity, and
+// proj_size: 0, no projection, or P in [1, hidden_size) (see above).
+struct LSTMOptions {
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;
+  double dropout = 0;
+  bool bidirectional = false;
+  int64_t proj_size = 0;
+};
+
 // What RNN, LSTM and GRU share: options, parameters, shape checks and the
 // loop over layers and steps. A subclass gives the gates of one step.
 class RNNBase : public Cell {
  public:
   const int64_t input_size, hidden_size;
   const RNNOptions options;
+  const int64_t proj_size;  // LSTM's (0: none; RNN, GRU: always 0)
   // Per layer and direction (entry k*D + d), the same tensors as the named
-  // parameters (bias_*: undefined without bias).
-  std::vector<Tensor> weight_ih, weight_hh, bias_ih, bias_hh;
+  // parameters (bias_*: undefined without bias; weight_hr: undefined without proj_size).
+  std::vector<Tensor> weight_ih, weight_hh, bias_ih, bias_hh, weight_hr;
 
  protected:
   RNNBase(const char* kind, int64_t gates, int64_t input_size, int64_t hidden_size,
-          RNNOptions options);
+          RNNOptions options, int64_t proj_size = 0);
   // One step: gx [B, G*H] (input path, bias included), gh [B, G*H] (hidden
   // path) and the state (h, and c for LSTM) -> the next state, in place.
   virtual void step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const = 0;
-  // x in any accepted layout, states [D*L, B, H] or undefined ->
+  // x in any accepted layout, states [D*L, B, H] (h [D*L, B, P] with
+  // proj_size) or undefined ->
   // (output in x's layout, h_n, c_n); c_n only where `with_c`.
   struct Result {
     Tensor output, h, c;
@@ -81,7 +100,8 @@ class RNNBase : public Cell {
   const char* kind_;
 
  private:
-  Tensor check_state(const Tensor& s, const char* name, const Tensor& x, bool unbatched) const;
+  Tensor check_state(const Tensor& s, const char* name, int64_t size, const Tensor& x,
+                     bool unbatched) const;
   std::string describe() const;  // "LSTM(5, 6, num_layers=2)"
 };
 
@@ -100,13 +120,13 @@ class RNN : public RNNBase {
 };
 
 struct LSTMState {
-  Tensor h, c;  // [D*L, B, H] each; both undefined: zeros
+  Tensor h, c;  // [D*L, B, H] each (h [D*L, B, P] with proj_size); both undefined: zeros
 };
 
 // LSTM: forward(x, {h0, c0}) -> (y, {h_n, c_n}).
 class LSTM : public RNNBase {
  public:
-  LSTM(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
+  LSTM(int64_t input_size, int64_t hidden_size, LSTMOptions options = {});
   std::pair<Tensor, LSTMState> forward(const Tensor& x, const LSTMState& state = {});
   std::pair<Tensor, LSTMState> operator()(const Tensor& x, const LSTMState& state = {});
 

@@ -5,6 +5,7 @@
 namespace minidl::optim {
 
 // Per parameter, at its t-th update (t counts that parameter's updates):
+//   g = -g                                     (maximize: ascend)
 //   g = g + weight_decay * p                   (Adam: L2 added to the gradient)
 //   p = p * (1 - lr * weight_decay)            (AdamW instead: decoupled decay)
 //   m = beta1 * m + (1 - beta1) * g            (m, v start at zero)
@@ -16,8 +17,8 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8, double weight_decay = 0);
-  // Parameter groups (options: lr, betas, eps, weight_decay; unset: the
-  // defaults above).
+  // Parameter groups (options: lr, betas, eps, weight_decay, maximize;
+  // unset: the defaults above, maximize false).
   Adam(std::vector<ParamGroup> groups, GroupOptions defaults);
   double weight_decay() const { return param_groups()[0].options.weight_decay; }
   // Parameter i's state: first and second moments (undefined before its

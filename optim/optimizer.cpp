@@ -41,7 +41,8 @@ struct Flag {
   std::optional<bool> GroupOptions::*option;
 };
 constexpr Flag kFlags[] = {{"nesterov", &UpdateArgs::nesterov, &GroupOptions::nesterov},
-                           {"centered", &UpdateArgs::centered, &GroupOptions::centered}};
+                           {"centered", &UpdateArgs::centered, &GroupOptions::centered},
+                           {"maximize", &UpdateArgs::maximize, &GroupOptions::maximize}};
 
 bool is_flag(const std::string& key) {
   for (const Flag& f : kFlags)
@@ -100,6 +101,7 @@ UpdateArgs merged(UpdateArgs a, const GroupOptions& o) {
 Optimizer::Optimizer(const char* name, std::vector<const char*> keys) : name_(name) {
   keys_.push_back("lr");
   keys_.insert(keys_.end(), keys.begin(), keys.end());
+  keys_.push_back("maximize");  // every rule's
 }
 
 void Optimizer::init(std::vector<ParamGroup> groups, const UpdateArgs& defaults,
@@ -291,6 +293,10 @@ void Optimizer::load_state_dict(const StateDict& s) {
                    groups_[g].params.size(), " in this ", name_);
       UpdateArgs a = groups_[g].options;
       for (const char* key : keys_) {
+        if (key == std::string("maximize") && !s.values.count(prefix + key)) {
+          a.maximize = false;  // a state saved before maximize existed
+          continue;
+        }
         const std::string& text = s.get(prefix + key, what.c_str());
         MINIDL_CHECK(read_into(a, key, text), what, ": '", prefix, key, "' is '", text,
                      "', expected ", is_flag(key) ? "true or false" : "a number");

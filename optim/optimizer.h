@@ -48,6 +48,9 @@ struct GroupOptions {
   std::optional<double> eps = {};                       // Adam, AdamW, RMSprop
   std::optional<double> alpha = {};                     // RMSprop
   std::optional<bool> centered = {};                    // RMSprop
+  // Every optimizer: ascend instead, the gradient negated before the rule
+  // (PyTorch's maximize; default false).
+  std::optional<bool> maximize = {};
 };
 
 // Parameters and the options they override.
@@ -95,7 +98,8 @@ class Optimizer {
   // Every hyperparameter that shapes step(), exactly: the first group's under
   // their names, "lr" first, then the rule's (SGD: weight_decay; Momentum:
   // momentum, nesterov, dampening, weight_decay; Adam, AdamW: beta1, beta2,
-  // eps, weight_decay; RMSprop: alpha, eps, weight_decay, momentum, centered);
+  // eps, weight_decay; RMSprop: alpha, eps, weight_decay, momentum, centered),
+  // then maximize;
   // with several groups then "param groups" and each later group's as
   // "group <g> <name>".
   Settings hyperparameters() const;
@@ -115,7 +119,8 @@ class Optimizer {
   // groups (as many, each with as many parameters of the same sizes): every
   // group's hyperparameters, and state tensors onto their parameters' devices.
   // A state of one group with only "lr" (before parameter groups) is read as
-  // that lr. The whole state is checked before any of it is taken, so that a
+  // that lr; a group without "maximize" (before it existed) as maximize
+  // false. The whole state is checked before any of it is taken, so that a
   // resume is exact or refused: each group's hyperparameters valid as the
   // constructor requires; every step count from 0 to kMaxSteps; a parameter
   // with a count > 0 has each state tensor its group's rule keeps (none for
@@ -131,7 +136,7 @@ class Optimizer {
 
  protected:
   // `keys`: the hyperparameters the rule uses, in hyperparameters()' order
-  // after "lr" (names of UpdateArgs' fields).
+  // after "lr" (names of UpdateArgs' fields); "maximize" is added after them.
   Optimizer(const char* name, std::vector<const char*> keys);
   // The derived constructor's last act: `defaults` (the rule's, with the
   // constructor's options set over them) validated, then each group added.

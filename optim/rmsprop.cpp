@@ -5,7 +5,7 @@ namespace minidl::optim {
 RMSprop::RMSprop(std::vector<Tensor> params, double lr, RMSpropOptions o)
     : RMSprop({ParamGroup{std::move(params)}},
               {.lr = lr, .weight_decay = o.weight_decay, .momentum = o.momentum, .eps = o.eps,
-               .alpha = o.alpha, .centered = o.centered}) {}
+               .alpha = o.alpha, .centered = o.centered, .maximize = o.maximize}) {}
 
 RMSprop::RMSprop(std::vector<ParamGroup> groups, GroupOptions defaults)
     : Optimizer("RMSprop", {"alpha", "eps", "weight_decay", "momentum", "centered"}) {

@@ -10,9 +10,11 @@ struct RMSpropOptions {
   double weight_decay = 0;  // L2: added to the gradient
   double momentum = 0;
   bool centered = false;  // divide by the gradient's estimated variance instead
+  bool maximize = false;  // ascend: the gradient negated
 };
 
 // Per parameter (square_avg, grad_avg and buf start at zero):
+//   g = -g                                                     (maximize)
 //   g = g + weight_decay * p
 //   square_avg = alpha * square_avg + (1 - alpha) * g^2
 //   grad_avg = alpha * grad_avg + (1 - alpha) * g              (centered)
@@ -26,7 +28,7 @@ class RMSprop : public Optimizer {
  public:
   RMSprop(std::vector<Tensor> params, double lr = 1e-2, RMSpropOptions options = {});
   // Parameter groups (options: lr, alpha, eps, weight_decay, momentum,
-  // centered; unset: the defaults above).
+  // centered, maximize; unset: the defaults above).
   RMSprop(std::vector<ParamGroup> groups, GroupOptions defaults);
   // Parameter i's state (undefined before its first update; the buffer only
   // with momentum > 0, the gradient average only when centered).

@@ -35,7 +35,8 @@ void SGD::update(const UpdateArgs& args, const std::vector<size_t>& ready) {
 Momentum::Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions opt)
     : Momentum({ParamGroup{std::move(params)}},
                GroupOptions{.lr = lr, .weight_decay = opt.weight_decay, .momentum = momentum,
-                            .dampening = opt.dampening, .nesterov = opt.nesterov}) {}
+                            .dampening = opt.dampening, .nesterov = opt.nesterov,
+                            .maximize = opt.maximize}) {}
 
 Momentum::Momentum(std::vector<ParamGroup> groups, GroupOptions defaults)
     : Optimizer("Momentum", {"momentum", "nesterov", "dampening", "weight_decay"}) {
@@ -53,7 +54,8 @@ void Momentum::check_options(const UpdateArgs& a) const {
 
 MomentumOptions Momentum::options() const {
   const UpdateArgs& a = param_groups()[0].options;
-  return {.nesterov = a.nesterov, .weight_decay = a.weight_decay, .dampening = a.dampening};
+  return {.nesterov = a.nesterov, .weight_decay = a.weight_decay, .dampening = a.dampening,
+          .maximize = a.maximize};
 }
 
 // See the header for the rule; momentum 0 is plain SGD with no buffer.

@@ -5,11 +5,13 @@
 namespace minidl::optim {
 
 // p -= lr * (g + weight_decay * p)
+// With maximize (every optimizer's option, GroupOptions): g is -g throughout,
+// as PyTorch's maximize, so that the parameters ascend.
 // Throws std::invalid_argument for lr < 0 or weight_decay < 0.
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double weight_decay = 0);
-  // Parameter groups; `defaults` must set lr (options: lr, weight_decay).
+  // Parameter groups; `defaults` must set lr (options: lr, weight_decay, maximize).
   SGD(std::vector<ParamGroup> groups, GroupOptions defaults);
   double weight_decay() const { return param_groups()[0].options.weight_decay; }
 
@@ -23,10 +25,11 @@ struct MomentumOptions {
   bool nesterov = false;
   double weight_decay = 0;  // L2: added to the gradient
   double dampening = 0;
+  bool maximize = false;  // ascend: the gradient negated
 };
 
 // torch.optim.SGD with momentum:
-//   d = g + weight_decay * p
+//   d = g + weight_decay * p                  (g = -g first with maximize)
 //   buf = d on a parameter's first update, else momentum * buf + (1 - dampening) * d
 //   d = nesterov ? d + momentum * buf : buf
 //   p -= lr * d
@@ -37,10 +40,10 @@ class Momentum : public Optimizer {
  public:
   Momentum(std::vector<Tensor> params, double lr, double momentum, MomentumOptions options = {});
   // Parameter groups; `defaults` must set lr (options: lr, momentum (default
-  // 0), nesterov, dampening, weight_decay).
+  // 0), nesterov, dampening, weight_decay, maximize).
   Momentum(std::vector<ParamGroup> groups, GroupOptions defaults);
   double momentum() const { return param_groups()[0].options.momentum; }
-  // The first group's nesterov, weight_decay and dampening.
+  // The first group's nesterov, weight_decay, dampening and maximize.
   MomentumOptions options() const;
   // Parameter i's momentum buffer (undefined before its first update).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }

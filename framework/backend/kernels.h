@@ -78,6 +78,8 @@ struct UpdateArgs {
   bool decoupled = false;                // AdamW
   double alpha = 0;                      // RMSprop: the square average's smoothing
   bool centered = false;                 // RMSprop: divide by the gradient's variance
+  // ---- rnn-optim (issue 22) ----
+  bool maximize = false;  // every rule: ascend, the gradient negated first (PyTorch's maximize)
 };
 
 // ---- shape ops (issue 22) ----

@@ -141,6 +141,70 @@ TEST_CASE("LSTM and GRU gradients match finite differences (inputs, states, para
   CHECK_GRADCHECK_RESULT(cell_param_gradcheck(gru, [&] { return run_gru(xb, h0); }));
 }
 
+TEST_CASE("LSTM with proj_size: h_t = W_hr (o * tanh(c_t)), h of size P, c of size H") {
+  // I = 1, H = 2, P = 1: W_ih = 0, W_hh = 0.5, so every gate is its bias + 0.5 h_{t-1}
+  nn::LSTM lstm{1, 2, {.proj_size = 1}};
+  CHECK(lstm.named_parameters().keys() ==
+        std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+                                 "weight_hr_l0"});
+  const std::vector<float> b = {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f};  // i, f, g, o
+  lstm.load_state_dict({{"weight_ih_l0", Tensor::zeros({8, 1})},
+                        {"weight_hh_l0", Tensor::full({8, 1}, 0.5)},
+                        {"bias_ih_l0", Tensor::from_vector(b)},
+                        {"bias_hh_l0", Tensor::zeros({8})},
+                        {"weight_hr_l0", Tensor::of({2, -1}, {1, 2})}});
+  double h = 0.25, c[2] = {1, -1};  // h0, c0
+  std::vector<double> ys;
+  for (int t = 0; t < 2; ++t) {
+    double m[2];
+    for (int u = 0; u < 2; ++u) {
+      auto gate = [&](int k) { return b[2 * k + u] + 0.5 * h; };
+      c[u] = sigmoid(gate(1)) * c[u] + sigmoid(gate(0)) * std::tanh(gate(2));
+      m[u] = sigmoid(gate(3)) * std::tanh(c[u]);
+    }
+    h = 2 * m[0] - m[1];  // W_hr [1, 2]
+    ys.push_back(h);
+  }
+  Tensor x = Tensor::zeros({2, 1, 1});  // T = 2, B = 1, I = 1
+  auto [y, s] = lstm(x, {Tensor::of({0.25}, {1, 1, 1}), Tensor::of({1, -1}, {1, 1, 2})});
+  CHECK(y.shape() == Shape{2, 1, 1});
+  CHECK(s.h.shape() == Shape{1, 1, 1});
+  CHECK(s.c.shape() == Shape{1, 1, 2});
+  check_close(y, ys);
+  check_close(s.h, {ys[1]});
+  check_close(s.c, {c[0], c[1]});
+
+  // shapes: layer 1 reads D*P, y and h have P features, c has H
+  nn::LSTM deep{3, 5, {.num_layers = 2, .batch_first = true, .bidirectional = true,
+                       .proj_size = 2}};
+  const TensorDict p = deep.named_parameters();
+  CHECK(p.size() == 20);
+  CHECK(p["weight_ih_l1_reverse"].shape() == Shape{20, 4});
+  CHECK(p["weight_hh_l0"].shape() == Shape{20, 2});
+  CHECK(p["weight_hr_l1_reverse"].shape() == Shape{2, 5});
+  auto [yd, sd] = deep(Tensor::zeros({4, 6, 3}));
+  CHECK(yd.shape() == Shape{4, 6, 4});
+  CHECK(sd.h.shape() == Shape{4, 4, 2});
+  CHECK(sd.c.shape() == Shape{4, 4, 5});
+  for (const auto& [name, t] : p) {  // U(-1/sqrt(H), 1/sqrt(H)) for every parameter
+    CAPTURE(name);
+    CHECK(max(abs(t)).item() <= 1 / std::sqrt(5.0));
+  }
+}
+
+TEST_CASE("LSTM with proj_size: gradients match finite differences") {
+  manual_seed(22);
+  Tensor x = Tensor::randn({3, 2, 2}), h0 = Tensor::randn({4, 2, 2}), c0 = Tensor::randn({4, 2, 3});
+  nn::LSTM lstm{2, 3, {.num_layers = 2, .bidirectional = true, .proj_size = 2}};
+  auto run = [&](const Tensor& xs, const Tensor& h, const Tensor& c) {
+    auto [y, s] = lstm(xs, {h, c});
+    return flat({y, s.h, s.c});
+  };
+  CHECK_GRADCHECK_RESULT(gradcheck(
+      [&](const std::vector<Tensor>& in) { return run(in[0], in[1], in[2]); }, {x, h0, c0}));
+  CHECK_GRADCHECK_RESULT(cell_param_gradcheck(lstm, [&] { return run(x, h0, c0); }));
+}
+
 TEST_CASE("A sequence in two calls, passing the state, equals one call") {
   manual_seed(4);
   nn::LSTM lstm{3, 4, {.num_layers = 2, .batch_first = true}};
@@ -214,7 +278,21 @@ TEST_CASE("recurrent layers reject bad inputs, states and options, naming both s
                        doctest::Contains("dropout 1 is outside [0, 1)"), Error);
   CHECK_THROWS_WITH_AS(nn::RNN(5, 6, {.nonlinearity = "gelu"}),
                        doctest::Contains("nonlinearity 'gelu' is not 'tanh' or 'relu'"), Error);
-  CHECK_THROWS_AS(nn::LSTM(5, 6, {.nonlinearity = "relu"}), Error);
+  CHECK_THROWS_WITH_AS(nn::LSTM(5, 6, {.proj_size = 6}),
+                       doctest::Contains("LSTM(5, 6, num_layers=1, proj_size=6): expected "
+                                         "proj_size 0 (no projection) or from 1 to hidden_size - "
+                                         "1 = 5, got 6"),
+                       Error);
+  CHECK_THROWS_WITH_AS(nn::LSTM(5, 6, {.proj_size = -1}), doctest::Contains("got -1"), Error);
+  nn::LSTM proj{5, 6, {.proj_size = 2}};
+  CHECK_THROWS_WITH_AS(
+      proj(Tensor::zeros({4, 3, 5}), {Tensor::zeros({1, 3, 6}), Tensor::zeros({1, 3, 6})}),
+      doctest::Contains("expected h0 [1, 3, 2] ([num_layers, batch, proj_size]) for input [4, 3, "
+                        "5], got [1, 3, 6]"),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      proj(Tensor::zeros({4, 3, 5}), {Tensor::zeros({1, 3, 2}), Tensor::zeros({1, 3, 2})}),
+      doctest::Contains("expected c0 [1, 3, 6] ([num_layers, batch, hidden_size])"), Error);
   CHECK_THROWS_AS(nn::RNN(0, 6), Error);
 }
 

@@ -1,7 +1,8 @@
 // nn::Embedding, RNN, LSTM, GRU and their cells against PyTorch 1.13: the layers load
 // PyTorch's parameters by their names (load_state_dict) and give its outputs,
 // states and gradients (input, initial state, every parameter) within 1e-5
-// relative; cases from tests/reference/rnn.json (make_rnn.py).
+// relative; cases from tests/reference/rnn.json (make_rnn.py), on
+// kReferenceDevice (tests/cuda/reference_rnn.cpp runs them on the CUDA device).
 #include <fstream>
 #include <memory>
 
@@ -23,13 +24,20 @@ std::shared_ptr<nn::Cell> make_layer(const std::string& op, const Attrs& a) {
   if (op == "rnn_cell") return std::make_shared<nn::RNNCell>(in, hidden, true, a["nonlinearity"]);
   if (op == "lstm_cell") return std::make_shared<nn::LSTMCell>(in, hidden);
   if (op == "gru_cell") return std::make_shared<nn::GRUCell>(in, hidden);
+  if (op == "lstm")
+    return std::make_shared<nn::LSTM>(
+        in, hidden,
+        nn::LSTMOptions{.num_layers = a["num_layers"],
+                        .bias = a["bias"],
+                        .batch_first = a["batch_first"],
+                        .bidirectional = a.value("bidirectional", false),
+                        .proj_size = a.value("proj_size", int64_t{0})});
   nn::RNNOptions opt{.num_layers = a["num_layers"],
                      .bias = a["bias"],
                      .batch_first = a["batch_first"],
                      .bidirectional = a.value("bidirectional", false)};
   if (op == "rnn") opt.nonlinearity = a["nonlinearity"];
   if (op == "rnn") return std::make_shared<nn::RNN>(in, hidden, opt);
-  if (op == "lstm") return std::make_shared<nn::LSTM>(in, hidden, opt);
   REQUIRE(op == "gru");
   return std::make_shared<nn::GRU>(in, hidden, opt);
 }
@@ -73,13 +81,16 @@ TEST_CASE(
     TensorDict state;
     for (size_t i = 0; i < c.at("inputs").size(); ++i) {
       Tensor t = tensor_from_json(c["inputs"][i]);
-      if (i >= n_in)
+      if (i >= n_in) {
         state.insert(params[i - n_in], t);
-      else
+      } else {
+        t = t.to(kReferenceDevice);
         inputs.push_back(c["inputs"][i]["requires_grad"].get<bool>() ? t.requires_grad_() : t);
+      }
     }
     const std::shared_ptr<nn::Cell> layer = make_layer(op, a);
     layer->load_state_dict(state);  // strict: PyTorch's names are minidl's
+    layer->to(kReferenceDevice);
     const Outputs outs = forward(op, *layer, inputs);
     REQUIRE(outs.size() == c.at("outputs").size());
     Tensor loss;
@@ -88,7 +99,7 @@ TEST_CASE(
       const double err = reference_error(outs[k], tensor_from_json(c["outputs"][k]));
       INFO("output " << k << " " << to_string(outs[k].shape()) << ": relative error " << err);
       CHECK(err <= 1e-5);
-      Tensor term = sum(mul(outs[k], tensor_from_json(c["cotangents"][k])));
+      Tensor term = sum(mul(outs[k], tensor_from_json(c["cotangents"][k]).to(kReferenceDevice)));
       loss = loss.defined() ? add(loss, term) : term;
     }
     loss.backward();
@@ -105,6 +116,6 @@ TEST_CASE(
       check_grad(params[i], named.at(params[i]).grad(), c["grads"][n_in + i]);
     ++checked;
   }
-  CHECK(checked == 44);
+  CHECK(checked == 50);
   MESSAGE("rnn: " << checked << " PyTorch reference cases");
 }

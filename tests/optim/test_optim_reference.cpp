@@ -2,7 +2,8 @@
 // optim.json): optimizers with parameter groups, RMSprop's variants and a
 // StepLR driving every group, a few steps from fixed parameters and
 // gradients, each parameter after each step within 1e-5 relative; and
-// clip_grad_norm_'s total norm and clipped gradients.
+// clip_grad_norm_'s total norm and clipped gradients; on kReferenceDevice
+// (tests/cuda/reference_optim.cpp runs them on the CUDA device).
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
 
@@ -13,6 +14,7 @@
 
 using namespace minidl;
 using nlohmann::json;
+using testing::kReferenceDevice;
 using testing::reference_error;
 
 namespace {
@@ -25,6 +27,11 @@ json load_reference() {
 
 Tensor from(const json& data, const json& shape) {
   return Tensor::from_vector(data.get<std::vector<float>>()).reshape(shape.get<Shape>());
+}
+
+// On kReferenceDevice.
+Tensor on_device(const json& data, const json& shape) {
+  return from(data, shape).to(kReferenceDevice);
 }
 
 // A JSON options object (PyTorch's keyword names) as GroupOptions.
@@ -40,6 +47,7 @@ optim::GroupOptions options_of(const json& j) {
     else if (key == "eps") o.eps = value;
     else if (key == "alpha") o.alpha = value;
     else if (key == "centered") o.centered = value;
+    else if (key == "maximize") o.maximize = value;
     else FAIL("unknown option " << key);
   }
   return o;
@@ -59,15 +67,17 @@ std::unique_ptr<optim::Optimizer> make(const std::string& kind,
 
 }  // namespace
 
-TEST_CASE("optimizers with parameter groups and StepLR follow PyTorch's trajectories") {
+TEST_CASE(
+    "PyTorch reference: optimizers (parameter groups, StepLR, maximize) follow PyTorch's "
+    "trajectories") {
   const json ref = load_reference();
-  REQUIRE(ref.at("optimizers").size() >= 9);
+  REQUIRE(ref.at("optimizers").size() >= 16);
   for (const json& c : ref.at("optimizers")) {
     const std::string name = c.at("name");
     CAPTURE(name);
     std::vector<Tensor> params;
     for (size_t i = 0; i < c.at("shapes").size(); ++i)
-      params.push_back(from(c.at("init")[i], c.at("shapes")[i]).requires_grad_());
+      params.push_back(on_device(c.at("init")[i], c.at("shapes")[i]).requires_grad_());
     std::vector<optim::ParamGroup> groups;
     for (const json& g : c.at("groups")) {
       optim::ParamGroup group{{}, options_of(g.at("options"))};
@@ -81,7 +91,7 @@ TEST_CASE("optimizers with parameter groups and StepLR follow PyTorch's trajecto
                                               c.at("scheduler").at("gamma"));
     for (size_t step = 0; step < c.at("grads").size(); ++step) {
       for (size_t i = 0; i < params.size(); ++i)
-        params[i].set_grad(from(c.at("grads")[step][i], c.at("shapes")[i]));
+        params[i].set_grad(on_device(c.at("grads")[step][i], c.at("shapes")[i]));
       opt->step();
       if (sched) sched->step();
       for (size_t i = 0; i < params.size(); ++i) {
@@ -94,7 +104,7 @@ TEST_CASE("optimizers with parameter groups and StepLR follow PyTorch's trajecto
   }
 }
 
-TEST_CASE("clip_grad_norm_ returns PyTorch's total norm and clips as it does") {
+TEST_CASE("PyTorch reference: clip_grad_norm_ returns PyTorch's total norm and clips as it does") {
   const json ref = load_reference();
   REQUIRE(ref.at("clip_grad_norm").size() >= 5);
   for (const json& c : ref.at("clip_grad_norm")) {
@@ -103,8 +113,9 @@ TEST_CASE("clip_grad_norm_ returns PyTorch's total norm and clips as it does") {
     const double norm_type = c.at("norm_type").is_string() ? optim::kInf : c.at("norm_type").get<double>();
     std::vector<Tensor> params;
     for (size_t i = 0; i < c.at("shapes").size(); ++i) {
-      params.push_back(Tensor::zeros(c.at("shapes")[i].get<Shape>()).requires_grad_());
-      params.back().set_grad(from(c.at("grads")[i], c.at("shapes")[i]));
+      const Shape shape = c.at("shapes")[i].get<Shape>();
+      params.push_back(Tensor::zeros(shape, kFloat32, kReferenceDevice).requires_grad_());
+      params.back().set_grad(on_device(c.at("grads")[i], c.at("shapes")[i]));
     }
     const double total = optim::clip_grad_norm_(params, c.at("max_norm"), norm_type);
     const double want = c.at("total");

@@ -8,6 +8,8 @@
 #include <minidl/minidl.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 
 #include "check_close.h"
@@ -397,4 +399,73 @@ TEST_CASE("load_state_dict refuses a state inconsistent with itself, naming the 
   step_with(plain, c, kGrads[1]);
   optim::Momentum plain_too({fresh_param()}, 0.1, 0);
   CHECK(load_error(plain_too, plain.state_dict()) == "");
+}
+
+TEST_CASE("maximize ascends: every rule steps as on the negated gradient") {
+  // SGD by hand: p += lr * g - lr * wd * p = [1 + 0.05 - 0.01, -2 + 0.1 + 0.02]
+  Tensor p = fresh_param();
+  optim::SGD sgd({{{p}}}, {.lr = 0.1, .weight_decay = 0.1, .maximize = true});
+  step_with(sgd, p, kGrads[0]);
+  check_close(p, {1.04, -1.88});
+  // each rule with maximize on g equals the same rule on -g, bit for bit
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(Tensor, bool)>;
+  const std::vector<std::pair<const char*, Make>> rules = {
+      {"Momentum",
+       [](Tensor q, bool m) {
+         return std::make_unique<optim::Momentum>(
+             std::vector<Tensor>{q}, 0.1, 0.9,
+             optim::MomentumOptions{.nesterov = true, .weight_decay = 0.1, .maximize = m});
+       }},
+      {"Adam",
+       [](Tensor q, bool m) {
+         return std::make_unique<optim::Adam>(
+             std::vector<optim::ParamGroup>{{{q}}},
+             optim::GroupOptions{.lr = 0.1, .weight_decay = 0.1, .maximize = m});
+       }},
+      {"AdamW",
+       [](Tensor q, bool m) {
+         return std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{{{q}}},
+                                               optim::GroupOptions{.lr = 0.1, .maximize = m});
+       }},
+      {"RMSprop", [](Tensor q, bool m) {
+         return std::make_unique<optim::RMSprop>(
+             std::vector<Tensor>{q}, 0.01,
+             optim::RMSpropOptions{.weight_decay = 0.1, .momentum = 0.5, .centered = true,
+                                   .maximize = m});
+       }}};
+  for (const auto& [name, make] : rules) {
+    CAPTURE(name);
+    Tensor up = fresh_param(), down = fresh_param();
+    auto ascend = make(up, true), descend = make(down, false);
+    CHECK(ascend->param_groups()[0].options.maximize);
+    for (const std::vector<float>& g : kGrads) {
+      step_with(*ascend, up, g);
+      step_with(*descend, down, {-g[0], -g[1]});
+    }
+    CHECK(up.to_float_vector() == down.to_float_vector());
+    CHECK(up.to_float_vector() != fresh_param().to_float_vector());
+  }
+}
+
+TEST_CASE("maximize is saved and resumed with the hyperparameters; older states read false") {
+  Tensor p = fresh_param();
+  optim::Adam opt({{{p}}}, {.lr = 0.1, .maximize = true});
+  step_with(opt, p, kGrads[0]);
+  StateDict s = opt.state_dict();
+  CHECK(s.values.at("param_groups.0.maximize") == "true");
+  CHECK(opt.hyperparameters().back() == std::pair<std::string, std::string>{"maximize", "true"});
+  Tensor q = Tensor::of({1, -2}).requires_grad_();
+  optim::Adam resumed({q}, 0.1);
+  q.copy_(p);
+  resumed.load_state_dict(s);
+  CHECK(resumed.param_groups()[0].options.maximize);
+  step_with(opt, p, kGrads[1]);
+  step_with(resumed, q, kGrads[1]);
+  CHECK(p.to_float_vector() == q.to_float_vector());
+  s.values.erase("param_groups.0.maximize");  // a state saved before maximize existed
+  resumed.load_state_dict(s);
+  CHECK(!resumed.param_groups()[0].options.maximize);
+  s.values["param_groups.0.maximize"] = "1";
+  CHECK(error_of([&] { resumed.load_state_dict(s); }) ==
+        "Adam::load_state_dict: 'param_groups.0.maximize' is '1', expected true or false");
 }

@@ -42,7 +42,7 @@ TEST_CASE("a flat parameter list is one group holding every hyperparameter") {
   CHECK(g.options.weight_decay == 0.01);
   CHECK(opt.hyperparameters() == optim::Settings{{"lr", "0.1"}, {"momentum", "0.9"},
                                                  {"nesterov", "false"}, {"dampening", "0"},
-                                                 {"weight_decay", "0.01"}});
+                                                 {"weight_decay", "0.01"}, {"maximize", "false"}});
 }
 
 TEST_CASE("each group steps with its own options, unset ones from the defaults") {
@@ -57,8 +57,10 @@ TEST_CASE("each group steps with its own options, unset ones from the defaults")
   CHECK(sgd.param_groups()[1].options.weight_decay == 1);
   CHECK(sgd.parameters().size() == 2);
   CHECK(sgd.hyperparameters() == optim::Settings{{"lr", "0.1"}, {"weight_decay", "0"},
-                                                 {"param groups", "2"}, {"group 1 lr", "0.5"},
-                                                 {"group 1 weight_decay", "1"}});
+                                                 {"maximize", "false"}, {"param groups", "2"},
+                                                 {"group 1 lr", "0.5"},
+                                                 {"group 1 weight_decay", "1"},
+                                                 {"group 1 maximize", "false"}});
   // Adam's betas and eps per group; RMSprop's centered and momentum per group
   Tensor c = param({1}), d = param({1});
   optim::Adam adam({{{c}}, {{d}, {.betas = std::pair{0.5, 0.9}, .eps = 1e-3}}}, {.lr = 0.1});
@@ -85,9 +87,11 @@ TEST_CASE("group options are validated, naming the group; unused options are ref
   CHECK(error_of([&] { optim::SGD({{{a}}}, {.weight_decay = 0.1}); }) ==
         "SGD: the defaults set no lr (expected e.g. {.lr = 0.1})");
   CHECK(error_of([&] { optim::SGD({{{a}}, {{b}, {.betas = std::pair{0.5, 0.5}}}}, {.lr = 0.1}); }) ==
-        "SGD: option betas set (parameter group 1) is not one of SGD's (lr, weight_decay)");
+        "SGD: option betas set (parameter group 1) is not one of SGD's (lr, weight_decay, "
+        "maximize)");
   CHECK(error_of([&] { optim::Adam({{{a}}}, {.momentum = 0.9}); }) ==
-        "Adam: option momentum set is not one of Adam's (lr, beta1, beta2, eps, weight_decay)");
+        "Adam: option momentum set is not one of Adam's (lr, beta1, beta2, eps, weight_decay, "
+        "maximize)");
   CHECK(error_of([&] { optim::Adam({{{a}}, {{b}, {.betas = std::pair{1.0, 0.9}}}}, {}); }) ==
         "Adam: invalid beta1 1 (expected 0 <= beta1 < 1) (parameter group 1)");
   CHECK(error_of([&] { optim::SGD({{{a}}, {{a}}}, {.lr = 0.1}); }) ==

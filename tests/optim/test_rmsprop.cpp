@@ -56,7 +56,8 @@ TEST_CASE("RMSprop: the first step is p -= lr * g / (|g| sqrt(1 - alpha) + eps)"
   CHECK(!opt.grad_avg(0).defined());
   CHECK(opt.hyperparameters() == optim::Settings{{"lr", "0.01"}, {"alpha", "0.99"},
                                                  {"eps", "1e-08"}, {"weight_decay", "0"},
-                                                 {"momentum", "0"}, {"centered", "false"}});
+                                                 {"momentum", "0"}, {"centered", "false"},
+                                                 {"maximize", "false"}});
 }
 
 TEST_CASE("RMSprop: two steps, plain, centered, with momentum and weight decay") {

@@ -86,6 +86,25 @@ clips = [
     clip_case("clip_norm_inf", 0.5, math.inf),
     clip_case("clip_not_needed", 1000.0, 2.0),
 ]
+# maximize (PyTorch 1.13's every optimizer here): the gradient negated; after the
+# clipping cases, so that the cases above keep their random numbers
+cases += [
+    opt_case("sgd_maximize", "SGD", {"lr": 0.1, "weight_decay": 0.01, "maximize": True},
+             [([0, 1, 2], {})]),
+    opt_case("momentum_maximize_nesterov", "Momentum",
+             {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1},
+             [([0, 1], {"maximize": True}), ([2], {})]),
+    opt_case("momentum_maximize_dampening", "Momentum",
+             {"lr": 0.05, "momentum": 0.5, "dampening": 0.3, "maximize": True}, [([0, 1, 2], {})]),
+    opt_case("adam_maximize", "Adam", {"lr": 0.01, "weight_decay": 0.1, "maximize": True},
+             [([0, 1, 2], {})], {"step_size": 2, "gamma": 0.5}),
+    opt_case("adamw_maximize", "AdamW", {"lr": 0.01, "maximize": True},
+             [([0, 2], {}), ([1], {"maximize": False, "weight_decay": 0.2})]),
+    opt_case("rmsprop_maximize_centered_momentum", "RMSprop",
+             {"lr": 0.01, "centered": True, "momentum": 0.5, "weight_decay": 0.1,
+              "maximize": True}, [([0, 1, 2], {})]),
+    opt_case("rmsprop_maximize", "RMSprop", {"lr": 0.01, "maximize": True}, [([0, 1, 2], {})]),
+]
 for c in cases:  # JSON: betas as a list
     for g in c["groups"]:
         if "betas" in g["options"]:

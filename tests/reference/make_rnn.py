@@ -99,4 +99,30 @@ for name, op, Cell, extra in cells:
     state = [torch.randn(B, H) for _ in range(2 if op == "lstm_cell" else 1)]
     add_layer(name + "_state", op, Cell(I, H, **extra), [torch.randn(B, I)] + state, attrs)
     add_layer(name + "_unbatched", op, Cell(I, H, **extra), [torch.randn(I)], attrs)
+
+# ---- LSTM with proj_size P: h (and y) have P features per direction, c has H ----
+P = 3
+projections = [  # name, num_layers, batch_first, bidirectional, bias, with a state
+    ("lstm_proj_one_layer_state", 1, False, False, True, True),
+    ("lstm_proj_two_layers_batch_first_state", 2, True, False, True, True),
+    ("lstm_proj_bidirectional_state", 2, True, True, True, True),
+    ("lstm_proj_bidirectional_zero_state", 1, False, True, True, False),
+    ("lstm_proj_no_bias_two_layers", 2, False, False, False, True),
+]
+for name, layers, batch_first, bidirectional, bias, with_state in projections:
+    layer = nn.LSTM(I, H, num_layers=layers, batch_first=batch_first, bidirectional=bidirectional,
+                    bias=bias, proj_size=P)
+    inputs = [torch.randn(B, T, I) if batch_first else torch.randn(T, B, I)]
+    if with_state:
+        D = 2 if bidirectional else 1
+        inputs += [torch.randn(D * layers, B, P), torch.randn(D * layers, B, H)]
+    add_layer(name, "lstm", layer, inputs,
+              dict(input_size=I, hidden_size=H, num_layers=layers, batch_first=batch_first,
+                   bias=bias, bidirectional=bidirectional, proj_size=P))
+# unbatched [T, I], bidirectional, with a state h0 [2, P], c0 [2, H]
+add_layer("lstm_proj_unbatched_bidirectional", "lstm",
+          nn.LSTM(I, H, bidirectional=True, proj_size=P),
+          [torch.randn(T, I), torch.randn(2, P), torch.randn(2, H)],
+          dict(input_size=I, hidden_size=H, num_layers=1, batch_first=False, bias=True,
+               bidirectional=True, proj_size=P))
 c.write()

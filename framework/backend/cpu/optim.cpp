@@ -13,14 +13,17 @@ namespace {
 // Each rule updates elements [begin, end) of one slice; the loops are plain
 // SIMD loops over restrict pointers (as lambdas inlined into update() they
 // had compiled to scalar code that reloaded every constant per element).
+// sign: -1 with maximize (the gradient negated, exactly), else 1.
+float sign_of(const UpdateArgs& a) { return a.maximize ? -1.f : 1.f; }
 
-// p [n] -= lr * (g [n] + wd * p [n])
+// p [n] -= lr * (sign * g [n] + wd * p [n])
 MINIDL_CLONES void sgd(const UpdateSlice& s, const UpdateArgs& a, int64_t begin, int64_t end) {
   const float lr = static_cast<float>(a.lr), wd = static_cast<float>(a.weight_decay);
+  const float sign = sign_of(a);
   float* __restrict p = s.p;
   const float* __restrict g = s.g;
 #pragma omp simd
-  for (int64_t j = begin; j < end; ++j) p[j] -= lr * (g[j] + wd * p[j]);
+  for (int64_t j = begin; j < end; ++j) p[j] -= lr * (sign * g[j] + wd * p[j]);
 }
 
 // p, g, buf = m [n]; see optim/sgd.h for the rule
@@ -29,11 +32,12 @@ MINIDL_CLONES void momentum(const UpdateSlice& s, const UpdateArgs& a, int64_t b
   const float lr = static_cast<float>(a.lr), wd = static_cast<float>(a.weight_decay);
   const float mu = static_cast<float>(a.momentum), keep = static_cast<float>(1 - a.dampening);
   const bool first = s.step == 1, nesterov = a.nesterov;
+  const float sign = sign_of(a);
   float *__restrict p = s.p, *__restrict buf = s.m;
   const float* __restrict g = s.g;
 #pragma omp simd
   for (int64_t j = begin; j < end; ++j) {
-    const float d = g[j] + wd * p[j];
+    const float d = sign * g[j] + wd * p[j];
     const float b = first ? d : mu * buf[j] + keep * d;
     buf[j] = b;
     p[j] -= lr * (nesterov ? d + mu * b : b);
@@ -52,12 +56,13 @@ MINIDL_CLONES void adam(const UpdateSlice& s, const UpdateArgs& a, int64_t begin
   const float eps = static_cast<float>(a.eps), decay = static_cast<float>(1 - a.lr * a.weight_decay);
   const float l2 = a.decoupled ? 0.f : static_cast<float>(a.weight_decay);
   const bool decoupled = a.decoupled;
+  const float sign = sign_of(a);
   float *__restrict p = s.p, *__restrict m = s.m, *__restrict v = s.v;
   const float* __restrict g = s.g;
 #pragma omp simd
   for (int64_t j = begin; j < end; ++j) {
     if (decoupled) p[j] *= decay;
-    const float gj = g[j] + l2 * p[j];
+    const float gj = sign * g[j] + l2 * p[j];
     m[j] += c1 * (gj - m[j]);  // = beta1 m + (1 - beta1) g, as torch's lerp_
     v[j] = b2 * v[j] + c2 * gj * gj;
     p[j] -= step_size * m[j] / (std::sqrt(v[j]) / bc2_sqrt + eps);
@@ -71,11 +76,12 @@ MINIDL_CLONES void rmsprop(const UpdateSlice& s, const UpdateArgs& a, int64_t be
   const float alpha = static_cast<float>(a.alpha), c = static_cast<float>(1 - a.alpha);
   const float eps = static_cast<float>(a.eps), mu = static_cast<float>(a.momentum);
   const bool centered = a.centered, momentum = a.momentum > 0;
+  const float sign = sign_of(a);
   float *__restrict p = s.p, *__restrict sq = s.v, *__restrict buf = s.m, *__restrict ga = s.w;
   const float* __restrict g = s.g;
 #pragma omp simd
   for (int64_t j = begin; j < end; ++j) {
-    const float gj = g[j] + wd * p[j];
+    const float gj = sign * g[j] + wd * p[j];
     sq[j] = sq[j] * alpha + c * gj * gj;
     float avg;
     if (centered) {

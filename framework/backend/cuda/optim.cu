@@ -39,6 +39,7 @@ struct Hyper {
   bool decoupled;
   float alpha, ca;       // RMSprop: alpha, 1 - alpha (and eps, lr, wd, mu above)
   bool centered, has_momentum;
+  float sign;  // every rule: -1 with maximize (the gradient negated), else 1
 };
 // Where the descriptors start in the arguments' buffer, after the Hyper.
 constexpr size_t kDescsAt = (sizeof(Hyper) + 63) / 64 * 64;
@@ -48,12 +49,12 @@ __device__ inline void update_one(const Hyper& h, const SliceDesc& s, int64_t j)
   float* p = s.p;
   if (h.rule == UpdateRule::Adam) {
     if (h.decoupled) p[j] *= h.decay;
-    const float g = s.g[j] + h.l2 * p[j];
+    const float g = h.sign * s.g[j] + h.l2 * p[j];
     s.m[j] += h.c1 * (g - s.m[j]);  // = beta1 m + (1 - beta1) g, as torch's lerp_
     s.v[j] = h.b2 * s.v[j] + h.c2 * g * g;
     p[j] -= s.step_size * s.m[j] / (sqrtf(s.v[j]) / s.bc2_sqrt + h.eps);
   } else if (h.rule == UpdateRule::RMSprop) {  // square_avg v, buf m, grad_avg w
-    const float g = s.g[j] + h.wd * p[j];
+    const float g = h.sign * s.g[j] + h.wd * p[j];
     s.v[j] = s.v[j] * h.alpha + h.ca * g * g;
     float avg;
     if (h.centered) {
@@ -69,9 +70,9 @@ __device__ inline void update_one(const Hyper& h, const SliceDesc& s, int64_t j)
       p[j] -= h.lr * (g / avg);
     }
   } else if (h.rule == UpdateRule::SGD || h.plain) {
-    p[j] -= h.lr * (s.g[j] + h.wd * p[j]);
+    p[j] -= h.lr * (h.sign * s.g[j] + h.wd * p[j]);
   } else {
-    const float d = s.g[j] + h.wd * p[j];
+    const float d = h.sign * s.g[j] + h.wd * p[j];
     const float b = s.first ? d : h.mu * s.m[j] + h.keep * d;
     s.m[j] = b;
     p[j] -= h.lr * (h.nesterov ? d + h.mu * b : b);
@@ -122,6 +123,7 @@ void update(UpdateRule rule, const UpdateArgs& a, const UpdateSlice* slices, int
   h.ca = static_cast<float>(1 - a.alpha);
   h.centered = a.centered;
   h.has_momentum = a.momentum > 0;
+  h.sign = a.maximize ? -1.f : 1.f;
 
   // The arguments as the kernel reads them: the Hyper, then the descriptors.
   std::vector<SliceDesc> descs;
