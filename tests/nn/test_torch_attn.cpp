@@ -2,7 +2,8 @@
 // attention against PyTorch 1.13: values and gradients from
 // tests/reference/attn.json (make_attn.py), within 1e-5 relative; then
 // nn::MultiheadAttention loaded with the same weights through
-// load_state_dict (PyTorch's names) gives the same values and its
+// load_state_dict (PyTorch's names: in_proj_weight or q/k/v_proj_weight,
+// bias_k, bias_v; the file's attrs "params") gives the same values and its
 // parameters the same gradients.
 #include "torch_reference.h"
 
@@ -30,6 +31,7 @@ MultiheadAttentionForwardOptions mha_options(const Inputs& x, const Attrs& a) {
   MultiheadAttentionForwardOptions o{.batch_first = a["batch_first"],
                                      .need_weights = a["need_weights"],
                                      .average_attn_weights = a["average_attn_weights"],
+                                     .is_causal = a.value("is_causal", false),
                                      .bias_k = param(p, "bias_k"),
                                      .bias_v = param(p, "bias_v"),
                                      .add_zero_attn = a["add_zero_attn"],
@@ -107,7 +109,7 @@ TEST_CASE(
     for (const auto& [name, t] : p) weights.insert(name, t);
     mha.load_state_dict(weights);  // strict: PyTorch's names and shapes, no more, no fewer
     Outputs outs = both(mha(x[0], x[1], x[2], o.key_padding_mask, o.need_weights, o.attn_mask,
-                            o.average_attn_weights));
+                            o.average_attn_weights, o.is_causal));
     REQUIRE(outs.size() == c.at("outputs").size());
     Tensor loss = Tensor::zeros({});
     for (size_t k = 0; k < outs.size(); ++k) {
@@ -129,5 +131,5 @@ TEST_CASE(
     }
     ++checked;
   }
-  CHECK(checked == 20);
+  CHECK(checked == 21);
 }

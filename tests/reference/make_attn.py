@@ -69,7 +69,8 @@ c.add("sdpa_bool_mask", "sdpa", sdpa,
 # in_proj_bias[, bias_k, bias_v], out_proj.weight, out_proj.bias)[,
 # key_padding_mask][, attn_mask]; attrs below. N=None: unbatched ----
 def mha_case(name, E, H, L, S, N, batch_first=False, kpm=None, mask=None, need_weights=True,
-             average=True, kdim_same=True, kdim=None, vdim=None, bias_kv=False, zero_attn=False):
+             average=True, kdim_same=True, kdim=None, vdim=None, bias_kv=False, zero_attn=False,
+             is_causal=False):
     kd, vd = kdim or E, vdim or E
     lead = (lambda n: (n,)) if N is None else (lambda n: (N, n) if batch_first else (n, N))
     q, k, v = r(*lead(L), E), r(*lead(S), kd), r(*lead(S), vd)
@@ -93,7 +94,8 @@ def mha_case(name, E, H, L, S, N, batch_first=False, kpm=None, mask=None, need_w
     names = list(params)
     inputs = [q, k, v] + [params[n] for n in names]
     attrs = {"num_heads": H, "batch_first": batch_first, "need_weights": need_weights,
-             "average_attn_weights": average, "params": names, "add_zero_attn": zero_attn}
+             "average_attn_weights": average, "params": names, "add_zero_attn": zero_attn,
+             "is_causal": is_causal}
     if kpm is not None:
         attrs["key_padding_mask"] = len(inputs)
         inputs.append(NoGrad(kpm))
@@ -110,6 +112,9 @@ def mha_case(name, E, H, L, S, N, batch_first=False, kpm=None, mask=None, need_w
             kp = kp != 0
         if am is not None and not am.is_floating_point():
             am = am != 0
+        if is_causal:  # minidl's is_causal: this triangle over the S given keys (1.13 has none)
+            assert am is None
+            am = torch.ones(L, S, dtype=torch.bool).triu(1)
         if batch_first:
             q, k, v = (t.transpose(0, 1) for t in (q, k, v))
         out, w = F.multi_head_attention_forward(
@@ -161,4 +166,6 @@ mha_case("mha_all_options_batch_first", E=6, H=2, L=3, S=2, N=2, batch_first=Tru
          mask=torch.randint(0, 2, (4, 3, 2)), average=False)  # whole rows masked: the extra keys stay
 mha_case("mha_all_options_unbatched", E=4, H=2, L=2, S=3, N=None, kdim=3, vdim=2, bias_kv=True,
          zero_attn=True, kpm=torch.tensor([0, 0, 1]), mask=r(2, 3))
+mha_case("mha_is_causal_bias_kv_zero_attn", E=4, H=2, L=3, S=3, N=2, bias_kv=True, zero_attn=True,
+         kpm=torch.tensor([[0, 0, 1], [0, 0, 0]]), is_causal=True, average=False)
 c.write()
