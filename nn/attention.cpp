@@ -58,27 +58,51 @@ Attention attend(const char* op, const Tensor& q, const Tensor& k, const Tensor&
   return {matmul(weights, v), weights};
 }
 
+std::string shape_or_none(const Tensor& t) { return t.defined() ? to_string(t.shape()) : "none"; }
+
 // The shapes multi_head_attention_forward expects of its batched inputs.
 void check_mha_inputs(const Tensor& query, const Tensor& key, const Tensor& value, int64_t H,
                       const Tensor& w_in, const Tensor& b_in, const Tensor& w_out,
                       const Tensor& b_out, const MultiheadAttentionForwardOptions& o) {
   const char* op = "multi_head_attention_forward";
-  const bool bf = o.batch_first;
+  const bool bf = o.batch_first, sep = o.use_separate_proj_weight;
   const int64_t E = query.dim() == 3 ? query.size(2) : -1;
-  MINIDL_CHECK(query.dim() == 3 && key.dim() == 3 && key.shape() == value.shape() &&
-                   key.size(2) == E && key.size(bf ? 0 : 1) == query.size(bf ? 0 : 1),
-               op, ": expected query ",
-               bf ? "[N, L, E], key and value [N, S, E]" : "[L, N, E], key and value [S, N, E]",
+  MINIDL_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3 &&
+                   key.size(0) == value.size(0) && key.size(1) == value.size(1) &&
+                   (sep || (key.size(2) == E && value.size(2) == E)) &&
+                   key.size(bf ? 0 : 1) == query.size(bf ? 0 : 1),
+               op, ": expected query ", bf ? "[N, L, E], " : "[L, N, E], ",
+               sep ? (bf ? "key [N, S, kdim] and value [N, S, vdim]"
+                         : "key [S, N, kdim] and value [S, N, vdim]")
+                   : (bf ? "key and value [N, S, E]" : "key and value [S, N, E]"),
                ", got query ", query.shape(), ", key ", key.shape(), ", value ", value.shape());
   const int64_t N = query.size(bf ? 0 : 1), L = query.size(bf ? 1 : 0), S = key.size(bf ? 1 : 0);
+  const int64_t kdim = key.size(2), vdim = value.size(2);
   MINIDL_CHECK(H > 0 && E % H == 0, op, ": embed_dim ", E, " is not divisible by num_heads ", H);
-  MINIDL_CHECK(
-      w_in.shape() == Shape({3 * E, E}) && (!b_in.defined() || b_in.shape() == Shape{3 * E}) &&
-          w_out.shape() == Shape({E, E}) && (!b_out.defined() || b_out.shape() == Shape{E}),
-      op, ": expected in_proj_weight [", 3 * E, ", ", E, "], in_proj_bias [", 3 * E,
-      "], out_proj weight [", E, ", ", E, "], bias [", E, "] for E = ", E, ", got ", w_in.shape(),
-      ", ", b_in.defined() ? to_string(b_in.shape()) : "none", ", ", w_out.shape(), ", ",
-      b_out.defined() ? to_string(b_out.shape()) : "none");
+  const bool in_ok =
+      sep ? o.q_proj_weight.defined() && o.q_proj_weight.shape() == Shape({E, E}) &&
+                o.k_proj_weight.defined() && o.k_proj_weight.shape() == Shape({E, kdim}) &&
+                o.v_proj_weight.defined() && o.v_proj_weight.shape() == Shape({E, vdim})
+          : w_in.defined() && w_in.shape() == Shape({3 * E, E});
+  MINIDL_CHECK(in_ok && (!b_in.defined() || b_in.shape() == Shape{3 * E}) &&
+                   w_out.shape() == Shape({E, E}) &&
+                   (!b_out.defined() || b_out.shape() == Shape{E}),
+               op, ": expected ",
+               sep ? cat("q_proj_weight [", E, ", ", E, "], k_proj_weight [", E, ", ", kdim,
+                         "], v_proj_weight [", E, ", ", vdim, "]")
+                   : cat("in_proj_weight [", 3 * E, ", ", E, "]"),
+               ", in_proj_bias [", 3 * E, "], out_proj weight [", E, ", ", E, "], bias [", E,
+               "] for E = ", E, sep ? cat(", kdim = ", kdim, ", vdim = ", vdim) : "", ", got ",
+               sep ? cat(shape_or_none(o.q_proj_weight), ", ", shape_or_none(o.k_proj_weight), ", ",
+                         shape_or_none(o.v_proj_weight))
+                   : shape_or_none(w_in),
+               ", ", shape_or_none(b_in), ", ", w_out.shape(), ", ", shape_or_none(b_out));
+  MINIDL_CHECK(o.bias_k.defined() == o.bias_v.defined() &&
+                   (!o.bias_k.defined() ||
+                    (o.bias_k.shape() == Shape({1, 1, E}) && o.bias_v.shape() == Shape({1, 1, E}))),
+               op, ": expected bias_k and bias_v [1, 1, E] = [1, 1, ", E,
+               "] (both or neither), got bias_k ", shape_or_none(o.bias_k), ", bias_v ",
+               shape_or_none(o.bias_v));
   const Tensor &kpm = o.key_padding_mask, &mask = o.attn_mask;
   MINIDL_CHECK(!kpm.defined() || kpm.shape() == Shape({N, S}), op,
                ": expected key_padding_mask [N, S] = [", N, ", ", S, "], got ", kpm.shape());
@@ -117,21 +141,40 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(const Tensor& query, con
   check_mha_inputs(query, key, value, H, w_in, b_in, w_out, b_out, o);
   const int64_t E = query.size(2), N = query.size(bf ? 0 : 1), L = query.size(bf ? 1 : 0),
                 S = key.size(bf ? 1 : 0);
-  const std::vector<Tensor> w = chunk(w_in, 3, 0);
+  const std::vector<Tensor> w =
+      o.use_separate_proj_weight
+          ? std::vector<Tensor>{o.q_proj_weight, o.k_proj_weight, o.v_proj_weight}
+          : chunk(w_in, 3, 0);
   const std::vector<Tensor> b = b_in.defined() ? chunk(b_in, 3, 0) : std::vector<Tensor>(3);
-  // x [L, N, E] (or [N, L, E]) -> the projection's heads [N, H, L, hd]
-  auto heads = [&](const Tensor& x, int i) {
+  // x [L, N, Ex] (or [N, L, Ex]) -> the projection's heads [N, H, L, hd], with
+  // `extra` [1, 1, E] (bias_k, bias_v) appended along the sequence: L + 1
+  auto heads = [&](const Tensor& x, int i, const Tensor& extra) {
     Tensor p = matmul(x, w[i], false, /*trans_b=*/true);
     if (b[i].defined()) p = p + b[i];
+    if (extra.defined())
+      p = cat({p, expand(extra, bf ? Shape{N, 1, E} : Shape{1, N, E})}, bf ? 1 : 0);
     return permute(unflatten(p, 2, {H, E / H}),
                    bf ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{1, 2, 0, 3});
   };
-  const Tensor& kpm = o.key_padding_mask;
-  Tensor mask = o.attn_mask;
-  if (mask.defined() && mask.dim() == 3) mask = mask.reshape({N, H, L, S});
-  Attention a = attend(op, heads(query, 0), heads(key, 1), heads(value, 2),
-                       {{kpm.defined() ? kpm.reshape({N, 1, 1, S}) : kpm, false}, {mask, false}},
-                       o.is_causal, o.dropout_p);
+  Tensor k = heads(key, 1, o.bias_k), v = heads(value, 2, o.bias_v);
+  if (o.add_zero_attn) {  // [N, H, S, hd] -> [N, H, S + 1, hd], the last row zeros
+    k = pad(k, {0, 0, 0, 1});
+    v = pad(v, {0, 0, 0, 1});
+  }
+  // the masks keep the appended keys: a column of zeros (false) each, as PyTorch pads them
+  const int64_t extra = k.size(2) - S;
+  Tensor kpm = o.key_padding_mask, mask = o.attn_mask;
+  if (kpm.defined() && extra > 0) kpm = pad(kpm, {0, extra});
+  if (mask.defined() && extra > 0) mask = pad(mask, {0, extra});
+  if (mask.defined() && mask.dim() == 3) mask = mask.reshape({N, H, L, S + extra});
+  Tensor causal;  // is_causal: the triangle over the S given keys, as attn_mask would be
+  if (o.is_causal)
+    causal = pad(triu(Tensor::ones({L, S}, kFloat32, query.device()), 1).to(kInt32), {0, extra});
+  Attention a = attend(op, heads(query, 0, {}), k, v,
+                       {{kpm.defined() ? kpm.reshape({N, 1, 1, S + extra}) : kpm, false},
+                        {mask, false},
+                        {causal, false}},
+                       /*is_causal=*/false, o.dropout_p);
   // out [N, H, L, hd] -> [L, N, E] (or [N, L, E])
   Tensor out =
       permute(a.out, bf ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{2, 0, 1, 3});
@@ -148,33 +191,59 @@ namespace minidl::nn {
 
 namespace {
 // e, once the arguments are checked (before out_proj is built)
-int64_t checked_embed_dim(int64_t e, int64_t h, double dropout) {
-  MINIDL_CHECK(e > 0 && h > 0 && e % h == 0 && dropout >= 0 && dropout < 1,
-               "MultiheadAttention: expected embed_dim divisible by num_heads (both positive) and ",
-               "0 <= dropout < 1, got embed_dim ", e, ", num_heads ", h, ", dropout ", dropout);
+int64_t checked_embed_dim(int64_t e, int64_t h, const MultiheadAttentionOptions& o) {
+  MINIDL_CHECK(
+      e > 0 && h > 0 && e % h == 0 && o.dropout >= 0 && o.dropout < 1 && o.kdim >= 0 && o.vdim >= 0,
+      "MultiheadAttention: expected embed_dim divisible by num_heads (both positive), ",
+      "0 <= dropout < 1 and kdim, vdim >= 0 (0: embed_dim), got embed_dim ", e, ", num_heads ", h,
+      ", dropout ", o.dropout, ", kdim ", o.kdim, ", vdim ", o.vdim);
   return e;
+}
+
+// a parameter of this shape registered on `cell` and filled by `init`
+Tensor make_parameter(Cell& cell, const char* name, const Shape& shape, const Initializer& init) {
+  Tensor t = cell.register_parameter(name, Tensor::empty(shape));
+  init(t, init::fans_of(shape));
+  return t;
 }
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o)
-    : embed_dim(checked_embed_dim(e, h, o.dropout)),
+    : embed_dim(checked_embed_dim(e, h, o)),
       num_heads(h),
+      kdim(o.kdim > 0 ? o.kdim : e),
+      vdim(o.vdim > 0 ? o.vdim : e),
       dropout(o.dropout),
+      add_zero_attn(o.add_zero_attn),
       batch_first(o.batch_first),
       out_proj(e, e, {.bias_init = "zeros", .has_bias = o.bias}) {
-  in_proj_weight = register_parameter("in_proj_weight", Tensor::empty({3 * e, e}));
-  Initializer("xavier_uniform")(in_proj_weight, init::fans_of({3 * e, e}));
-  if (o.bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({3 * e}));
+  // PyTorch's order: projection weights, in_proj_bias, bias_k, bias_v, out_proj
+  if (kdim == e && vdim == e) {
+    in_proj_weight = make_parameter(*this, "in_proj_weight", {3 * e, e}, "xavier_uniform");
+  } else {
+    q_proj_weight = make_parameter(*this, "q_proj_weight", {e, e}, "xavier_uniform");
+    k_proj_weight = make_parameter(*this, "k_proj_weight", {e, kdim}, "xavier_uniform");
+    v_proj_weight = make_parameter(*this, "v_proj_weight", {e, vdim}, "xavier_uniform");
+  }
+  if (o.bias) in_proj_bias = make_parameter(*this, "in_proj_bias", {3 * e}, "zeros");
+  if (o.add_bias_kv) {
+    bias_k = make_parameter(*this, "bias_k", {1, 1, e}, "xavier_normal");
+    bias_v = make_parameter(*this, "bias_v", {1, 1, e}, "xavier_normal");
+  }
   register_cell("out_proj", out_proj);
 }
 
-// query [L, N, E] (or [N, L, E]) -> ([L, N, E], [N, L, S])
+// query [L, N, E], key [S, N, kdim], value [S, N, vdim] (or batch first)
+//   -> ([L, N, E], [N, L, S'])
 std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key,
                                                        const Tensor& value, const Tensor& kpm,
                                                        bool need_weights, const Tensor& attn_mask,
                                                        bool average, bool is_causal) {
-  MINIDL_CHECK(query.dim() >= 1 && query.size(-1) == embed_dim, "MultiheadAttention(", embed_dim,
-               ", ", num_heads, "): expected query [..., ", embed_dim, "], got ", query.shape());
+  MINIDL_CHECK(query.dim() >= 1 && key.dim() >= 1 && value.dim() >= 1 &&
+                   query.size(-1) == embed_dim && key.size(-1) == kdim && value.size(-1) == vdim,
+               "MultiheadAttention(", embed_dim, ", ", num_heads, "): expected query [..., ",
+               embed_dim, "], key [..., kdim = ", kdim, "], value [..., vdim = ", vdim,
+               "], got query ", query.shape(), ", key ", key.shape(), ", value ", value.shape());
   return multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias,
                                       out_proj.weight, out_proj.bias,
                                       {.batch_first = batch_first,
@@ -183,7 +252,14 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
                                        .attn_mask = attn_mask,
                                        .average_attn_weights = average,
                                        .is_causal = is_causal,
-                                       .dropout_p = is_training() ? dropout : 0.0});
+                                       .dropout_p = is_training() ? dropout : 0.0,
+                                       .bias_k = bias_k,
+                                       .bias_v = bias_v,
+                                       .add_zero_attn = add_zero_attn,
+                                       .use_separate_proj_weight = !in_proj_weight.defined(),
+                                       .q_proj_weight = q_proj_weight,
+                                       .k_proj_weight = k_proj_weight,
+                                       .v_proj_weight = v_proj_weight});
 }
 
 }  // namespace minidl::nn

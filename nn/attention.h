@@ -38,20 +38,36 @@ struct MultiheadAttentionForwardOptions {
   bool need_weights = true;          // also return the attention weights
   Tensor attn_mask = {};             // [L, S] or [N * H, L, S] (see Masks)
   bool average_attn_weights = true;  // weights [N, L, S] (mean over heads), else [N, H, L, S]
-  // query i attends to keys j <= i; with attn_mask too, both apply (PyTorch
-  // reads is_causal as a hint that attn_mask is causal and needs one)
+  // query i attends to keys j <= i of the S given (the keys bias_k and
+  // add_zero_attn append stay, as they would with a triangular attn_mask);
+  // with attn_mask too, both apply (PyTorch reads is_causal as a hint that
+  // attn_mask is causal and needs one)
   bool is_causal = false;
   double dropout_p = 0;  // on the attention weights
+  // [1, 1, E] each (both or neither): one more key and value row, appended to
+  // the projected key and value sequences (S + 1 keys; masks get a column
+  // that keeps it)
+  Tensor bias_k = {}, bias_v = {};
+  // a zero key and value row appended per head after bias_k/bias_v (masks
+  // padded alike)
+  bool add_zero_attn = false;
+  // kdim/vdim != E: q_proj_weight [E, E], k_proj_weight [E, kdim] and
+  // v_proj_weight [E, vdim] project the inputs instead of in_proj_weight
+  // (which may then be undefined); in_proj_bias stays [3E]
+  bool use_separate_proj_weight = false;
+  Tensor q_proj_weight = {}, k_proj_weight = {}, v_proj_weight = {};
 };
 
-// torch.nn.functional.multi_head_attention_forward (one in_proj_weight):
-// query [L, N, E], key [S, N, E], value [S, N, E] ([N, L, E] ... with
-// batch_first; [L, E], [S, E], [S, E] unbatched), in_proj_weight [3E, E]
-// (rows: the q, k, v projections), in_proj_bias [3E], out_proj_weight [E, E],
-// out_proj_bias [E] (biases may be undefined) -> (output shaped as query,
-// attention weights or an undefined tensor without need_weights). Shapes
-// that disagree throw minidl::Error naming every input's shape and the
-// expected one; so does E not divisible by num_heads.
+// torch.nn.functional.multi_head_attention_forward:
+// query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E] ... with
+// batch_first; [L, E], [S, kdim], [S, vdim] unbatched), in_proj_weight [3E, E]
+// (rows: the q, k, v projections; kdim = vdim = E) or the separate weights
+// of the options, in_proj_bias [3E], out_proj_weight [E, E], out_proj_bias
+// [E] (biases may be undefined) -> (output shaped as query, attention
+// weights [N, L, S'] or [N, H, L, S'], S' = S plus one for bias_k and one
+// for add_zero_attn; an undefined tensor without need_weights). Shapes that
+// disagree throw minidl::Error naming every input's shape and the expected
+// one; so does E not divisible by num_heads.
 std::tuple<Tensor, Tensor> multi_head_attention_forward(
     const Tensor& query, const Tensor& key, const Tensor& value, int64_t num_heads,
     const Tensor& in_proj_weight, const Tensor& in_proj_bias, const Tensor& out_proj_weight,
@@ -62,19 +78,28 @@ std::tuple<Tensor, Tensor> multi_head_attention_forward(
 namespace minidl::nn {
 
 struct MultiheadAttentionOptions {
-  double dropout = 0;        // on the attention weights, in training mode only
-  bool bias = true;          // in_proj_bias and out_proj.bias
-  bool batch_first = false;  // inputs and output [N, L, E] instead of [L, N, E]
+  double dropout = 0;          // on the attention weights, in training mode only
+  bool bias = true;            // in_proj_bias and out_proj.bias
+  bool add_bias_kv = false;    // bias_k, bias_v [1, 1, E]: one more key and value
+  bool add_zero_attn = false;  // one more key and value of zeros (after bias_kv)
+  int64_t kdim = 0;            // key's last dim (0: embed_dim)
+  int64_t vdim = 0;            // value's last dim (0: embed_dim)
+  bool batch_first = false;    // inputs and output [N, L, E] instead of [L, N, E]
 };
 
 // Multi-head attention with PyTorch's parameters and state_dict names:
-// in_proj_weight [3E, E] (xavier_uniform), in_proj_bias [3E] (zeros),
-// out_proj.weight [E, E] (PyTorch's Linear default), out_proj.bias [E] (zeros).
-// forward returns (output [L, N, E] or [N, L, E], weights [N, L, S] averaged
-// over heads or [N, H, L, S]; undefined without need_weights). E must be
-// divisible by num_heads.
+// in_proj_weight [3E, E] (xavier_uniform), or where kdim or vdim differs
+// from E q_proj_weight [E, E], k_proj_weight [E, kdim], v_proj_weight
+// [E, vdim] (each xavier_uniform); in_proj_bias [3E] (zeros); with
+// add_bias_kv bias_k, bias_v [1, 1, E] (xavier_normal); out_proj.weight
+// [E, E] (PyTorch's Linear default), out_proj.bias [E] (zeros).
+// forward takes key [.., kdim] and value [.., vdim] and returns (output
+// [L, N, E] or [N, L, E], weights [N, L, S'] averaged over heads or
+// [N, H, L, S'], S' = S + add_bias_kv + add_zero_attn; undefined without
+// need_weights). E must be divisible by num_heads.
 //   nn::MultiheadAttention attn(64, 8, {.batch_first = true});
 //   auto [y, w] = attn(x, x, x);                 // self-attention
+//   nn::MultiheadAttention cross(64, 8, {.kdim = 32, .vdim = 16});
 class MultiheadAttention : public Cell {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {});
@@ -96,10 +121,13 @@ class MultiheadAttention : public Cell {
                    average_attn_weights, is_causal);
   }
 
-  const int64_t embed_dim, num_heads;
+  const int64_t embed_dim, num_heads, kdim, vdim;
   const double dropout;
-  const bool batch_first;
-  Tensor in_proj_weight, in_proj_bias;  // in_proj_bias undefined without bias
+  const bool add_zero_attn, batch_first;
+  // in_proj_weight where kdim = vdim = embed_dim, else q/k/v_proj_weight
+  // (the others undefined); in_proj_bias undefined without bias; bias_k and
+  // bias_v undefined without add_bias_kv
+  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias, bias_k, bias_v;
   Dense out_proj;
 };
 

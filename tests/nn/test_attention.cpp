@@ -207,7 +207,9 @@ TEST_CASE("MultiheadAttention errors name the shapes and what was expected") {
   Tensor q = Tensor::zeros({3, 2, 4});
   CHECK_THROWS_WITH(
       attn(Tensor::zeros({3, 2, 5}), q, q),
-      doctest::Contains("MultiheadAttention(4, 2): expected query [..., 4], got [3, 2, 5]"));
+      doctest::Contains("MultiheadAttention(4, 2): expected query [..., 4], key [..., kdim = 4], "
+                        "value [..., vdim = 4], got query [3, 2, 5], key [3, 2, 4], value "
+                        "[3, 2, 4]"));
   CHECK_THROWS_WITH(
       attn(q, Tensor::zeros({5, 3, 4}), Tensor::zeros({5, 3, 4})),
       doctest::Contains("expected query [L, N, E], key and value [S, N, E], got query "
@@ -225,4 +227,148 @@ TEST_CASE("MultiheadAttention errors name the shapes and what was expected") {
   CHECK_THROWS_WITH(
       multi_head_attention_forward(q, q, q, 2, Tensor::zeros({4, 4}), {}, attn.out_proj.weight, {}),
       doctest::Contains("expected in_proj_weight [12, 4]"));
+}
+
+TEST_CASE("MultiheadAttention kdim, vdim, add_bias_kv: PyTorch's names, shapes, initial values") {
+  manual_seed(5);
+  nn::MultiheadAttention attn(64, 4,
+                              {.add_bias_kv = true, .add_zero_attn = true, .kdim = 32, .vdim = 16});
+  CHECK(attn.state_dict().keys() ==
+        std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                                 "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"});
+  CHECK_FALSE(attn.in_proj_weight.defined());
+  CHECK(attn.k_proj_weight.shape() == Shape{64, 32});
+  CHECK(attn.v_proj_weight.shape() == Shape{64, 16});
+  CHECK(attn.bias_k.shape() == Shape{1, 1, 64});
+  CHECK(abs_max(attn.in_proj_bias) == 0);
+  for (const Tensor& w : {attn.q_proj_weight, attn.k_proj_weight, attn.v_proj_weight}) {
+    const double bound = std::sqrt(6.0 / double(w.size(0) + w.size(1)));  // xavier_uniform
+    CHECK(abs_max(w) <= bound);
+    CHECK(abs_max(w) > 0.8 * bound);
+  }
+  // xavier_normal on [1, 1, E]: fan_in = fan_out = E, std sqrt(2 / 2E) = 0.125
+  double sq = 0;
+  for (double v : values(cat({attn.bias_k, attn.bias_v}))) sq += v * v;
+  CHECK(std::sqrt(sq / 128) == doctest::Approx(0.125).epsilon(0.25));
+  // kdim = vdim = embed_dim keeps the packed in_proj_weight
+  CHECK(nn::MultiheadAttention(8, 2, {.kdim = 8, .vdim = 8}).state_dict().keys() ==
+        std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                 "out_proj.bias"});
+  CHECK(nn::MultiheadAttention(8, 2, {.vdim = 3}).k_proj_weight.shape() == Shape{8, 8});
+
+  // two keys more than given: bias_k and the zero one
+  auto [y, w] =
+      attn(Tensor::randn({3, 2, 64}), Tensor::randn({5, 2, 32}), Tensor::randn({5, 2, 16}));
+  CHECK(y.shape() == Shape{3, 2, 64});
+  CHECK(w.shape() == Shape{2, 3, 7});
+  check_close(w.sum({-1}), std::vector<double>(6, 1.0), 1e-6);
+}
+
+TEST_CASE(
+    "bias_kv and add_zero_attn by hand: the appended keys stay when every given one is masked") {
+  // E = 4, H = 2; out_proj the identity plus 0.5, so y is the attended value + 0.5
+  Tensor q = Tensor::randn({2, 1, 4}), kv = Tensor::randn({3, 1, 4});  // [L, N, E], [S, N, E]
+  Tensor w_in = Tensor::randn({12, 4}), eye = Tensor::zeros({4, 4});
+  for (int i = 0; i < 4; ++i) eye.data<float>()[i * 5] = 1;
+  Tensor b_out = Tensor::full({4}, 0.5), all = Tensor::of_ints({1, 1, 1}, {1, 3});
+  Tensor bias_k = Tensor::zeros({1, 1, 4}), bias_v = Tensor::of({1, 2, 3, 4}, {1, 1, 4});
+  // the zero key alone: weights [0, 0, 0, 1], the zero value
+  auto [y0, w0] = multi_head_attention_forward(q, kv, kv, 2, w_in, {}, eye, b_out,
+                                               {.key_padding_mask = all, .add_zero_attn = true});
+  check_close(y0, std::vector<double>(8, 0.5), 1e-6);
+  check_close(w0, {0, 0, 0, 1, 0, 0, 0, 1}, 1e-6);
+  // bias_k alone: its value bias_v
+  auto [y1, w1] =
+      multi_head_attention_forward(q, kv, kv, 2, w_in, {}, eye, b_out,
+                                   {.key_padding_mask = all, .bias_k = bias_k, .bias_v = bias_v});
+  check_close(y1, {1.5, 2.5, 3.5, 4.5, 1.5, 2.5, 3.5, 4.5}, 1e-6);
+  check_close(w1, {0, 0, 0, 1, 0, 0, 0, 1}, 1e-6);
+  // both, bias_k zero: scores 0 and 0, half of bias_v; an integer attn_mask removing every key
+  // leaves them too
+  auto [y2, w2] =
+      multi_head_attention_forward(q, kv, kv, 2, w_in, {}, eye, b_out,
+                                   {.attn_mask = Tensor::of_ints({1, 1, 1, 1, 1, 1}, {2, 3}),
+                                    .bias_k = bias_k,
+                                    .bias_v = bias_v,
+                                    .add_zero_attn = true});
+  check_close(y2, {1, 1.5, 2, 2.5, 1, 1.5, 2, 2.5}, 1e-6);
+  check_close(w2, {0, 0, 0, 0.5, 0.5, 0, 0, 0, 0.5, 0.5}, 1e-6);
+}
+
+TEST_CASE("MultiheadAttention with bias_kv: is_causal equals the triangular attn_mask") {
+  nn::MultiheadAttention attn(4, 2, {.add_bias_kv = true, .add_zero_attn = true});
+  Tensor x = Tensor::randn({3, 2, 4});
+  Tensor tri = Tensor::of_ints({0, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 3});
+  auto [yc, wc] = attn(x, x, x, {}, true, {}, true, /*is_causal=*/true);
+  auto [ym, wm] = attn(x, x, x, {}, true, tri);
+  check_close(yc, values(ym), 1e-6);
+  check_close(wc, values(wm), 1e-6);
+  CHECK(wc.shape() == Shape{2, 3, 5});
+  // query 0 sees key 0 and the two appended ones
+  check_close(narrow(narrow(wc, 1, 0, 1), 2, 1, 2), {0, 0, 0, 0}, 0);
+  CHECK(values(narrow(narrow(wc, 1, 0, 1), 2, 3, 2))[0] > 0);
+}
+
+TEST_CASE("MultiheadAttention with every option: gradients match finite differences") {
+  manual_seed(11);
+  nn::MultiheadAttention attn(
+      4, 2,
+      {.add_bias_kv = true, .add_zero_attn = true, .kdim = 3, .vdim = 2, .batch_first = true});
+  // the biases start at zero: move them so their gradients see the whole formula
+  for (Tensor p : {attn.in_proj_bias, attn.out_proj.bias}) {
+    NoGradGuard ng;
+    p.copy_(Tensor::randn(p.shape()) * 0.5);
+  }
+  Tensor q = Tensor::randn({2, 2, 4}), k = Tensor::randn({2, 3, 3}), v = Tensor::randn({2, 3, 2});
+  Tensor kpm = Tensor::of_ints({0, 0, 1, 1, 1, 1}, {2, 3});  // batch 1: every given key masked
+  Tensor mask = Tensor::randn({2, 3});
+  CHECK_GRADCHECK_RESULT(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return std::get<0>(attn(in[0], in[1], in[2], kpm, true, mask));
+      },
+      {q, k, v}));
+  CHECK_GRADCHECK_RESULT(
+      cell_param_gradcheck(attn, [&] { return std::get<0>(attn(q, k, v, kpm, true, mask)); }));
+}
+
+TEST_CASE(
+    "MultiheadAttention kdim, vdim and bias_kv errors name the shapes and what was expected") {
+  nn::MultiheadAttention attn(4, 2, {.kdim = 3, .vdim = 5});
+  Tensor q = Tensor::zeros({2, 1, 4}), k = Tensor::zeros({3, 1, 3}), v = Tensor::zeros({3, 1, 5});
+  CHECK_THROWS_WITH(attn(q, v, v),
+                    doctest::Contains("MultiheadAttention(4, 2): expected query [..., 4], key "
+                                      "[..., kdim = 3], value [..., vdim = 5], got query "
+                                      "[2, 1, 4], key [3, 1, 5], value [3, 1, 5]"));
+  CHECK_THROWS_WITH(attn(q, k, k), doctest::Contains("value [3, 1, 3]"));
+  CHECK_THROWS_WITH(attn(q, k, Tensor::zeros({4, 1, 5})),
+                    doctest::Contains("expected query [L, N, E], key [S, N, kdim] and value "
+                                      "[S, N, vdim], got query [2, 1, 4], key [3, 1, 3], value "
+                                      "[4, 1, 5]"));
+  CHECK_THROWS_WITH(nn::MultiheadAttention(4, 2, {.kdim = -1}),
+                    doctest::Contains("kdim, vdim >= 0 (0: embed_dim), got embed_dim 4, "
+                                      "num_heads 2, dropout 0, kdim -1, vdim 0"));
+  // the free function: a key of another size needs the separate weights
+  const Tensor b_in = attn.in_proj_bias, w_out = attn.out_proj.weight;
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, k, v, 2, Tensor::zeros({12, 4}), b_in, w_out, {}),
+      doctest::Contains("expected query [L, N, E], key and value [S, N, E], got query "
+                        "[2, 1, 4], key [3, 1, 3], value [3, 1, 5]"));
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, k, v, 2, {}, b_in, w_out, {},
+                                   {.use_separate_proj_weight = true,
+                                    .q_proj_weight = attn.q_proj_weight,
+                                    .k_proj_weight = attn.v_proj_weight,
+                                    .v_proj_weight = attn.v_proj_weight}),
+      doctest::Contains("expected q_proj_weight [4, 4], k_proj_weight [4, 3], v_proj_weight "
+                        "[4, 5], in_proj_bias [12], out_proj weight [4, 4], bias [4] for E = 4, "
+                        "kdim = 3, vdim = 5, got [4, 4], [4, 5], [4, 5], [12], [4, 4], none"));
+  CHECK_THROWS_WITH(
+      multi_head_attention_forward(q, q, q, 2, Tensor::zeros({12, 4}), {}, w_out, {},
+                                   {.bias_k = Tensor::zeros({1, 1, 4})}),
+      doctest::Contains("expected bias_k and bias_v [1, 1, E] = [1, 1, 4] (both or neither), "
+                        "got bias_k [1, 1, 4], bias_v none"));
+  CHECK_THROWS_WITH(multi_head_attention_forward(
+                        q, q, q, 2, Tensor::zeros({12, 4}), {}, w_out, {},
+                        {.bias_k = Tensor::zeros({1, 4}), .bias_v = Tensor::zeros({1, 4})}),
+                    doctest::Contains("got bias_k [1, 4], bias_v [1, 4]"));
 }

@@ -64,20 +64,38 @@ c.add("sdpa_bool_mask", "sdpa", sdpa,
        NoGrad(torch.tensor([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1], [1, 0, 0, 0, 0]]))], {"mask": "bool"})
 
 
-# ---- multi-head attention: inputs q, k, v, in_proj_weight, in_proj_bias,
-# out_proj.weight, out_proj.bias[, key_padding_mask][, attn_mask]; attrs below ----
+# ---- multi-head attention: inputs q, k, v, then the parameters named in attrs
+# "params" (PyTorch's state_dict names: in_proj_weight or q/k/v_proj_weight,
+# in_proj_bias[, bias_k, bias_v], out_proj.weight, out_proj.bias)[,
+# key_padding_mask][, attn_mask]; attrs below. N=None: unbatched ----
 def mha_case(name, E, H, L, S, N, batch_first=False, kpm=None, mask=None, need_weights=True,
-             average=True, kdim_same=True):
-    q = r(N, L, E) if batch_first else r(L, N, E)
-    k = r(N, S, E) if batch_first else r(S, N, E)
-    v = r(N, S, E) if batch_first else r(S, N, E)
+             average=True, kdim_same=True, kdim=None, vdim=None, bias_kv=False, zero_attn=False,
+             is_causal=False):
+    kd, vd = kdim or E, vdim or E
+    lead = (lambda n: (n,)) if N is None else (lambda n: (N, n) if batch_first else (n, N))
+    q, k, v = r(*lead(L), E), r(*lead(S), kd), r(*lead(S), vd)
     if kdim_same == "self":
         k = v = q
-    w_in, b_in = r(3 * E, E) / math.sqrt(E), r(3 * E) * 0.1
-    w_out, b_out = r(E, E) / math.sqrt(E), r(E) * 0.1
-    inputs = [q, k, v, w_in, b_in, w_out, b_out]
+    separate = kd != E or vd != E
+    params = {}
+    if separate:
+        params["q_proj_weight"] = r(E, E) / math.sqrt(E)
+        params["k_proj_weight"] = r(E, kd) / math.sqrt(kd)
+        params["v_proj_weight"] = r(E, vd) / math.sqrt(vd)
+    else:
+        params["in_proj_weight"] = r(3 * E, E) / math.sqrt(E)
+    params["in_proj_bias"] = r(3 * E) * 0.1
+    if bias_kv:
+        params["bias_k"], params["bias_v"] = r(1, 1, E), r(1, 1, E)
+    params["out_proj.weight"], params["out_proj.bias"] = r(E, E) / math.sqrt(E), r(E) * 0.1
+    with torch.random.fork_rng():  # PyTorch's module takes exactly these names and shapes
+        torch.nn.MultiheadAttention(E, H, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kd,
+                                    vdim=vd).load_state_dict(params)
+    names = list(params)
+    inputs = [q, k, v] + [params[n] for n in names]
     attrs = {"num_heads": H, "batch_first": batch_first, "need_weights": need_weights,
-             "average_attn_weights": average}
+             "average_attn_weights": average, "params": names, "add_zero_attn": zero_attn,
+             "is_causal": is_causal}
     if kpm is not None:
         attrs["key_padding_mask"] = len(inputs)
         inputs.append(NoGrad(kpm))
@@ -85,19 +103,26 @@ def mha_case(name, E, H, L, S, N, batch_first=False, kpm=None, mask=None, need_w
         attrs["attn_mask"] = len(inputs)
         inputs.append(NoGrad(mask))
 
-    def fn(q, k, v, w_in, b_in, w_out, b_out, *masks):
-        m = list(masks)
+    def fn(q, k, v, *rest):
+        p = dict(zip(names, rest[:len(names)]))
+        m = list(rest[len(names):])
         kp = m.pop(0) if kpm is not None else None
         am = m.pop(0) if mask is not None else None
         if kp is not None and not kp.is_floating_point():
             kp = kp != 0
         if am is not None and not am.is_floating_point():
             am = am != 0
+        if is_causal:  # minidl's is_causal: this triangle over the S given keys (1.13 has none)
+            assert am is None
+            am = torch.ones(L, S, dtype=torch.bool).triu(1)
         if batch_first:
             q, k, v = (t.transpose(0, 1) for t in (q, k, v))
         out, w = F.multi_head_attention_forward(
-            q, k, v, E, H, w_in, b_in, None, None, False, 0.0, w_out, b_out, training=False,
-            key_padding_mask=kp, need_weights=need_weights, attn_mask=am,
+            q, k, v, E, H, p.get("in_proj_weight"), p["in_proj_bias"], p.get("bias_k"),
+            p.get("bias_v"), zero_attn, 0.0, p["out_proj.weight"], p["out_proj.bias"],
+            training=False, key_padding_mask=kp, need_weights=need_weights, attn_mask=am,
+            use_separate_proj_weight=separate, q_proj_weight=p.get("q_proj_weight"),
+            k_proj_weight=p.get("k_proj_weight"), v_proj_weight=p.get("v_proj_weight"),
             average_attn_weights=average)
         if batch_first:
             out = out.transpose(0, 1)
@@ -119,4 +144,28 @@ mha_case("mha_attn_mask_3d_and_kpm", E=4, H=2, L=2, S=3, N=2, batch_first=True,
          kpm=torch.tensor([[0, 0, 1], [0, 0, 0]]), mask=r(4, 2, 3))
 mha_case("mha_weights_per_head", E=8, H=2, L=3, S=4, N=2, average=False)
 mha_case("mha_no_weights", E=8, H=4, L=3, S=2, N=1, batch_first=True, need_weights=False)
+# kdim/vdim (separate projection weights), add_bias_kv, add_zero_attn
+mha_case("mha_kdim_vdim_seq_first", E=8, H=2, L=3, S=4, N=2, kdim=5, vdim=3)
+mha_case("mha_kdim_vdim_batch_first_masks", E=6, H=3, L=2, S=3, N=2, batch_first=True, kdim=4,
+         vdim=7, kpm=torch.tensor([[0, 1, 0], [0, 0, 0]]), mask=r(2, 3))
+mha_case("mha_vdim_only", E=4, H=2, L=2, S=3, N=2, vdim=2, average=False)
+mha_case("mha_bias_kv_masks", E=8, H=2, L=3, S=4, N=2, bias_kv=True,
+         kpm=torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]]),
+         mask=torch.ones(3, 4, dtype=torch.int64).triu(1))
+mha_case("mha_bias_kv_batch_first_3d_mask", E=4, H=2, L=2, S=3, N=2, batch_first=True,
+         bias_kv=True, kpm=torch.tensor([[0, 0, 1], [0, 0, 0]]), mask=r(4, 2, 3))
+mha_case("mha_zero_attn_masks", E=6, H=2, L=3, S=3, N=2, zero_attn=True,
+         kpm=torch.tensor([[0, 1, 1], [0, 0, 0]]), mask=torch.ones(3, 3, dtype=torch.int64).triu(1),
+         average=False)
+mha_case("mha_zero_attn_float_kpm", E=4, H=1, L=2, S=3, N=2, batch_first=True, zero_attn=True,
+         kpm=r(2, 3))
+mha_case("mha_bias_kv_zero_attn", E=8, H=2, L=3, S=4, N=2, bias_kv=True, zero_attn=True,
+         kpm=torch.tensor([[0, 0, 0, 1], [1, 0, 0, 0]]), mask=r(3, 4))
+mha_case("mha_all_options_batch_first", E=6, H=2, L=3, S=2, N=2, batch_first=True, kdim=4,
+         vdim=5, bias_kv=True, zero_attn=True, kpm=torch.tensor([[0, 1], [0, 0]]),
+         mask=torch.randint(0, 2, (4, 3, 2)), average=False)  # whole rows masked: the extra keys stay
+mha_case("mha_all_options_unbatched", E=4, H=2, L=2, S=3, N=None, kdim=3, vdim=2, bias_kv=True,
+         zero_attn=True, kpm=torch.tensor([0, 0, 1]), mask=r(2, 3))
+mha_case("mha_is_causal_bias_kv_zero_attn", E=4, H=2, L=3, S=3, N=2, bias_kv=True, zero_attn=True,
+         kpm=torch.tensor([[0, 0, 1], [0, 0, 0]]), is_causal=True, average=False)
 c.write()
