@@ -181,6 +181,7 @@ void AdaSumByGradWrapCell::operator()(const std::vector<Tensor>& grads) {
     Tensor p = params[i];
     p.set_grad(combined[i]);
   }
+  TimelineScope scope("optimizer step", "compute");
   optimizer_.step();
 }
 
