@@ -223,9 +223,9 @@ std::vector<int64_t> clock_offsets(Communicator& group) {
 
 // ---- write(): waiting apart from transfer in each collective ----
 
-// The name that matches one collective across ranks: its name, step and
-// occurrence (the n-th of that name in that step on this rank), per closed
-// collective event of `events` (empty for other events).
+// The name that matches one collective across ranks: its name, step,
+// occurrence (the n-th of that name in that step on this rank) and group, per
+// closed collective event of `events` (empty for other events).
 std::vector<std::string> collective_keys(const std::vector<TimelineEvent>& events) {
   std::map<std::pair<std::string, int64_t>, int> seen;
   std::vector<std::string> keys(events.size());
@@ -233,7 +233,7 @@ std::vector<std::string> collective_keys(const std::vector<TimelineEvent>& event
     const TimelineEvent& e = events[i];
     if (e.collective_ranks == 0 || e.end_ns < 0) continue;
     const int n = seen[{e.name, e.step}]++;
-    keys[i] = e.name + "\n" + std::to_string(e.step) + "\n" + std::to_string(n);
+    keys[i] = cat(e.name, "\n", e.step, "\n", n, "\n", e.collective_group);
   }
   return keys;
 }
@@ -292,6 +292,7 @@ std::vector<TimelineEvent> split_collectives(Communicator& group, std::vector<Ti
     if (l[0].get<int>() != events[i].collective_ranks) continue;  // not one collective: no split
     TimelineEvent wait = events[i];  // the same row, step and args, nested in it
     wait.collective_ranks = 0;
+    wait.collective_group = 0;
     wait.args.emplace_back("last_rank", l[2].get<int64_t>());
     TimelineEvent transfer = wait;
     const int64_t arrived = std::clamp(l[1].get<int64_t>() + shift_ns, wait.begin_ns, wait.end_ns);
@@ -353,7 +354,8 @@ int64_t Timeline::begin(std::string name, const char* category,
 }
 
 int64_t Timeline::begin_collective(std::string name, const char* category, int ranks,
-                                   std::initializer_list<TimelineArg> args, const char* track) {
+                                   std::initializer_list<TimelineArg> args, const char* track,
+                                   int64_t group) {
   if (!enabled()) return -1;
   State& s = state();
   const int64_t t = now_ns();
@@ -361,6 +363,7 @@ int64_t Timeline::begin_collective(std::string name, const char* category, int r
   int64_t index = push(s, std::move(name), category, t, -1, args, track);
   if (index < 0) return -1;
   s.events[static_cast<size_t>(index)].collective_ranks = ranks;
+  s.events[static_cast<size_t>(index)].collective_group = group;
   return make_id(s.generation, static_cast<size_t>(index));
 }
 

@@ -24,10 +24,10 @@ KINDS = {
     "backward": ("#f4a261", "backward, one box per layer"),
     "finish": ("#e9c46a", "finish allreduce: wait for the buckets, average, write back"),
     "optimizer": ("#76b776", "optimizer step"),
-    "wait": ("#c8c8c8", "wait: until the last rank starts this bucket"),
+    "wait": ("#c8c8c8", "wait: until the last rank starts it"),
     "transfer": ("#d1495b", "transfer: from the last rank's start until this rank saw it done"),
     "unsplit": ("#e8a0aa", "allreduce, start to seen done (no wait/transfer split in this file)"),
-    "adasum": ("#7b4fa0", "AdaSum exchange (level L, gather G)"),
+    "adasum": ("#7b4fa0", "AdaSum exchange, level L or gather G (after the last rank started it)"),
     "other": ("#bbbbbb", "other (hover for the name): e.g. reduce metrics"),
 }
 BACKWARD_ALT = "#e07b39"  # every other layer
@@ -177,7 +177,19 @@ def draw(path, spans, step, caption):
     if not drawn:
         raise Failure(f"{path}: step {step} has no forward, backward, communication or optimizer "
                       "events to draw")
-    split = {(e["pid"], e["args"].get("bucket")) for e, k in drawn if k in ("wait", "transfer")}
+    def part_of(e):  # what a wait or transfer belongs to: a bucket, or an AdaSum level/gather
+        name = e["name"]
+        if e["cat"] in ("wait", "transfer"):
+            name = name.split(" ", 1)[-1]
+        return e["args"].get("bucket"), name if "level" in e["args"] else None
+    split = {(e["pid"], part_of(e)) for e, k in drawn if k in ("wait", "transfer")}
+
+    def colour_of(e, k):  # its KINDS entry; None: drawn as its wait and transfer
+        if k == "transfer" and "level" in e["args"]:
+            return "adasum"
+        if k in ("allreduce", "adasum") and (e["pid"], part_of(e)) in split:
+            return None
+        return "unsplit" if k == "allreduce" else k
     t0 = min(e["ts"] for e, _ in drawn)
     t1 = max(e["ts"] + e["dur"] for e, _ in drawn)
     t1 = t1 if t1 > t0 else t0 + 1
@@ -198,9 +210,8 @@ def draw(path, spans, step, caption):
             items[0] = "backward, loss to input: " + items[0]
         key_lines[r] = wrap(items, width - 10)
 
-    used = [k for k in KINDS if any(
-        kk == k or (k == "unsplit" and kk == "allreduce" and (e["pid"], e["args"].get("bucket")) not in split)
-        for e, kk in drawn)]
+    colours = {colour_of(e, k) for e, k in drawn}
+    used = [k for k in KINDS if k in colours]
     out = []
     y = 24
     if adasum:
@@ -258,20 +269,20 @@ def draw(path, spans, step, caption):
                        f"y2='{row_y[row] + lane - 2}' stroke='#eee'/>")
         nth_layer = 0
         for e, k in sorted(((e, k) for e, k in drawn if e["pid"] == r), key=lambda p: p[0]["ts"]):
-            bucket = e["args"].get("bucket")
-            if k in ("wait", "transfer"):
-                row, color = ("bucket", bucket), KINDS[k][0]
-            elif k == "allreduce":
-                if (r, bucket) in split:
-                    continue  # drawn as its wait and transfer
-                row, color = ("bucket", bucket), KINDS["unsplit"][0]
-            elif k == "adasum":
-                row, color = "adasum", KINDS[k][0]
-            elif k == "backward":
-                row, color = "compute", KINDS[k][0] if nth_layer % 2 == 0 else BACKWARD_ALT
-                nth_layer += 1
+            in_adasum = "level" in e["args"]
+            colour = colour_of(e, k)
+            if colour is None:
+                continue
+            color = KINDS[colour][0]
+            if in_adasum:
+                row = "adasum"
+            elif "bucket" in e["args"]:
+                row = ("bucket", e["args"]["bucket"])
             else:
-                row, color = "compute", KINDS[k][0]
+                row = "compute"
+            if k == "backward":
+                color = color if nth_layer % 2 == 0 else BACKWARD_ALT
+                nth_layer += 1
             if row not in row_y:
                 continue
             x, w = x_of(e["ts"]), max(1.0, x_of(e["ts"] + e["dur"]) - x_of(e["ts"]))
@@ -283,8 +294,8 @@ def draw(path, spans, step, caption):
                        f"<title>{html.escape(tip)}</title></rect>")
             if k == "backward":
                 label = layer_name(e)
-            elif k == "adasum":
-                label = adasum_label(e["name"])
+            elif k == "adasum" or (k == "transfer" and in_adasum):
+                label = adasum_label(e["name"].split(" ", 1)[-1] if k == "transfer" else e["name"])
             elif k == "wait":
                 label = f"wait {fmt_us(e['dur'])}"
             elif k == "transfer":

@@ -28,6 +28,7 @@
 #include "framework/random.h"
 #include "nn/dense.h"
 #include "nn/loss.h"
+#include "parallel/adasum.h"
 #include "optim/sgd.h"
 #include "parallel/data_parallel.h"
 #include "parallel/init.h"
@@ -418,6 +419,46 @@ TEST_CASE("a collective started late by one rank: the others wait for it, and it
   // Recorded by N ranks but said to span N + 1: not one collective, not split.
   CHECK(by_name["probe of another group"].size() == static_cast<size_t>(N()));
   CHECK(by_name.count("wait probe of another group") == 0);
+  parallel::barrier();
+  if (R() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("AdaSum's levels and gathers: each a wait for its block or pair, then the exchange") {
+  if (N() < 2 || (N() & (N() - 1)) != 0) return;  // AdaSum needs 2, 4, 8, ... ranks
+  parallel::AdaSum adasum;
+  Timeline::enable();
+  for (int step = 1; step <= 2; ++step) {
+    Timeline::set_step(step);
+    adasum.reduce({Tensor::randn({64}), Tensor::randn({3, 5})});
+  }
+  Timeline::set_step(0);
+  Timeline::disable();
+  const std::string path = trace_path("timeline_adasum");
+  Timeline::write(path);
+  json trace = read_json(path);
+  std::map<std::string, int> count;  // over all ranks and steps
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string name = e["name"];
+    ++count[name];
+    if (e["cat"] == "wait") {
+      // The last rank of this rank's block (level l: 2^(l+1) ranks) or pair (gather l).
+      const int r = e["pid"], l = e["args"]["level"], last = e["args"]["last_rank"];
+      CAPTURE(name);
+      if (starts_with(name, "wait adasum level"))
+        CHECK(last / (2 << l) == r / (2 << l));
+      else
+        CHECK((last == r || last == (r ^ (1 << l))));
+    }
+  }
+  for (int l = 0; (1 << l) < N(); ++l)
+    for (const char* what : {"level", "gather"}) {
+      const std::string name = cat("adasum ", what, " ", l);
+      CAPTURE(name);
+      CHECK(count[name] == 2 * N());
+      CHECK(count["wait " + name] == 2 * N());
+      CHECK(count["transfer " + name] == 2 * N());
+    }
   parallel::barrier();
   if (R() == 0) std::remove(path.c_str());
 }
