@@ -22,13 +22,13 @@ import sys
 KINDS = {
     "forward": ("#8fbbe0", "forward"),
     "backward": ("#f4a261", "backward, one box per layer"),
-    "finish": ("#e9c46a", "finish allreduce: wait for the buckets, average, write back"),
+    "finish": ("#8d6e63", "finish allreduce: wait for the buckets, average, write back"),
     "optimizer": ("#76b776", "optimizer step"),
     "wait": ("#c8c8c8", "wait: until the last rank starts it"),
     "transfer": ("#d1495b", "transfer: from the last rank's start until this rank saw it done"),
     "unsplit": ("#e8a0aa", "allreduce, start to seen done (no wait/transfer split in this file)"),
     "adasum": ("#7b4fa0", "AdaSum exchange, level L or gather G (after the last rank started it)"),
-    "other": ("#bbbbbb", "other (hover for the name): e.g. reduce metrics"),
+    "other": ("#bbbbbb", "other (hover for the name)"),
 }
 BACKWARD_ALT = "#e07b39"  # every other layer
 PROG = "timeline_svg.py"
@@ -174,6 +174,14 @@ def draw(path, spans, step, caption):
     has_opt = {r: any(e["pid"] == r and e["name"] == "optimizer step" for e in spans) for r in ranks}
     drawn = [(e, kind_of(e, has_opt[e["pid"]])) for e in spans]
     drawn = [(e, k) for e, k in drawn if k]
+    # What a rank does after its update (summing the loss over ranks, a replica
+    # check) is left out of the picture and named under it.
+    update_end = {}
+    for e, k in drawn:
+        if k == "optimizer":
+            update_end[e["pid"]] = max(update_end.get(e["pid"], e["ts"]), e["ts"] + e["dur"])
+    after = [e for e, k in drawn if e["pid"] in update_end and e["ts"] >= update_end[e["pid"]]]
+    drawn = [(e, k) for e, k in drawn if not (e["pid"] in update_end and e["ts"] >= update_end[e["pid"]])]
     if not drawn:
         raise Failure(f"{path}: step {step} has no forward, backward, communication or optimizer "
                       "events to draw")
@@ -322,9 +330,19 @@ def draw(path, spans, step, caption):
         out.append(f"<text x='{x_of(t):.1f}' y='{y + 16}' text-anchor='middle' fill='#555'>"
                    f"{(t - t0) / 1000:.2f} ms</text>")
     y += 22
+    if after:
+        names = {}
+        for e in after:
+            names.setdefault(e["name"], []).append(f"rank {e['pid']} {fmt_us(e['dur'])}")
+        text = "After the optimizer step, not drawn: " + "; ".join(
+            f"{name} ({', '.join(v)})" for name, v in names.items())
+        for line in wrap(text.split(), left + width - 20, 5.4, sep=" "):
+            out.append(f"<text x='10' y='{y + 12}' fill='#555' font-size='10'>{html.escape(line)}</text>")
+            y += 13
     if caption:
-        out.append(f"<text x='10' y='{y + 12}' fill='#555' font-size='10'>{html.escape(caption)}</text>")
-        y += 16
+        for line in wrap(caption.split(), left + width - 20, 5.4, sep=" "):
+            out.append(f"<text x='10' y='{y + 12}' fill='#555' font-size='10'>{html.escape(line)}</text>")
+            y += 13
     height = y + 8
     head = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + width + 20}' height='{height}' "
             "font-family='sans-serif' font-size='11'>", "<rect width='100%' height='100%' fill='white'/>"]
