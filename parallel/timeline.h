@@ -69,6 +69,9 @@
 // (and each backward node two clock reads). enable() takes autograd's node
 // observer (set_node_observer) and turns scope tracking on; disable() gives
 // both back. Record from any thread; enable, disable and write from one.
+// write() alone adds communication: 8 ping-pongs between rank 0 and each rank,
+// the collectives' start times gathered to rank 0 and its verdict broadcast
+// (a few kilobytes), then the events themselves.
 #pragma once
 #include <atomic>
 #include <cstddef>
