@@ -345,7 +345,10 @@ def draw(path, spans, step, caption):
             y += 13
     height = y + 8
     head = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + width + 20}' height='{height}' "
-            "font-family='sans-serif' font-size='11'>", "<rect width='100%' height='100%' fill='white'/>"]
+            "font-family='sans-serif' font-size='11'>",
+            # how it was drawn, so that a test can draw it again and compare
+            f"<desc>{html.escape(json.dumps({'drawn_by': PROG, 'step': step, 'caption': caption}))}</desc>",
+            "<rect width='100%' height='100%' fill='white'/>"]
     return "\n".join(head + out + ["</svg>"])
 
 

@@ -4,7 +4,9 @@
 # one line "timeline_svg.py: error: ..." on stderr, never a traceback; a
 # DataParallel trace and an AdaSum trace are drawn with a legend entry per
 # colour, each bucket labelled with its size, every backward layer in the key.
-# Usage: test_timeline_svg.sh PYTHON SCRIPT
+# With DOCS, also: DOCS/timeline.svg is what SCRIPT draws from
+# DOCS/timeline-example.json now (a stale picture fails).
+# Usage: test_timeline_svg.sh PYTHON SCRIPT [DOCS]
 set -uo pipefail
 python=$1 script=$2
 tmp=$(mktemp -d)
@@ -100,5 +102,21 @@ expect_svg "AdaSum" "$tmp/adasum.json" 1 \
   "step 1: AdaSum over 2 ranks" ">AdaSum exchange, level L or gather G" ">AdaSum<" ">forward<" \
   ">optimizer step<"
 grep -q "allreduce\|bucket" "$tmp/out.svg" && fail "AdaSum: the picture speaks of allreduce buckets"
+
+# The committed picture is what this script draws from the committed trace
+# (its <desc> holds the step and caption it was drawn with).
+if [ -n "${3:-}" ]; then
+  docs=$3
+  "$python" - "$python" "$script" "$docs" <<'PY' || fail "docs/timeline.svg is not what $script draws from docs/timeline-example.json"
+import html, json, re, subprocess, sys
+python, script, docs = sys.argv[1:]
+svg = open(f"{docs}/timeline.svg").read()
+desc = json.loads(html.unescape(re.search(r"<desc>(.*?)</desc>", svg).group(1)))
+again = subprocess.run([python, script, f"{docs}/timeline-example.json", str(desc["step"]),
+                        "--caption", desc["caption"]], capture_output=True, text=True, check=True).stdout
+print(f"docs/timeline.svg: step {desc['step']}, drawn again: {'the same' if again == svg else 'DIFFERENT'}")
+sys.exit(0 if again == svg else 1)
+PY
+fi
 
 [ $failures -eq 0 ] && echo "all timeline_svg.py checks passed" || { echo "$failures failed" >&2; exit 1; }
