@@ -94,8 +94,10 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
   const int rank = group_->rank(), k = levels();
   std::vector<std::pair<size_t, size_t>> slice{{0, n}};
   for (int l = 0; l < k; ++l) {
-    TimelineScope level_scope([&] { return "adasum level " + std::to_string(l); }, "communication",
-                              {{"level", l}, {"partner", rank ^ (1 << l)}});
+    // A collective of the level's block of 2^(l+1) ranks (the dots are summed over it).
+    auto level_scope = TimelineScope::collective(
+        [&] { return "adasum level " + std::to_string(l); }, "communication", 2 << l,
+        /*group=*/rank & ~((2 << l) - 1), {{"level", l}, {"partner", rank ^ (1 << l)}});
     const auto [lo, hi] = slice.back();
     const size_t mid = lo + (hi - lo) / 2;
     const bool lower = (rank & (1 << l)) == 0;
@@ -128,8 +130,9 @@ std::vector<Tensor> AdaSum::reduce(const std::vector<Tensor>& grads) {
 
   // 2. Allgather: undo the halving, swapping halves with the same partners.
   for (int l = k - 1; l >= 0; --l) {
-    TimelineScope gather_scope([&] { return "adasum gather " + std::to_string(l); },
-                               "communication", {{"level", l}, {"partner", rank ^ (1 << l)}});
+    auto gather_scope = TimelineScope::collective(  // a pair's exchange
+        [&] { return "adasum gather " + std::to_string(l); }, "communication", 2,
+        /*group=*/std::min(rank, rank ^ (1 << l)), {{"level", l}, {"partner", rank ^ (1 << l)}});
     const auto [lo, hi] = slice[l];
     const auto [keep_lo, keep_hi] = slice[l + 1];
     const size_t give_lo = keep_lo == lo ? keep_hi : lo, give_hi = keep_lo == lo ? hi : keep_lo;
@@ -181,6 +184,7 @@ void AdaSumByGradWrapCell::operator()(const std::vector<Tensor>& grads) {
     Tensor p = params[i];
     p.set_grad(combined[i]);
   }
+  TimelineScope scope("optimizer step", "compute");
   optimizer_.step();
 }
 

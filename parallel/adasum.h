@@ -92,7 +92,8 @@ void adasum_allreduce(std::vector<Tensor>& grads, Communicator& group);
 
 // MindSpore's AdaSumByGradWrapCell: wraps an optimizer so that each step first
 // combines the gradients of its parameters across the group's ranks with
-// AdaSum, then runs the optimizer. Throws at construction like AdaSum.
+// AdaSum, then runs the optimizer (recorded as "optimizer step" on the timeline,
+// after "adasum"). Throws at construction like AdaSum.
 // A parameter without a gradient counts as zeros (every rank must keep the
 // same layout) and gets the combined gradient, since Adasum(0, b) = b.
 class AdaSumByGradWrapCell {

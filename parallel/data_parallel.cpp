@@ -39,14 +39,17 @@ struct DataParallel::State {
   void start(size_t b, const MeanSplit& how, bool now = false) {
     const Tensor& flat = grad_buckets[b].pack(how.scale);
     const size_t n = grad_buckets[b].numel();
-    timeline_ids[b] =
-        Timeline::enabled()
-            ? Timeline::begin("allreduce bucket " + std::to_string(b), "communication",
-                              {{"bucket", static_cast<int64_t>(b)},
-                               {"bytes", static_cast<int64_t>(n * sizeof(float))},
-                               {"params", static_cast<int64_t>(buckets[b].size())}},
-                              Timeline::kCommunication)
-            : -1;
+    // Its start time is this rank's arrival: Timeline::write() splits the
+    // event into waiting for the last rank to arrive and the transfer after.
+    timeline_ids[b] = Timeline::enabled()
+                          ? Timeline::begin_collective(
+                                "allreduce bucket " + std::to_string(b), "communication", size(),
+                                {{"bucket", static_cast<int64_t>(b)},
+                                 {"bytes", static_cast<int64_t>(n * sizeof(float))},
+                                 {"params", static_cast<int64_t>(buckets[b].size())},
+                                 {"blocking", now ? 1 : 0}},
+                                Timeline::kCommunication)
+                          : -1;
     if (now) {
       group->allreduce(flat, how.op);
       Timeline::end(timeline_ids[b]);

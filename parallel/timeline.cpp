@@ -124,7 +124,8 @@ std::vector<int> assign_lanes(const std::vector<const TimelineEvent*>& sorted) {
 
 // One JSON object per line, without the enclosing array. `shift_ns` turns this
 // rank's clock into microseconds of the file's time axis.
-std::string serialize(const State& s, int rank, int64_t shift_ns) {
+std::string serialize(const State& s, const std::vector<TimelineEvent>& events, int rank,
+                      int64_t shift_ns) {
   using nlohmann::json;
   std::vector<std::string> lines;
   auto metadata = [&](const char* name, int tid, json args) {
@@ -137,7 +138,7 @@ std::string serialize(const State& s, int rank, int64_t shift_ns) {
   // Tracks: threads by index first, then named tracks in order of appearance.
   std::map<std::pair<int, std::string>, std::vector<const TimelineEvent*>> tracks;
   std::map<std::string, int> named_order;
-  for (const TimelineEvent& e : s.events) {
+  for (const TimelineEvent& e : events) {
     if (e.end_ns < 0) continue;  // still open: not part of the picture yet
     std::pair<int, std::string> key{e.thread, ""};
     if (e.track) {
@@ -183,6 +184,130 @@ std::string serialize(const State& s, int rank, int64_t shift_ns) {
   return text;
 }
 
+// ---- write(): clocks, and waiting apart from transfer in each collective ----
+
+// Per rank: its clock minus rank 0's (collective). Rank 0 sends each rank a
+// few pings; the rank answers with its clock, taken as read at the middle of
+// the round trip; the round with the shortest trip wins (a rank descheduled in
+// a round only lengthens that round), so the error is half the shortest trip:
+// microseconds on one machine, even when it is busy.
+std::vector<int64_t> clock_offsets(Communicator& group) {
+  constexpr int kRounds = 8;
+  std::vector<int64_t> offset(static_cast<size_t>(group.size()), 0);
+  if (group.rank() == 0) {
+    for (int r = 1; r < group.size(); ++r) {
+      int64_t best_trip = std::numeric_limits<int64_t>::max();
+      for (int k = 0; k < kRounds; ++k) {
+        const int64_t sent = Timeline::now_ns();
+        int64_t theirs = 0;
+        group.send(&sent, sizeof sent, r, kTag + 1);
+        group.recv(&theirs, sizeof theirs, r, kTag + 1);
+        const int64_t back = Timeline::now_ns();
+        if (back - sent < best_trip) {
+          best_trip = back - sent;
+          offset[r] = theirs - (sent + (back - sent) / 2);
+        }
+      }
+    }
+  } else {
+    for (int k = 0; k < kRounds; ++k) {
+      int64_t ping = 0;
+      group.recv(&ping, sizeof ping, 0, kTag + 1);
+      const int64_t now = Timeline::now_ns();
+      group.send(&now, sizeof now, 0, kTag + 1);
+    }
+  }
+  group.broadcast(offset.data(), offset.size() * sizeof(int64_t), 0);
+  return offset;
+}
+
+// ---- write(): waiting apart from transfer in each collective ----
+
+// The name that matches one collective across ranks: its name, step,
+// occurrence (the n-th of that name in that step on this rank) and group, per
+// closed collective event of `events` (empty for other events).
+std::vector<std::string> collective_keys(const std::vector<TimelineEvent>& events) {
+  std::map<std::pair<std::string, int64_t>, int> seen;
+  std::vector<std::string> keys(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TimelineEvent& e = events[i];
+    if (e.collective_ranks == 0 || e.end_ns < 0) continue;
+    const int n = seen[{e.name, e.step}]++;
+    keys[i] = cat(e.name, "\n", e.step, "\n", n, "\n", e.collective_group);
+  }
+  return keys;
+}
+
+// Rank 0 gets every rank's `text`, by rank; the other ranks get an empty list.
+std::vector<std::string> gather_text(Communicator& group, std::string text) {
+  if (group.rank() != 0) {
+    uint64_t n = text.size();
+    group.send(&n, sizeof n, 0, kTag);
+    group.send(text.data(), n, 0, kTag);
+    return {};
+  }
+  std::vector<std::string> all{std::move(text)};
+  for (int r = 1; r < group.size(); ++r) {
+    uint64_t n = 0;
+    group.recv(&n, sizeof n, r, kTag);
+    std::string part(n, '\0');
+    group.recv(part.data(), n, r, kTag);
+    all.push_back(std::move(part));
+  }
+  return all;
+}
+
+// Collective over `group`: `events` (this rank's, closed or not) with a "wait"
+// and a "transfer" event added inside every collective that exactly its
+// `collective_ranks` ranks recorded. `shift_ns` turns this rank's clock into
+// the file's axis (rank 0's clock, aligned by write()).
+std::vector<TimelineEvent> split_collectives(Communicator& group, std::vector<TimelineEvent> events,
+                                             int64_t shift_ns) {
+  using nlohmann::json;
+  const std::vector<std::string> keys = collective_keys(events);
+  json starts = json::array();  // [key, start on the file's axis]
+  for (size_t i = 0; i < events.size(); ++i)
+    if (!keys[i].empty()) starts.push_back({keys[i], events[i].begin_ns - shift_ns});
+
+  // Rank 0: per key, how many ranks started it, the last start and its rank.
+  json last = json::object();
+  std::vector<std::string> all = gather_text(group, starts.dump());
+  for (size_t r = 0; r < all.size(); ++r)
+    for (const json& start : json::parse(all[r])) {
+      json& l = last[start[0].get<std::string>()];
+      const int64_t t = start[1];
+      if (l.is_null()) l = {0, t, r};
+      l[0] = l[0].get<int>() + 1;
+      if (t > l[1].get<int64_t>()) {
+        l[1] = t;
+        l[2] = r;
+      }
+    }
+  last = json::parse(group.broadcast(last.dump(), 0));
+
+  const size_t n = events.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (keys[i].empty() || !last.contains(keys[i])) continue;
+    const json& l = last[keys[i]];
+    if (l[0].get<int>() != events[i].collective_ranks) continue;  // not one collective: no split
+    TimelineEvent wait = events[i];  // the same row, step and args, nested in it
+    wait.collective_ranks = 0;
+    wait.collective_group = 0;
+    wait.args.emplace_back("last_rank", l[2].get<int64_t>());
+    TimelineEvent transfer = wait;
+    const int64_t arrived = std::clamp(l[1].get<int64_t>() + shift_ns, wait.begin_ns, wait.end_ns);
+    wait.name = "wait " + events[i].name;
+    wait.category = "wait";
+    wait.end_ns = arrived;
+    transfer.name = "transfer " + events[i].name;
+    transfer.category = "transfer";
+    transfer.begin_ns = arrived;
+    events.push_back(std::move(wait));
+    events.push_back(std::move(transfer));
+  }
+  return events;
+}
+
 }  // namespace
 
 int64_t Timeline::now_ns() {
@@ -225,12 +350,21 @@ int64_t Timeline::step() { return current_step.load(); }
 
 int64_t Timeline::begin(std::string name, const char* category,
                         std::initializer_list<TimelineArg> args, const char* track) {
+  return begin_collective(std::move(name), category, /*ranks=*/0, args, track);
+}
+
+int64_t Timeline::begin_collective(std::string name, const char* category, int ranks,
+                                   std::initializer_list<TimelineArg> args, const char* track,
+                                   int64_t group) {
   if (!enabled()) return -1;
   State& s = state();
   const int64_t t = now_ns();
   std::lock_guard lock(s.mutex);
   int64_t index = push(s, std::move(name), category, t, -1, args, track);
-  return index < 0 ? -1 : make_id(s.generation, static_cast<size_t>(index));
+  if (index < 0) return -1;
+  s.events[static_cast<size_t>(index)].collective_ranks = ranks;
+  s.events[static_cast<size_t>(index)].collective_group = group;
+  return make_id(s.generation, static_cast<size_t>(index));
 }
 
 void Timeline::end_event(int64_t id) {
@@ -271,41 +405,38 @@ void Timeline::write(const std::string& path, Communicator& group) {
   MINIDL_CHECK(rank >= 0, "Timeline::write: this process is not a member of the group");
   State& s = state();
 
-  // Align clocks: right after a barrier every rank reads its clock.
-  group.barrier();
-  int64_t mine[3] = {now_ns(), 0, 0};
+  const std::vector<int64_t> offset = clock_offsets(group);
+  int64_t mine[2] = {0, 0};
   {
     std::lock_guard lock(s.mutex);
-    mine[1] = s.origin_ns;
-    mine[2] = s.dropped;
+    mine[0] = s.origin_ns;
+    mine[1] = s.dropped;
   }
-  std::vector<int64_t> all(3 * static_cast<size_t>(size));
+  std::vector<int64_t> all(2 * static_cast<size_t>(size));
   group.allgather(mine, all.data(), sizeof mine);
   int64_t origin = std::numeric_limits<int64_t>::max(), dropped = 0;  // on rank 0's clock
   for (int r = 0; r < size; ++r) {
-    origin = std::min(origin, all[3 * r + 1] - (all[3 * r] - all[0]));
-    dropped += all[3 * r + 2];
+    origin = std::min(origin, all[2 * r] - offset[r]);
+    dropped += all[2 * r + 1];
   }
-  const int64_t shift = (mine[0] - all[0]) + origin;  // this clock -> the file's axis
+  const int64_t shift = offset[rank] + origin;  // this clock -> the file's axis
 
-  std::string text;
+  std::vector<TimelineEvent> events;
   {
     std::lock_guard lock(s.mutex);
-    text = serialize(s, rank, shift);
+    events = s.events;
+  }
+  events = split_collectives(group, std::move(events), shift);
+  std::string text;
+  {
+    std::lock_guard lock(s.mutex);  // the thread table
+    text = serialize(s, events, rank, shift);
   }
   std::string error;
-  if (rank != 0) {
-    uint64_t n = text.size();
-    group.send(&n, sizeof n, 0, kTag);
-    group.send(text.data(), n, 0, kTag);
-  } else {
-    for (int r = 1; r < size; ++r) {
-      uint64_t n = 0;
-      group.recv(&n, sizeof n, r, kTag);
-      std::string part(n, '\0');
-      group.recv(part.data(), n, r, kTag);
-      text += ",\n" + part;
-    }
+  std::vector<std::string> parts = gather_text(group, std::move(text));
+  if (rank == 0) {
+    text = parts[0];
+    for (int r = 1; r < size; ++r) text += ",\n" + parts[r];
     const std::string tmp = path + ".tmp";
     {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

@@ -17,7 +17,19 @@
 //   "allreduce bucket 3"  communication  communication  DataParallel: from the non-blocking
 //                                                       start (in a grad-ready hook) to the first
 //                                                       moment the rank saw it finished (args:
-//                                                       bucket, bytes, params)
+//                                                       bucket, bytes, params, blocking); a
+//                                                       collective: split in two at write(), below
+//   "wait allreduce       wait           communication  write(): from this rank's start to the
+//    bucket 3"                                          moment the last rank started it (args:
+//                                                       last_rank, the one every rank waited for)
+//   "transfer allreduce   transfer       communication  write(): from the last rank's start to
+//    bucket 3"                                          the end of the collective's event here
+//   "adasum", "adasum     communication  main           AdaSum::reduce: the whole of it, each
+//    level 0", "adasum                                  level (pairwise exchange, then the dots
+//    gather 0"                                          summed over the level's block) and each
+//                                                       gather; levels and gathers are
+//                                                       collectives (their "wait ..." and
+//                                                       "transfer ..." on main, nested in them)
 //   "finish allreduce"    communication  main           DataParallel: the end-of-backward wait,
 //                                                       averaging and gradient write-back
 //   "optimizer step"      compute        main           EagerStep, GradAccumulationStep
@@ -37,13 +49,29 @@
 // that overlap on one track without nesting (allreduces in flight together) are
 // spread over extra rows, "communication (2)", ... Times are microseconds from
 // the earliest enable() of any rank, with every rank's clock aligned to rank 0's
-// at write() (after a barrier; good to a few microseconds).
+// at write() (by the shortest of 8 ping-pongs: good to a few microseconds on one
+// machine, busy or not).
+//
+// Waiting apart from moving data: a collective cannot finish before the last
+// rank has started it, so an event begun by begin_collective() is split at
+// write() into "wait NAME" (this rank's start to the last rank's start: waiting
+// for the others, while this rank goes on computing) and "transfer NAME" (the
+// rest: the data moving, and with MPI's non-blocking calls also the time until
+// the rank next made an MPI call and saw it done, so an upper bound). The
+// ranks' start times are matched by name, step, occurrence (the n-th event of
+// that name in that step) and group number, gathered by write() and compared
+// on the aligned clocks; no collective is added to training. A collective that
+// not exactly `ranks` ranks recorded (two sub-groups under one group number, a
+// rank that stopped recording) is written whole, without the split.
 //
 // Cost: disabled, a TimelineScope or an instrumented call site is one relaxed
 // atomic load and a branch; enabled, an event costs a mutex and a vector push
 // (and each backward node two clock reads). enable() takes autograd's node
 // observer (set_node_observer) and turns scope tracking on; disable() gives
 // both back. Record from any thread; enable, disable and write from one.
+// write() alone adds communication: 8 ping-pongs between rank 0 and each rank,
+// the collectives' start times gathered to rank 0 and its verdict broadcast
+// (a few kilobytes), then the events themselves.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -73,6 +101,8 @@ struct TimelineEvent {
   int64_t step = 0;                   // Timeline::step() when it began
   int64_t begin_ns = 0, end_ns = -1;  // end_ns < 0 while still open
   std::vector<std::pair<const char*, int64_t>> args;
+  int collective_ranks = 0;  // from begin_collective(): its group's size; 0: not a collective
+  int64_t collective_group = 0;  // and the group's number
 };
 
 class Timeline {
@@ -95,6 +125,14 @@ class Timeline {
   // (or otherwise live as long as the timeline); track null: this thread's row.
   static int64_t begin(std::string name, const char* category,
                        std::initializer_list<TimelineArg> args = {}, const char* track = nullptr);
+  // begin() for a collective over a group of `ranks` ranks that every member
+  // records under the same name, in the same order within a step: write()
+  // splits it into waiting and transfer (see "Waiting apart from moving data").
+  // `group`: a number the members share and other groups recording the same
+  // name do not (AdaSum's pairs and blocks: their first rank); 0 for one group.
+  static int64_t begin_collective(std::string name, const char* category, int ranks,
+                                  std::initializer_list<TimelineArg> args = {},
+                                  const char* track = nullptr, int64_t group = 0);
   // Closes the event `id` now; nothing for -1 or an already closed event.
   static void end(int64_t id) {
     if (id >= 0) end_event(id);
@@ -108,8 +146,9 @@ class Timeline {
   static std::vector<TimelineEvent> events();
   static int64_t dropped();
 
-  // Collective over `group` (every member calls it): aligns clocks, sends each
-  // rank's closed events to rank 0, and rank 0 writes `path` (replacing it).
+  // Collective over `group` (every member calls it): aligns clocks, matches the
+  // collectives' start times (rank 0 finds each one's last-starting rank), sends
+  // each rank's closed events to rank 0, and rank 0 writes `path` (replacing it).
   // Every rank throws the same minidl::Error when rank 0 cannot write the file.
   // Recording goes on; a later write() writes everything again.
   static void write(const std::string& path, Communicator& group);
@@ -134,11 +173,22 @@ class TimelineScope {
   TimelineScope(MakeName&& make_name, const char* category,
                 std::initializer_list<TimelineArg> args = {}, const char* track = nullptr)
       : id_(Timeline::enabled() ? Timeline::begin(make_name(), category, args, track) : -1) {}
+  // A collective's event (Timeline::begin_collective), named only when enabled:
+  //   auto scope = TimelineScope::collective([&] { return "adasum level 0"; }, "communication",
+  //                                          /*ranks=*/2, /*group=*/rank & ~1);
+  template <class MakeName>
+  static TimelineScope collective(MakeName&& make_name, const char* category, int ranks,
+                                  int64_t group, std::initializer_list<TimelineArg> args = {}) {
+    return TimelineScope(Timeline::enabled() ? Timeline::begin_collective(make_name(), category,
+                                                                          ranks, args, nullptr, group)
+                                             : -1);
+  }
   ~TimelineScope() { Timeline::end(id_); }
   TimelineScope(const TimelineScope&) = delete;
   TimelineScope& operator=(const TimelineScope&) = delete;
 
  private:
+  explicit TimelineScope(int64_t id) : id_(id) {}
   int64_t id_;
 };
 

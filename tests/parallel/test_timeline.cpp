@@ -4,9 +4,13 @@
 // style, written as a Chrome trace, show every rank's forward, per-layer
 // backward, per-bucket allreduces and optimizer steps, and on more than one
 // rank at least one allreduce that starts before that step's backward ends.
+// Every bucket's allreduce is split into waiting for the last rank to start it
+// and the transfer after, at the same moment on every rank.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -24,6 +28,7 @@
 #include "framework/random.h"
 #include "nn/dense.h"
 #include "nn/loss.h"
+#include "parallel/adasum.h"
 #include "optim/sgd.h"
 #include "parallel/data_parallel.h"
 #include "parallel/init.h"
@@ -121,6 +126,11 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
         layers.insert(name.substr(9));
         backward_end[step] = std::max(backward_end[step], end_of(e));
         ++count["backward layer"];
+      } else if (starts_with(name, "wait allreduce bucket ") ||
+                 starts_with(name, "transfer allreduce bucket ")) {
+        CHECK(cat == name.substr(0, name.find(' ')));  // "wait" or "transfer"
+        CHECK(starts_with(row, "communication"));
+        ++count[cat];
       } else if (starts_with(name, "allreduce bucket ")) {
         CHECK(cat == "communication");
         CHECK(starts_with(row, "communication"));
@@ -143,11 +153,14 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
     CHECK(layers.count("CrossEntropyLoss") == 1);
     if (N() > 1) {
       CHECK(count["allreduce"] == kSteps * buckets);
+      CHECK(count["wait"] == kSteps * buckets);
+      CHECK(count["transfer"] == kSteps * buckets);
       CHECK(count["finish allreduce"] == kSteps);
       for (auto& [step, start] : first_allreduce)
         if (start < backward_end[step]) ++overlapping_steps;
     } else {
       CHECK(count["allreduce"] == 0);
+      CHECK(count["wait"] == 0);
     }
   }
   MESSAGE(N(), " ranks: ", events.size(),
@@ -156,6 +169,55 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
           overlapping_steps);
   if (N() > 1) CHECK(overlapping_steps >= 1);
   CHECK(categories.count("compute") == 1);
+
+  // Wait and transfer: per (step, bucket) and rank, the allreduce, its wait and
+  // its transfer. The wait runs from the rank's start to the last rank's start
+  // (the latest of the ranks' starts), the transfer from there to the end.
+  using Key = std::pair<int64_t, int64_t>;  // step, bucket
+  std::map<Key, std::map<int, std::map<std::string, const json*>>> parts;
+  for (const auto& e : events)
+    if (e["ph"] == "X" && e["args"].contains("bucket")) {
+      const std::string name = e["name"];
+      parts[{e["args"]["step"], e["args"]["bucket"]}][e["pid"]]
+           [starts_with(name, "allreduce") ? "allreduce" : name.substr(0, name.find(' '))] = &e;
+    }
+  if (N() > 1) CHECK(static_cast<int64_t>(parts.size()) == kSteps * buckets);
+  constexpr double kRound = 0.002;  // us: the file's times are ns / 1e3 as doubles
+  double waited = 0, moved = 0;
+  for (const auto& [key, by_rank] : parts) {
+    CAPTURE(key.first);
+    CAPTURE(key.second);
+    REQUIRE(static_cast<int>(by_rank.size()) == N());
+    double last_start = 0;
+    for (const auto& [r, p] : by_rank)
+      last_start = std::max(last_start, (*p.at("allreduce"))["ts"].get<double>());
+    std::set<int> last_ranks;
+    for (const auto& [r, p] : by_rank) {
+      CAPTURE(r);
+      REQUIRE(p.size() == 3);
+      const json &all = *p.at("allreduce"), &wait = *p.at("wait"), &transfer = *p.at("transfer");
+      CHECK(std::abs(wait["ts"].get<double>() - all["ts"].get<double>()) <= kRound);
+      CHECK(std::abs(end_of(wait) - transfer["ts"].get<double>()) <= kRound);
+      CHECK(std::abs(end_of(transfer) - end_of(all)) <= kRound);
+      CHECK(wait["dur"].get<double>() + transfer["dur"].get<double>() <=
+            all["dur"].get<double>() + kRound);
+      // The transfer starts when the last rank started (unless this rank's
+      // allreduce ended first on the aligned clocks: then it is empty at the end).
+      const double expected = std::min(std::max(last_start, all["ts"].get<double>()), end_of(all));
+      CHECK(std::abs(transfer["ts"].get<double>() - expected) <= kRound);
+      const int last = wait["args"]["last_rank"];
+      CHECK((last >= 0 && last < N()));
+      last_ranks.insert(last);
+      CHECK(wait["args"]["bytes"] == all["args"]["bytes"]);
+      waited += wait["dur"].get<double>();
+      moved += transfer["dur"].get<double>();
+    }
+    CHECK(last_ranks.size() == 1);  // every rank names the same one
+    const int last = *last_ranks.begin();
+    CHECK((*by_rank.at(last).at("wait"))["dur"].get<double>() <= kRound);  // it waited for no one
+  }
+  MESSAGE("allreduce time over all ranks and buckets: ", waited, " us waiting for the last rank, ",
+          moved, " us after it started");
 
   // On every row the events nest or are disjoint, as trace viewers need.
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> rows;
@@ -167,9 +229,10 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
       return a.first != b.first ? a.first < b.first : a.second > b.second;
     });
     std::vector<double> open;
+    constexpr double kUlp = 1e-6;  // us: a wait's ts + dur against its transfer's ts, in doubles
     for (auto [b, e] : spans) {
-      while (!open.empty() && open.back() <= b) open.pop_back();
-      CHECK((open.empty() || e <= open.back()));
+      while (!open.empty() && open.back() <= b + kUlp) open.pop_back();
+      CHECK((open.empty() || e <= open.back() + kUlp));
       open.push_back(e);
     }
   }
@@ -307,6 +370,95 @@ TEST_CASE("past max_events, events are dropped and the file says how many") {
   Timeline::write(path);
   json trace = read_json(path);
   CHECK(trace["otherData"]["dropped_events"] == 2 * N());
+  parallel::barrier();
+  if (R() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("a collective started late by one rank: the others wait for it, and it waits for none") {
+  // Rank r starts it 30 ms after rank r - 1 did (a message says when): the
+  // last rank is the one every rank names.
+  parallel::barrier();
+  Timeline::enable();
+  Timeline::set_step(1);
+  int token = 0;
+  if (R() > 0) {
+    parallel::world().recv(&token, sizeof token, R() - 1, /*tag=*/7);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  int64_t id = Timeline::begin_collective("probe", "communication", N(), {{"n", 1}});
+  int64_t other = Timeline::begin_collective("probe of another group", "communication", N() + 1);
+  if (R() + 1 < N()) parallel::world().send(&token, sizeof token, R() + 1, /*tag=*/7);
+  parallel::barrier();  // the collective: it ends on every rank once the last has started
+  Timeline::end(id);
+  Timeline::end(other);
+  Timeline::set_step(0);
+  Timeline::disable();
+  CHECK(Timeline::events().size() == 2);  // the split is made by write(), in the file only
+
+  const std::string path = trace_path("timeline_wait");
+  Timeline::write(path);
+  json trace = read_json(path);
+  std::map<std::string, std::map<int, json>> by_name;  // name -> rank -> event
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X") by_name[e["name"]][e["pid"].get<int>()] = e;
+  REQUIRE(by_name["wait probe"].size() == static_cast<size_t>(N()));
+  REQUIRE(by_name["transfer probe"].size() == static_cast<size_t>(N()));
+  for (int r = 0; r < N(); ++r) {
+    CAPTURE(r);
+    const json &wait = by_name["wait probe"][r], &transfer = by_name["transfer probe"][r];
+    CHECK(wait["cat"] == "wait");
+    CHECK(transfer["cat"] == "transfer");
+    CHECK(wait["args"]["last_rank"] == N() - 1);
+    CHECK(wait["args"]["n"] == 1);  // the collective's own arguments
+    CHECK(wait["args"]["step"] == 1);
+    // Waited 30 ms or more per later rank (up to the clocks' alignment at write()).
+    if (r < N() - 1) CHECK(wait["dur"].get<double>() >= 30e3 * (N() - 1 - r) - 5e3);
+    if (r == N() - 1) CHECK(wait["dur"].get<double>() <= 2e-3);
+    CHECK(std::abs(end_of(wait) - transfer["ts"].get<double>()) <= 2e-3);
+  }
+  // Recorded by N ranks but said to span N + 1: not one collective, not split.
+  CHECK(by_name["probe of another group"].size() == static_cast<size_t>(N()));
+  CHECK(by_name.count("wait probe of another group") == 0);
+  parallel::barrier();
+  if (R() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("AdaSum's levels and gathers: each a wait for its block or pair, then the exchange") {
+  if (N() < 2 || (N() & (N() - 1)) != 0) return;  // AdaSum needs 2, 4, 8, ... ranks
+  parallel::AdaSum adasum;
+  Timeline::enable();
+  for (int step = 1; step <= 2; ++step) {
+    Timeline::set_step(step);
+    adasum.reduce({Tensor::randn({64}), Tensor::randn({3, 5})});
+  }
+  Timeline::set_step(0);
+  Timeline::disable();
+  const std::string path = trace_path("timeline_adasum");
+  Timeline::write(path);
+  json trace = read_json(path);
+  std::map<std::string, int> count;  // over all ranks and steps
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string name = e["name"];
+    ++count[name];
+    if (e["cat"] == "wait") {
+      // The last rank of this rank's block (level l: 2^(l+1) ranks) or pair (gather l).
+      const int r = e["pid"], l = e["args"]["level"], last = e["args"]["last_rank"];
+      CAPTURE(name);
+      if (starts_with(name, "wait adasum level"))
+        CHECK(last / (2 << l) == r / (2 << l));
+      else
+        CHECK((last == r || last == (r ^ (1 << l))));
+    }
+  }
+  for (int l = 0; (1 << l) < N(); ++l)
+    for (const char* what : {"level", "gather"}) {
+      const std::string name = cat("adasum ", what, " ", l);
+      CAPTURE(name);
+      CHECK(count[name] == 2 * N());
+      CHECK(count["wait " + name] == 2 * N());
+      CHECK(count["transfer " + name] == 2 * N());
+    }
   parallel::barrier();
   if (R() == 0) std::remove(path.c_str());
 }
