@@ -51,16 +51,17 @@ void program(int argc, char** argv) {
   train_set = example::augment(flags, train_set);  // --augment: data::RandomShift
   auto train = train_set.shard(rank, ranks).batch(flags.batch);  // this rank's samples
   auto test = example::load(flags, data::Usage::Test).batch(1000);
-  example::print_batch(flags, ranks, cat(", ", reduce));
+  example::print_batch(flags, cat(", ", reduce));
   if (rank == 0)
     std::printf("%s: %lld training images, %s, %d threads per rank, device %s\n",
                 flags.dataset.c_str(), (long long)train_set.size(), reduce.c_str(),
                 num_threads(), device_name(device));
 
-  // The callbacks Model::train would run (loss, progress, times, --history,
-  // --check-replicas), told by hand what it tells them.
+  // The callbacks Model::train would run (--lr-scaling and --warmup's lr,
+  // loss, progress, times, --history, --check-replicas), told by hand what it
+  // tells them.
   Model model(net, loss_fn, *opt);  // for eval: every rank scores the whole test set
-  CallbackList callbacks(example::callbacks(flags));
+  CallbackList callbacks(example::callbacks(flags, *opt));
   callbacks.train_begin({.epochs = flags.epochs, .steps_per_epoch = train.num_batches(),
                          .batch_size = flags.batch, .rank = rank, .world_size = ranks,
                          .network = &net});

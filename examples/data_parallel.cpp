@@ -24,7 +24,8 @@ struct LinearNet : nn::Cell {
 // Model's features this program has none of, and are refused by name).
 constexpr uint64_t kHonours = example::kBatch | example::kLr | example::kOptimizer |
     example::kSeed | example::kThreads | example::kSteps | example::kLogEvery |
-    example::kDetectAnomaly | example::kDevice | example::kNprocs | example::kCheckReplicas;
+    example::kDetectAnomaly | example::kDevice | example::kNprocs | example::kCheckReplicas |
+    example::kWarmup | example::kLrScaling;
 
 // The program; main() turns an error into one line "error: ..." and exit status 1.
 void program(int argc, char** argv) {
@@ -48,15 +49,17 @@ void program(int argc, char** argv) {
   layer.to(device);  // before the optimizer, which keeps its state beside the parameters
   parallel::DataParallel dp_layer(layer);
   nn::MSELoss loss_fn;
-  std::unique_ptr<optim::Optimizer> adam = example::make_optimizer(flags, dp_layer);
-  std::vector<CallbackRef> checks;  // --check-replicas N
-  if (flags.check_replicas > 0) checks.push_back(ReplicaCheck(flags.check_replicas));
-  CallbackList callbacks(checks);
+  std::unique_ptr<optim::Optimizer> optimizer = example::make_optimizer(flags, dp_layer);  // Adam
+  std::vector<CallbackRef> list;  // --lr-scaling and --warmup's lr, --check-replicas N
+  const example::LrSchedule schedule = example::lr_schedule(flags);
+  if (schedule.active()) list.push_back(example::LrWarmup(*optimizer, schedule));
+  if (flags.check_replicas > 0) list.push_back(ReplicaCheck(flags.check_replicas));
+  CallbackList callbacks(list);
   callbacks.train_begin({.epochs = 1, .steps_per_epoch = flags.steps, .batch_size = flags.batch,
                          .rank = rank, .world_size = parallel::world_size(), .network = &layer});
 
   // 3. run the layer on this rank's batch
-  example::print_batch(flags, parallel::world_size());
+  example::print_batch(flags);
   Tensor inputs = Tensor::randn({flags.batch, 10}).to(device);
   Tensor labels = Tensor::randn({flags.batch, 1}).to(device);
   for (int64_t step = 1; step <= flags.steps; ++step) {
@@ -65,15 +68,17 @@ void program(int argc, char** argv) {
     loss = dp_layer.scale_loss(loss);  // loss / nranks
     loss.backward();
     dp_layer.apply_collective_grads();  // sum of loss / nranks gradients: the mean
-    adam->step();
-    adam->zero_grad();
+    const double lr = optimizer->lr();  // this step's (--lr-scaling, --warmup)
+    optimizer->step();
+    optimizer->zero_grad();
 
     float mean_loss = static_cast<float>(loss.item());  // summed over ranks: the mean loss
     parallel::world().allreduce(&mean_loss, 1);
     if (rank == 0 && step % flags.log_every == 0)
-      std::printf("step %lld, loss %.6f\n", (long long)step, mean_loss);
+      std::printf("step %lld, loss %.6f%s\n", (long long)step, mean_loss,
+                  schedule.active() ? cat(", lr ", lr).c_str() : "");
     callbacks.step_end({.epoch = 1, .step = step, .global_step = step,
-                        .steps_per_epoch = flags.steps, .loss = mean_loss});
+                        .steps_per_epoch = flags.steps, .loss = mean_loss, .lr = lr});
   }
   callbacks.train_end();
 }

@@ -76,7 +76,7 @@ void program(int argc, char** argv) {
   std::unique_ptr<optim::Optimizer> optimizer = example::make_optimizer(flags, net_with_loss);
   TrainingWrapper train_cell(net_with_loss, *optimizer);
 
-  example::print_batch(flags, parallel::world_size());
+  example::print_batch(flags);
   Tensor inputs = Tensor::ones({flags.batch, in_features}, kFloat32, device);
   Tensor label = Tensor::zeros({flags.batch, out_features}, kFloat32, device);
   Tensor out = train_cell(inputs, label);

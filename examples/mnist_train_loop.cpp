@@ -123,7 +123,7 @@ void program(int argc, char** argv) {
   data::BatchDataset train_set = train_data.shard(rank, ranks).batch(flags.batch);
   data::BatchDataset test_set =
       example::load(flags, data::Usage::Test).shard(rank, ranks).batch(kTestBatch);
-  example::print_batch(flags, ranks);
+  example::print_batch(flags);
 
   // The model, wrapped for data parallelism (it copies rank 0's weights to every rank).
   manual_seed(flags.seed);
@@ -134,8 +134,9 @@ void program(int argc, char** argv) {
   std::unique_ptr<optim::Optimizer> optimizer = example::make_optimizer(flags, model);
 
   // The callbacks Model::train would run, told by hand what it tells them:
-  // LossMonitor, --history, --check-replicas, and --checkpoint.
-  std::vector<CallbackRef> list = example::callbacks(flags, /*progress=*/false);
+  // --lr-scaling and --warmup's lr, LossMonitor, --history, --check-replicas,
+  // and --checkpoint.
+  std::vector<CallbackRef> list = example::callbacks(flags, *optimizer, /*progress=*/false);
   if (!checkpoint.empty()) list.push_back(ModelCheckpoint(checkpoint));
   CallbackList callbacks(list);
   callbacks.train_begin({.epochs = flags.epochs, .steps_per_epoch = train_set.num_batches(),

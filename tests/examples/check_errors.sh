@@ -152,7 +152,8 @@ declare -A value=([--data]="$tmp/good" [--dataset]=fashion [--epochs]=1 [--seed]
   [--steps]=1 [--log-every]=1 [--augment]=shift:1 [--init]="$tmp/none.safetensors"
   [--save]="$tmp/s.safetensors" [--save-every]=1 [--keep-last]=1 [--resume]="$tmp/r.safetensors"
   [--parallel]=data [--history]="$tmp/h" [--timeline]="$tmp/t.json" [--bucket-kb]=64
-  [--check-replicas]=1 [--no-shuffle]="" [--detect-anomaly]="" [--cuda-graph]="")
+  [--check-replicas]=1 [--no-shuffle]="" [--detect-anomaly]="" [--cuda-graph]="" [--warmup]=2
+  [--lr-scaling]=linear)
 refused() {  # refused PROGRAM FLAG...
   local program=$1 flag
   shift
@@ -167,7 +168,7 @@ refused data_parallel --data --dataset --epochs --no-shuffle --augment --init --
   --keep-last --resume --parallel --cuda-graph --history --timeline --bucket-kb
 refused grad_reducer --data --dataset --epochs --seed --steps --log-every --no-shuffle --augment \
   --init --save --save-every --keep-last --resume --parallel --cuda-graph --history --timeline \
-  --bucket-kb --check-replicas
+  --bucket-kb --check-replicas --warmup --lr-scaling
 # --help lists the refused ones apart.
 expect 0 "" "$bin/adasum" --help
 grep -q "Refused by adasum" "$tmp/stdout" || fail "adasum --help: no 'Refused by adasum' group"
@@ -202,8 +203,11 @@ expect 1 "MnistDataset: no such directory '/nonexistent'" \
 grep -q "^error: rank [01]: MnistDataset" "$tmp/stderr" || fail "--nprocs 2: no 'error: rank R: ' line"
 expect 1 "Model::train: the loss is " "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --lr 1e30
 # The batch line counts the ranks; --check-replicas says when the replicas agree.
-expect 0 "" "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --steps 4 --check-replicas 2
+expect 0 "" "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --steps 4 --check-replicas 2 \
+  --lr 0.01 --lr-scaling linear --warmup 2
 grep -qx "batch 8 per rank x 2 ranks = 16" "$tmp/stdout" || fail "lenet_mnist on 2 ranks: no batch line"
+grep -qx "lr 0.02 = --lr 0.01 x 2 ranks (--lr-scaling linear), warmed up linearly from 0.01 over the first 2 steps" \
+  "$tmp/stdout" || fail "lenet_mnist --lr-scaling linear --warmup 2: no lr line"
 [ "$(grep -c "^replicas agree at step [24] (epoch 1 step [24]): 10 parameters identical on 2 ranks" "$tmp/stdout")" -eq 2 ] ||
   fail "lenet_mnist --check-replicas 2 --steps 4: not two 'replicas agree' lines"
 expect 0 "" "$mpiexec" --oversubscribe -np 2 "$bin/adasum" $good --steps 2 --check-replicas 1
@@ -212,6 +216,12 @@ grep -q "^replicas agree at step 2 " "$tmp/stdout" || fail "adasum --check-repli
 expect 0 "" "$bin/data_parallel" --nprocs 2 --steps 4 --check-replicas 4
 grep -q "^replicas agree at step 4 (epoch 1 step 4): 4 parameters identical on 2 ranks" "$tmp/stdout" ||
   fail "data_parallel --check-replicas 4: no 'replicas agree' line"
+# --lr-scaling linear --warmup 4 on 2 ranks: lr 0.001 x 2, reached linearly
+# from 0.001 (step 1) by 0.00025 a step at step 5 (Goyal et al. 2017).
+expect 0 "" "$bin/data_parallel" --nprocs 2 --steps 6 --lr 0.001 --lr-scaling linear --warmup 4
+[ "$(sed -n 's/^step \([0-9]\), loss [0-9.]*, lr /\1 /p' "$tmp/stdout" | tr '\n' ' ')" = \
+  "1 0.001 2 0.00125 3 0.0015 4 0.00175 5 0.002 6 0.002 " ] ||
+  fail "data_parallel --lr-scaling linear --warmup 4: not the schedule's lrs: $(<"$tmp/stdout")"
 
 # Ranks started with different flags (MPMD) stop at once with both values
 # named, instead of waiting for each other forever.
