@@ -184,13 +184,14 @@ inline void add_flags(CLI::App& app, Flags& f, const std::string& program,
 }
 
 // Parses as example::parse (cli.h), then refuses the shared flags the program
-// cannot honour: "--history: adasum cannot honour this flag; ...".
+// cannot honour: "--resume: adasum cannot honour this flag, so it refuses it
+// rather than ignore it (`adasum --help` lists the shared flags it takes)".
 inline void parse(CLI::App& app, int argc, char** argv, const Flags& f) {
   parse(app, argc, argv);
   for (const CLI::Option* o : f.refused)
-    MINIDL_CHECK(o->count() == 0, o->get_name(), ": ", f.program, " cannot honour this flag "
-                 "(a flag the examples share; `", f.program, " --help` lists those it takes), "
-                 "so it refuses it rather than ignoring it");
+    MINIDL_CHECK(o->count() == 0, o->get_name(), ": ", f.program, " cannot honour this flag, so "
+                 "it refuses it rather than ignore it (`", f.program, " --help` lists the shared "
+                 "flags it takes)");
 }
 
 // The ranks that train one model together: the job's with --parallel data,
