@@ -11,24 +11,32 @@
 
 using namespace minidl;
 
+// The shared flags adasum honours; the others (--save-every, --keep-last,
+// --resume: no resumable state in this loop; --parallel: always data-parallel;
+// --bucket-kb: AdaSum packs all gradients into one vector; --cuda-graph) are
+// refused by name.
+constexpr uint64_t kHonours = example::kAllFlags & ~(example::kSaveEvery | example::kKeepLast |
+    example::kResume | example::kParallel | example::kBucketKb | example::kCudaGraph);
+
 // The program; main() turns an error into one line "error: ..." and exit status 1.
 void program(int argc, char** argv) {
   parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
   parallel::init();
   example::Flags flags;
+  flags.parallel = "data";  // the ranks always train one model
   std::string reduce = "adasum";
   CLI::App app{"Train LeNet-5 on MNIST with AdaSum over a power-of-two number of ranks"};
-  example::add_flags(app, flags);
+  example::add_flags(app, flags, "adasum", kHonours);
   app.add_option("--reduce", reduce, "adasum, or mean: average the gradients instead")
       ->check(CLI::IsMember({"adasum", "mean"}));
-  example::parse(app, argc, argv);
-  example::check_outputs(flags);
-  if (flags.threads > 0) set_num_threads(static_cast<int>(flags.threads));
+  example::parse(app, argc, argv, flags);
+  const Device device = example::prepare(flags);  // output paths, --threads, --device
   const int rank = parallel::rank(), ranks = parallel::world_size();
 
   manual_seed(flags.seed);  // the same initial weights on every rank
   example::LeNet5 net;
   if (!flags.init.empty()) net.load(flags.init);
+  net.to(device);  // before the optimizer, which keeps its state beside the parameters
   nn::CrossEntropyLoss loss_fn;
   auto opt = example::make_optimizer(flags, net);
   std::unique_ptr<parallel::AdaSumByGradWrapCell> adasum;  // throws alone, or on 3 ranks
@@ -40,24 +48,35 @@ void program(int argc, char** argv) {
 
   data::Dataset train_set = example::load(flags, data::Usage::Train);
   if (!flags.no_shuffle) train_set = train_set.shuffle(flags.seed);
+  train_set = example::augment(flags, train_set);  // --augment: data::RandomShift
   auto train = train_set.shard(rank, ranks).batch(flags.batch);  // this rank's samples
   auto test = example::load(flags, data::Usage::Test).batch(1000);
+  example::print_batch(flags, cat(", ", reduce));
   if (rank == 0)
-    std::printf("%s: %lld training images, %d ranks x %lld per batch, %s, %d threads per rank\n",
-                flags.dataset.c_str(), (long long)train_set.size(), ranks,
-                (long long)flags.batch, reduce.c_str(), num_threads());
+    std::printf("%s: %lld training images, %s, %d threads per rank, device %s\n",
+                flags.dataset.c_str(), (long long)train_set.size(), reduce.c_str(),
+                num_threads(), device_name(device));
 
-  LossMonitor monitor(flags.log_every);
-  if (!flags.timeline.empty()) parallel::Timeline::enable();
+  // The callbacks Model::train would run (--lr-scaling and --warmup's lr,
+  // loss, progress, times, --history, --check-replicas), told by hand what it
+  // tells them.
+  Model model(net, loss_fn, *opt);  // for eval: every rank scores the whole test set
+  CallbackList callbacks(example::callbacks(flags, *opt));
+  callbacks.train_begin({.epochs = flags.epochs, .steps_per_epoch = train.num_batches(),
+                         .batch_size = flags.batch, .rank = rank, .world_size = ranks,
+                         .network = &net});
+  example::start_timeline(flags);
   int64_t steps = 0;
   for (int64_t epoch = 1; epoch <= flags.epochs && steps != flags.steps; ++epoch) {
-    int64_t step = 0;
+    example::EpochClock clock;
     for (auto& batch : train.epoch(epoch - 1)) {
       parallel::Timeline::set_step(steps + 1);
-      Tensor loss;
+      const Tensor labels = batch.labels.to(device);
+      Tensor logits, loss;
       {
         parallel::TimelineScope scope("forward", "compute");
-        loss = loss_fn(net(batch.data), batch.labels);
+        logits = net(batch.data.to(device));
+        loss = loss_fn(logits, labels);
       }
       {
         parallel::TimelineScope scope("backward", "compute");
@@ -73,26 +92,17 @@ void program(int argc, char** argv) {
         }
       }
       opt->zero_grad();
-      double mean_loss = loss.item() / ranks;
-      parallel::world().allreduce(&mean_loss, 1);
-      ++step;
-      if (rank == 0) monitor.on_step_end({.epoch = epoch, .step = step, .loss = mean_loss});
-      if (flags.check_replicas > 0 && (steps + 1) % flags.check_replicas == 0)
-        parallel::check_replicas(net, parallel::world(), cat("step ", steps + 1));
-      if (++steps == flags.steps) break;
+      callbacks.step_end(clock.step(epoch, ++steps, train.num_batches(), loss, logits, labels,
+                                    opt->lr()));
+      if (steps == flags.steps) break;
     }
+    callbacks.epoch_end(clock.end(epoch, flags.history.empty() ? nullptr : &model, test));
   }
-  if (!flags.timeline.empty()) {
-    parallel::Timeline::disable();
-    parallel::Timeline::write(flags.timeline);  // every rank: rank 0 gathers and writes
-  }
+  callbacks.train_end();
+  example::finish_timeline(flags);
 
   // Every rank holds the same weights; each scores the whole test set.
-  Model model(net, loss_fn, *opt);
-  auto metrics = model.eval(test);
-  if (rank == 0)
-    std::printf("test accuracy: %.4f  test loss: %.4f\n", metrics["accuracy"], metrics["loss"]);
-  if (rank == 0 && !flags.save.empty()) net.save(flags.save);
+  example::report(flags, model.eval(test), net);
 }
 
 int main(int argc, char** argv) {

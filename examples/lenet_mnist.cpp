@@ -21,12 +21,12 @@ void program(int argc, char** argv) {
   example::Flags flags;
   std::string model_name = "lenet";
   CLI::App app{"Train LeNet-5 on MNIST"};
-  example::add_flags(app, flags);
+  example::add_flags(app, flags, "lenet_mnist");
   app.add_option("--model", model_name,
                  "lenet, or lenet-bn (BatchNorm2d after each conv; SyncBatchNorm with "
                  "--parallel data)")
       ->check(CLI::IsMember({"lenet", "lenet-bn"}));
-  example::parse(app, argc, argv);
+  example::parse(app, argc, argv, flags);
   const Device device = example::prepare(flags);  // output paths, --threads, --device
   const bool data_parallel = flags.parallel == "data";
 

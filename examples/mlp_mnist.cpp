@@ -17,11 +17,11 @@ void program(int argc, char** argv) {
   int64_t micro_size = 1;
   bool sum_loss = false;
   CLI::App app{"Train the 784-512-512-10 MLP on MNIST"};
-  example::add_flags(app, flags);
+  example::add_flags(app, flags, "mlp_mnist");
   app.add_option("--micro-size", micro_size, "split each batch into N micro batches (1: off)")
       ->check(example::in_range<int64_t>(1, example::kMaxBatch));
   app.add_flag("--sum-loss", sum_loss, "with --micro-size: the sum of micro losses, as MindSpore");
-  example::parse(app, argc, argv);
+  example::parse(app, argc, argv, flags);
   // Every batch would be short; an epoch's last one may be (GradAccumulation
   // then takes it one sample per micro batch).
   MINIDL_CHECK(micro_size <= flags.batch, "--micro-size: ", micro_size,

@@ -5,25 +5,33 @@
 // and an evaluation whose sums are added over ranks. Model's callbacks run
 // here too, driven by the loop through a CallbackList: LossMonitor prints the
 // loss, and with --checkpoint ModelCheckpoint saves the weights each epoch.
+// The flags are the examples' shared set (common.h): --batch is per rank.
 //
 //   build/bin/mnist_train_loop                     # one process
 //   build/bin/mnist_train_loop --nprocs 2          # two ranks, started through mpirun
 //   mpirun -np 2 build/bin/mnist_train_loop        # the same, launched by hand
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "common.h"
 
 using namespace minidl;
 
-// The defaults of the flags.
+// The flags are the examples' shared set (common.h); these are its defaults,
+// and --dropout and --checkpoint its own.
 constexpr int64_t kEpochs = 2;
-constexpr int64_t kTrainBatch = 64;  // samples per step over all ranks: each rank takes 64 / ranks
+constexpr int64_t kTrainBatch = 64;  // samples per step per rank
 constexpr int64_t kTestBatch = 1000;
-constexpr double kLearningRate = 0.01, kMomentum = 0.9, kDropout = 0.5;
+constexpr double kLearningRate = 0.01, kDropout = 0.5;  // Momentum 0.9 (--optimizer)
 constexpr int64_t kLogInterval = 25;  // steps
 
+// The shared flags this loop honours; refused: --save-every, --keep-last and
+// --resume (it keeps no resumable training state; --checkpoint saves weights),
+// --parallel (always data-parallel over the job's ranks), --cuda-graph.
+constexpr uint64_t kHonours = example::kAllFlags & ~(example::kSaveEvery | example::kKeepLast |
+    example::kResume | example::kParallel | example::kCudaGraph);
 // x [N, 1, 28, 28] -> logits [N, 10]
 struct Net : nn::Cell {
   nn::Conv2d conv1{/*in=*/1, /*out=*/10, /*kernel=*/5};  // -> [N, 10, 24, 24], pooled to 12 x 12
@@ -46,37 +54,37 @@ struct Net : nn::Cell {
 // during backward, so after loss.backward() every rank holds the mean over
 // ranks: the gradient of the whole batch's mean loss. The callbacks hear of
 // every step (with the loss averaged over ranks) and of the epoch's end.
+// Stops at `max_steps` steps of the whole run (-1: none).
 void train(int64_t epoch, int64_t max_steps, parallel::DataParallel& model,
-           optim::Optimizer& optimizer, const data::BatchDataset& batches,
+           optim::Optimizer& optimizer, const data::BatchDataset& batches, Device device,
            CallbackList& callbacks, int64_t& global_step) {
   model.train();  // dropout on
-  int64_t step = 0;
+  example::EpochClock clock;  // the figures Model::train would give the callbacks
   for (data::Batch& batch : batches.epoch(epoch)) {
-    Tensor loss = cross_entropy(model(batch.data), batch.labels);  // this rank's mean loss
+    if (global_step == max_steps) break;
+    const Tensor labels = batch.labels.to(device);
+    Tensor logits = model(batch.data.to(device));
+    Tensor loss = cross_entropy(logits, labels);  // this rank's mean loss
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
-    double figures[2] = {loss.item(), static_cast<double>(batch.labels.size(0))};
-    parallel::world().allreduce(figures, 2);  // summed over ranks
-    callbacks.step_end({.epoch = epoch + 1, .step = ++step, .global_step = ++global_step,
-                        .steps_per_epoch = batches.num_batches(),
-                        .samples = static_cast<int64_t>(figures[1]),
-                        .loss = figures[0] / parallel::world_size()});
-    if (step == max_steps) break;
+    // summed over ranks: the loss (as the mean), correct predictions and rows
+    callbacks.step_end(clock.step(epoch + 1, ++global_step, batches.num_batches(), loss, logits,
+                                  labels, optimizer.lr()));
   }
-  callbacks.epoch_end({.epoch = epoch + 1, .steps = step});
+  callbacks.epoch_end(clock.end(epoch + 1, nullptr, batches));
 }
 
 // Mean loss and accuracy over the test set: each rank evaluates its shard,
 // then one allreduce adds up the sums of every rank.
-void test(nn::Cell& net, const data::BatchDataset& batches) {
+void test(nn::Cell& net, const data::BatchDataset& batches, Device device) {
   NoGradGuard no_grad;
   net.eval();  // dropout off
   double sums[3] = {0, 0, 0};  // loss x rows, correct predictions, rows
   for (data::Batch& batch : batches.epoch(0)) {
     const int64_t rows = batch.labels.size(0);
-    Tensor logits = net(batch.data);
-    sums[0] += cross_entropy(logits, batch.labels).item() * rows;
+    Tensor logits = net(batch.data.to(device));
+    sums[0] += cross_entropy(logits, batch.labels.to(device)).item() * rows;
     std::vector<int64_t> predicted = argmax(logits).to_vector<int64_t>();
     std::vector<int64_t> labels = batch.labels.to_vector<int64_t>();
     for (int64_t i = 0; i < rows; ++i) sums[1] += predicted[i] == labels[i];
@@ -91,61 +99,58 @@ void test(nn::Cell& net, const data::BatchDataset& batches) {
 void program(int argc, char** argv) {
   parallel::launch_if_requested(argc, argv);  // --nprocs N: rerun under mpirun
   parallel::init();                           // a world of one when started alone
-  std::string dir = data::default_mnist_dir(), save, checkpoint;
-  int64_t epochs = kEpochs, batch = kTrainBatch, max_steps = -1;
-  double lr = kLearningRate, p = kDropout;
-  uint64_t seed = 0;
+  example::Flags flags;  // the shared flags, with this loop's defaults
+  flags.parallel = "data";
+  flags.epochs = kEpochs, flags.batch = kTrainBatch, flags.lr = kLearningRate;
+  flags.log_every = kLogInterval;
+  std::string checkpoint;
+  double p = kDropout;
   CLI::App app{"MNIST with a hand-written training loop"};
-  app.add_option("--data", dir, "directory with the four MNIST IDX files");
-  app.add_option("--epochs", epochs, "passes over the training set")
-      ->check(example::in_range<int64_t>(1, 1000));
-  app.add_option("--batch", batch, "samples per step over all ranks")
-      ->check(example::in_range<int64_t>(1, 1'000'000));
-  app.add_option("--steps", max_steps, "stop each epoch after this many steps")
-      ->check(example::in_range<int64_t>(1, 1'000'000'000));
-  app.add_option("--lr", lr, "learning rate")->check(example::in_range(0.0, 1e6));
+  example::add_flags(app, flags, "mnist_train_loop", kHonours);
   app.add_option("--dropout", p, "dropout probability after fc1")->check(example::in_range(0.0, 0.99));
-  app.add_option("--seed", seed, "initial weights and shuffling");
-  app.add_option("--save", save, "save the trained weights as safetensors");
   app.add_option("--checkpoint", checkpoint,
                  "save the weights at each epoch's end as PREFIX-<epoch>_<step>.safetensors");
-  int64_t nprocs = 1;  // taken (and checked) by launch_if_requested; listed for --help
-  app.add_option("--nprocs", nprocs, "start N ranks through mpirun");
-  example::parse(app, argc, argv);
+  example::parse(app, argc, argv, flags);
+  const Device device = example::prepare(flags);  // output paths, --threads, --device
   const int rank = parallel::rank(), ranks = parallel::world_size();
-  MINIDL_CHECK(batch % ranks == 0, "--batch ", batch, " must be divisible by the ", ranks, " ranks");
 
   // The data: pixels to [0, 1], normalized; the training set shuffled per
-  // epoch; each rank takes its shard of both.
-  auto load = [&](data::Usage usage) {
-    return data::MnistDataset(dir, usage)
-        .map(data::Rescale(1.0 / 255, 0))
-        .map(data::Normalize(0.1307, 0.3081));
-  };
-  data::BatchDataset train_set =
-      load(data::Usage::Train).shuffle(seed).shard(rank, ranks).batch(batch / ranks);
-  data::BatchDataset test_set = load(data::Usage::Test).shard(rank, ranks).batch(kTestBatch);
+  // epoch (--augment: moved by up to K pixels); each rank takes its shard of
+  // both, in batches of --batch (per rank).
+  data::Dataset train_data = example::load(flags, data::Usage::Train);
+  if (!flags.no_shuffle) train_data = train_data.shuffle(flags.seed);
+  train_data = example::augment(flags, train_data);
+  data::BatchDataset train_set = train_data.shard(rank, ranks).batch(flags.batch);
+  data::BatchDataset test_set =
+      example::load(flags, data::Usage::Test).shard(rank, ranks).batch(kTestBatch);
+  example::print_batch(flags);
 
   // The model, wrapped for data parallelism (it copies rank 0's weights to every rank).
-  manual_seed(seed);
+  manual_seed(flags.seed);
   Net net(p);
-  parallel::DataParallel model(net);
-  optim::Momentum optimizer(model.trainable_params(), lr, kMomentum);
+  if (!flags.init.empty()) net.load(flags.init);
+  net.to(device);  // before the optimizer, which keeps its state beside the parameters
+  parallel::DataParallel model(net, {.bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10});
+  std::unique_ptr<optim::Optimizer> optimizer = example::make_optimizer(flags, model);
 
-  // The callbacks Model::train would run, told by hand what it tells them.
-  std::vector<CallbackRef> list = {LossMonitor(kLogInterval)};
+  // The callbacks Model::train would run, told by hand what it tells them:
+  // --lr-scaling and --warmup's lr, LossMonitor, --history, --check-replicas,
+  // and --checkpoint.
+  std::vector<CallbackRef> list = example::callbacks(flags, *optimizer, /*progress=*/false);
   if (!checkpoint.empty()) list.push_back(ModelCheckpoint(checkpoint));
   CallbackList callbacks(list);
-  callbacks.train_begin({.epochs = epochs, .steps_per_epoch = train_set.num_batches(),
-                         .batch_size = batch / ranks, .rank = rank, .world_size = ranks,
+  callbacks.train_begin({.epochs = flags.epochs, .steps_per_epoch = train_set.num_batches(),
+                         .batch_size = flags.batch, .rank = rank, .world_size = ranks,
                          .network = &net});
+  example::start_timeline(flags);
   int64_t global_step = 0;
-  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-    train(epoch, max_steps, model, optimizer, train_set, callbacks, global_step);
-    test(net, test_set);
+  for (int64_t epoch = 0; epoch < flags.epochs && global_step != flags.steps; ++epoch) {
+    train(epoch, flags.steps, model, *optimizer, train_set, device, callbacks, global_step);
+    test(net, test_set, device);
   }
   callbacks.train_end();
-  if (!save.empty() && rank == 0) net.save(save);
+  example::finish_timeline(flags);
+  if (!flags.save.empty() && rank == 0) net.save(flags.save);
 }
 
 int main(int argc, char** argv) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -22,8 +23,11 @@ void ReplicaCheck::on_step_end(const StepEnd& s) {
   if (!parallel::is_initialized() || parallel::world_size() == 1) return;
   ++checks_;
   parallel::TimelineScope scope("replica check", "check");
-  parallel::check_replicas(*network_, parallel::world(),
-                           cat("step ", s.global_step, " (epoch ", s.epoch, " step ", s.step, ")"));
+  const std::string when = cat("step ", s.global_step, " (epoch ", s.epoch, " step ", s.step, ")");
+  const size_t params = parallel::check_replicas(*network_, parallel::world(), when);
+  if (rank_ == 0)  // one line per check (--check-replicas N: the user picks how often)
+    std::printf("replicas agree at %s: %zu parameters identical on %d ranks (max |difference| 0)\n",
+                when.c_str(), params, parallel::world_size());
 }
 
 namespace parallel {
@@ -72,7 +76,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-void check_replicas(const nn::Cell& network, Communicator& group, const std::string& when) {
+size_t check_replicas(const nn::Cell& network, Communicator& group, const std::string& when) {
   const int size = group.size();
   const TensorDict named = network.named_parameters();
   const auto& params = named.items();
@@ -106,7 +110,7 @@ void check_replicas(const nn::Cell& network, Communicator& group, const std::str
     if (!same && first == mine.size()) first = i;
     differing += !same;
   }
-  if (first == mine.size()) return;
+  if (first == mine.size()) return mine.size();
   for (int r = 1; r < size; ++r)
     if (all[r * mine.size() + first] != all[first]) differ.push_back(r);
 

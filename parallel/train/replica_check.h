@@ -1,5 +1,6 @@
 // ReplicaCheck: the ranks' copies of the network compared during training.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,9 @@ namespace minidl {
 //   ReplicaCheck: the replicas diverged by step 20 (epoch 1 step 20): parameter
 //   fc1.weight [120, 400] differs from rank 0's on rank 1 (max |difference|
 //   0.0123); 1 of 10 parameters differ. ...
+// When they agree, rank 0 prints one line per check, e.g.
+//   replicas agree at step 20 (epoch 1 step 20): 10 parameters identical on 2
+//   ranks (max |difference| 0)
 // Collective: every rank must run the same steps (Model::train does). Does
 // nothing with one rank or before parallel::init(). every >= 1.
 class ReplicaCheck : public Callback {
@@ -36,7 +40,8 @@ class ReplicaCheck : public Callback {
 namespace parallel {
 // The comparison ReplicaCheck makes, for custom training loops: collective
 // over `group`; throws as above, `when` ("step 20") going into the message.
-void check_replicas(const nn::Cell& network, Communicator& group, const std::string& when);
+// Returns the number of parameters compared (all identical). Prints nothing.
+size_t check_replicas(const nn::Cell& network, Communicator& group, const std::string& when);
 }  // namespace parallel
 
 }  // namespace minidl

@@ -106,7 +106,8 @@ if ! command -v nvidia-smi >/dev/null; then  # no GPU here: cuda is refused, aut
   grep -q "device cpu" "$tmp/stdout" || fail "--device auto without a GPU did not print 'device cpu'"
   expect 1 "error: --device cuda: no CUDA device here (use --device cpu or auto)" $bin/grad_reducer --device cuda
   expect 0 "" $bin/grad_reducer --device auto
-  [ "$(<"$tmp/stdout")" = "256.0" ] || fail "grad_reducer --device auto printed '$(<"$tmp/stdout")', not 256.0"
+  [ "$(tail -n 1 "$tmp/stdout")" = "256.0" ] || fail "grad_reducer --device auto printed '$(<"$tmp/stdout")', not 256.0 last"
+  expect 0 "" $bin/data_parallel --device auto --steps 2
 fi
 expect 1 "error: --device: gpu not in {cpu,cuda,auto}" $bin/grad_reducer --device gpu
 expect 1 "error: --batch: expected an integer from 1 to 1000000, got 'abc'" $lenet --batch abc
@@ -142,7 +143,44 @@ expect 0 "" "$bin/mlp_mnist" --data "$tmp/good" --batch 7 --micro-size 7 --epoch
   --save "$tmp/short.safetensors"
 [ -s "$tmp/short.safetensors" ] || fail "--micro-size 7 --batch 7: the run with a short last batch saved nothing"
 expect 1 "error: --reduce: foo not in {adasum,mean}" "$bin/adasum" --reduce foo
-expect 1 "error: --steps: expected an integer from 1 to 1000000000, got '0'" "$bin/data_parallel" --steps 0
+expect 1 "error: --steps: expected an integer from 0 to 1000000000, got '-1'" "$bin/data_parallel" --steps -1
+expect 1 "error: --device: gpu not in {cpu,cuda,auto}" "$bin/data_parallel" --device gpu
+
+# The six training examples share one flag set (examples/common.h); a shared
+# flag an example cannot honour is refused, naming the flag and the example.
+declare -A value=([--data]="$tmp/good" [--dataset]=fashion [--epochs]=1 [--seed]=1
+  [--steps]=1 [--log-every]=1 [--augment]=shift:1 [--init]="$tmp/none.safetensors"
+  [--save]="$tmp/s.safetensors" [--save-every]=1 [--keep-last]=1 [--resume]="$tmp/r.safetensors"
+  [--parallel]=data [--history]="$tmp/h" [--timeline]="$tmp/t.json" [--bucket-kb]=64
+  [--check-replicas]=1 [--no-shuffle]="" [--detect-anomaly]="" [--cuda-graph]="" [--warmup]=2
+  [--lr-scaling]=linear)
+refused() {  # refused PROGRAM FLAG...
+  local program=$1 flag
+  shift
+  for flag in "$@"; do
+    expect 1 "error: $flag: $program cannot honour this flag" "$bin/$program" $flag ${value[$flag]}
+    [ -s "$tmp/stdout" ] && fail "$program $flag: refused after something ran"
+  done
+}
+refused adasum --save-every --keep-last --resume --parallel --bucket-kb --cuda-graph
+refused mnist_train_loop --save-every --keep-last --resume --parallel --cuda-graph
+refused data_parallel --data --dataset --epochs --no-shuffle --augment --init --save --save-every \
+  --keep-last --resume --parallel --cuda-graph --history --timeline --bucket-kb
+refused grad_reducer --data --dataset --epochs --seed --steps --log-every --no-shuffle --augment \
+  --init --save --save-every --keep-last --resume --parallel --cuda-graph --history --timeline \
+  --bucket-kb --check-replicas --warmup --lr-scaling
+# --help lists the refused ones apart.
+expect 0 "" "$bin/adasum" --help
+grep -q "Refused by adasum" "$tmp/stdout" || fail "adasum --help: no 'Refused by adasum' group"
+# --batch is per rank everywhere, and each example says so in one line.
+for run in "lenet_mnist $good --epochs 1 --steps 1" "mlp_mnist $good --epochs 1 --steps 1" \
+           "adasum $good --epochs 1 --steps 1 --reduce mean" \
+           "mnist_train_loop $good --epochs 1 --steps 1" "data_parallel --batch 8 --steps 1" \
+           "grad_reducer --batch 8"; do
+  expect 0 "" $bin/$run
+  grep -qx "batch 8 per rank x 1 rank = 8.*" "$tmp/stdout" ||
+    fail "${run%% *}: no line 'batch 8 per rank x 1 rank = 8'"
+done
 expect 0 "" $lenet --help
 
 # What works still works: a short run that saves.
@@ -164,6 +202,26 @@ expect 1 "MnistDataset: no such directory '/nonexistent'" \
   $lenet --nprocs 2 --parallel data --data /nonexistent
 grep -q "^error: rank [01]: MnistDataset" "$tmp/stderr" || fail "--nprocs 2: no 'error: rank R: ' line"
 expect 1 "Model::train: the loss is " "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --lr 1e30
+# The batch line counts the ranks; --check-replicas says when the replicas agree.
+expect 0 "" "$mpiexec" --oversubscribe -np 2 $lenet $good --parallel data --steps 4 --check-replicas 2 \
+  --lr 0.01 --lr-scaling linear --warmup 2
+grep -qx "batch 8 per rank x 2 ranks = 16" "$tmp/stdout" || fail "lenet_mnist on 2 ranks: no batch line"
+grep -qx "lr 0.02 = --lr 0.01 x 2 ranks (--lr-scaling linear), warmed up linearly from 0.01 over the first 2 steps" \
+  "$tmp/stdout" || fail "lenet_mnist --lr-scaling linear --warmup 2: no lr line"
+[ "$(grep -c "^replicas agree at step [24] (epoch 1 step [24]): 10 parameters identical on 2 ranks" "$tmp/stdout")" -eq 2 ] ||
+  fail "lenet_mnist --check-replicas 2 --steps 4: not two 'replicas agree' lines"
+expect 0 "" "$mpiexec" --oversubscribe -np 2 "$bin/adasum" $good --steps 2 --check-replicas 1
+grep -qx "batch 8 per rank x 2 ranks = 16, adasum" "$tmp/stdout" || fail "adasum on 2 ranks: no batch line"
+grep -q "^replicas agree at step 2 " "$tmp/stdout" || fail "adasum --check-replicas 1: no 'replicas agree' line"
+expect 0 "" "$bin/data_parallel" --nprocs 2 --steps 4 --check-replicas 4
+grep -q "^replicas agree at step 4 (epoch 1 step 4): 4 parameters identical on 2 ranks" "$tmp/stdout" ||
+  fail "data_parallel --check-replicas 4: no 'replicas agree' line"
+# --lr-scaling linear --warmup 4 on 2 ranks: lr 0.001 x 2, reached linearly
+# from 0.001 (step 1) by 0.00025 a step at step 5 (Goyal et al. 2017).
+expect 0 "" "$bin/data_parallel" --nprocs 2 --steps 6 --lr 0.001 --lr-scaling linear --warmup 4
+[ "$(sed -n 's/^step \([0-9]\), loss [0-9.]*, lr /\1 /p' "$tmp/stdout" | tr '\n' ' ')" = \
+  "1 0.001 2 0.00125 3 0.0015 4 0.00175 5 0.002 6 0.002 " ] ||
+  fail "data_parallel --lr-scaling linear --warmup 4: not the schedule's lrs: $(<"$tmp/stdout")"
 
 # Ranks started with different flags (MPMD) stop at once with both values
 # named, instead of waiting for each other forever.

@@ -58,6 +58,9 @@ check momentum_augment momentum 2_3 2_12 1 --augment shift:2
 check momentum_np2 momentum 1_5 2_6 2
 check adam_np2 adam 2_4 2_6 2
 check adam_augment_np2 adam 1_5 2_6 2 --augment shift:2
+# --lr-scaling linear with --warmup 8: resumed from step 5, mid warm-up, the
+# lr goes on from the schedule's step 6 (the checkpoint holds it).
+check momentum_warmup_np2 momentum 1_5 2_6 2 --lr-scaling linear --warmup 8
 
 # Errors: a weights-only file, a resume with another batch size, and
 # --save-every without --save.
@@ -79,6 +82,13 @@ timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 8 --threads 
   --lr 0.05 --resume "$tmp/sgd/a-1_10.safetensors" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && [ "$(cat "$tmp/err")" = "error: --resume: $tmp/sgd/a-1_10.safetensors was trained with lr 0.01, this run has --lr 0.05; give --lr 0.01 (a resume continues the saved run bit for bit, its lr included)" ] ||
   fail "--resume with another --lr: $(cat "$tmp/err")"
+
+# ... and without them the lr is not the run's: refused, naming both.
+timeout 60 "$mpiexec" --oversubscribe -np 2 "$bin/lenet_mnist" --parallel data --data "$tmp/data" \
+  --epochs 2 --batch 8 --threads 1 --optimizer momentum --lr-scaling linear \
+  --resume "$tmp/momentum_warmup_np2/a-1_5.safetensors" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "was trained with lr 0\.0162[0-9]*, this run has lr 0\.02 at step 6 from --lr 0.01; give the --lr, --lr-scaling and --warmup it had" "$tmp/err" ||
+  fail "--resume of a warm-up run without --warmup: $(cat "$tmp/err")"
 
 # A checkpoint inconsistent with itself is refused naming the file and the
 # entry: an epoch of 2^63 - 1 (it overflowed the example's arithmetic), a
