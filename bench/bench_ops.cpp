@@ -65,16 +65,9 @@ double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
 }
 
 // ---- batch norm (issue 23) ----
-struct NormCase {
-  const char* name;
-  int64_t N, C, H, W;
-};
-constexpr NormCase kBatchNormCases[] = {{"bn2d_128x16x28", 128, 16, 28, 28},
-                                        {"bn2d_128x32x14", 128, 32, 14, 14}};
-
 // BatchNorm2d(C) in training mode: forward, then backward of gy (x, weight
 // and bias gradients), timed together -> G elements/s
-double batch_norm_gelems(const NormCase& c, double min_time) {
+double batch_norm_gelems(const bench::NormCase& c, double min_time) {
   nn::BatchNorm2d bn(c.C);
   Tensor x = Tensor::randn({c.N, c.C, c.H, c.W}).requires_grad_(true);
   Tensor gy = Tensor::randn({c.N, c.C, c.H, c.W});
@@ -83,7 +76,7 @@ double batch_norm_gelems(const NormCase& c, double min_time) {
   };
   const double s = bench::median_seconds(setup, [&] { bn(x).backward(gy); }, 21, min_time);
   std::printf("# %s forward+backward %.3f ms\n", c.name, s * 1e3);
-  return double(c.N * c.C * c.H * c.W) / s * 1e-9;
+  return c.elements() / s * 1e-9;
 }
 
 // Runs the cases in order whose names start with `only`, calling emit(name,
@@ -100,7 +93,7 @@ void run_cases(double min_time, const std::string& only, Emit emit) {
     run(std::string(c.name) + "_fwd", [&] { return conv_gflops(c, /*backward=*/false, min_time); });
     run(std::string(c.name) + "_bwd", [&] { return conv_gflops(c, /*backward=*/true, min_time); });
   }
-  for (const auto& c : kBatchNormCases) run(c.name, [&] { return batch_norm_gelems(c, min_time); });
+  for (const auto& c : bench::kBatchNormCases) run(c.name, [&] { return batch_norm_gelems(c, min_time); });
 }
 
 // Runs the twin and reads its `name value` lines; '#' lines are kept as notes.

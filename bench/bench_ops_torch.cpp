@@ -55,15 +55,8 @@ double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
 }
 
 // ---- batch norm (issue 23): bench_ops' cases ----
-struct NormCase {
-  const char* name;
-  int64_t N, C, H, W;
-};
-constexpr NormCase kBatchNormCases[] = {{"bn2d_128x16x28", 128, 16, 28, 28},
-                                        {"bn2d_128x32x14", 128, 32, 14, 14}};
-
 // BatchNorm2d(C) in training mode: forward, then backward of gy, timed together -> G elements/s
-double batch_norm_gelems(const NormCase& c, double min_time) {
+double batch_norm_gelems(const bench::NormCase& c, double min_time) {
   torch::nn::BatchNorm2d bn(c.C);
   bn->train();
   auto x = torch::randn({c.N, c.C, c.H, c.W}).requires_grad_(true);
@@ -73,7 +66,7 @@ double batch_norm_gelems(const NormCase& c, double min_time) {
   };
   const double s = bench::median_seconds(setup, [&] { bn(x).backward(gy); }, 21, min_time);
   std::printf("# %s forward+backward %.3f ms\n", c.name, s * 1e3);
-  return double(c.N * c.C * c.H * c.W) / s * 1e-9;
+  return c.elements() / s * 1e-9;
 }
 
 }  // namespace
@@ -113,7 +106,7 @@ int main(int argc, char** argv) {
       std::printf("%s_bwd %.3f\n", c.name, conv_gflops(c, /*backward=*/true, min_time));
     std::fflush(stdout);
   }
-  for (const auto& c : kBatchNormCases) {
+  for (const auto& c : bench::kBatchNormCases) {
     if (!want(c.name)) continue;
     std::printf("%s %.3f\n", c.name, batch_norm_gelems(c, min_time));
     std::fflush(stdout);

@@ -53,7 +53,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
     NoGradGuard no_grad;
     num_batches_tracked.copy_(num_batches_tracked.to(kFloat32) + 1.0f);  // no host read
   }
-  if (!m) return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+  if (!m)
+    return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
   // A subclass's statistics (SyncBatchNorm): composed ops, the running estimates updated here
   Shape per_channel(x.dim(), 1);  // [1, C, 1, ...]
   per_channel[1] = num_features;

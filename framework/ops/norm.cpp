@@ -42,28 +42,25 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const int64_t N = x.size(0), C = x.size(1), S = x.numel() / (N * C);
   MINIDL_CHECK(!training || N * S > 1, "batch_norm: training needs more than one value per ",
                "channel, got input ", x.shape());
-  const Kernels& kern =
-      kernels_for("batch_norm", x, {&weight, &bias, &running_mean, &running_var});
+  const Kernels& kern = kernels_for("batch_norm", x, {&weight, &bias, &running_mean, &running_var});
   Tensor y = empty_like(x, x.shape());
   Tensor save_mean = empty_like(x, {C}), save_invstd = empty_like(x, {C});  // for backward
   kern.batch_norm_forward(training, N, C, S, x.data_ptr<float>(), ptr(weight), ptr(bias),
                           ptr(running_mean), ptr(running_var), momentum, eps,
                           save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(),
                           y.data_ptr<float>());
-  return record(y, "batch_norm", {x, weight, bias},
-                [x, weight, bias, save_mean, save_invstd, training, N, C, S](const Tensor& g) {
-                  Tensor gx = x.requires_grad() ? empty_like(g, x.shape()) : Tensor();
-                  Tensor gw = weight.defined() && weight.requires_grad() ? empty_like(g, {C})
-                                                                         : Tensor();
-                  Tensor gb = bias.defined() && bias.requires_grad() ? empty_like(g, {C})
-                                                                     : Tensor();
-                  kernels(g.device())
-                      .batch_norm_backward(training, N, C, S, x.data_ptr<float>(),
-                                           g.data_ptr<float>(), save_mean.data_ptr<float>(),
-                                           save_invstd.data_ptr<float>(), ptr(weight), ptr(gx),
-                                           ptr(gw), ptr(gb));
-                  return std::vector<Tensor>{gx, gw, gb};
-                });
+  return record(
+      y, "batch_norm", {x, weight, bias},
+      [x, weight, bias, save_mean, save_invstd, training, N, C, S](const Tensor& g) {
+        Tensor gx = x.requires_grad() ? empty_like(g, x.shape()) : Tensor();
+        Tensor gw = weight.defined() && weight.requires_grad() ? empty_like(g, {C}) : Tensor();
+        Tensor gb = bias.defined() && bias.requires_grad() ? empty_like(g, {C}) : Tensor();
+        kernels(g.device())
+            .batch_norm_backward(training, N, C, S, x.data_ptr<float>(), g.data_ptr<float>(),
+                                 save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(),
+                                 ptr(weight), ptr(gx), ptr(gw), ptr(gb));
+        return std::vector<Tensor>{gx, gw, gb};
+      });
 }
 
 }  // namespace minidl

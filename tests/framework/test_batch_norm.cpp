@@ -62,8 +62,8 @@ TEST_CASE("batch_norm equals its composition from ops, threaded") {
          bc = b.clone().requires_grad_();
   const Shape pc{1, 3, 1, 1};
   Tensor mean = xc.mean({0, 2, 3}, true), d = xc - mean;
-  Tensor composed = d / ((d * d).mean({0, 2, 3}, true) + 1e-5).sqrt() * wc.reshape(pc) +
-                    bc.reshape(pc);
+  Tensor composed =
+      d / ((d * d).mean({0, 2, 3}, true) + 1e-5).sqrt() * wc.reshape(pc) + bc.reshape(pc);
   (composed * r).sum().backward();
   check_same(fused, composed);
   check_same(xf.grad(), xc.grad());

@@ -16,8 +16,8 @@ TEST_CASE("PyTorch reference: batch norm") {
            [](const Inputs& x, const Attrs& a) {
              const bool affine = a["affine"], running = a["running"];
              Tensor rm = running ? x[3].clone() : Tensor(), rv = running ? x[4].clone() : Tensor();
-             Tensor y = batch_norm(x[0], affine ? x[1] : Tensor(), affine ? x[2] : Tensor(), rm,
-                                   rv, a["training"], a["momentum"], a["eps"]);
+             Tensor y = batch_norm(x[0], affine ? x[1] : Tensor(), affine ? x[2] : Tensor(), rm, rv,
+                                   a["training"], a["momentum"], a["eps"]);
              return running ? Outputs{y, rm, rv} : Outputs{y};
            }},
           {"batchnorm2d_module",

@@ -11,7 +11,8 @@ namespace {
 __device__ void block_sum2(double* a, double* b) {
   for (int half = kThreads / 2; half > 0; half >>= 1) {
     __syncthreads();
-    if (threadIdx.x < half) a[threadIdx.x] += a[threadIdx.x + half], b[threadIdx.x] += b[threadIdx.x + half];
+    if (threadIdx.x < half)
+      a[threadIdx.x] += a[threadIdx.x + half], b[threadIdx.x] += b[threadIdx.x + half];
   }
   __syncthreads();
 }
@@ -55,14 +56,16 @@ __global__ void batch_norm_stats_kernel(bool training, int64_t n, int64_t c, int
   }
 }
 
-// x [N, C, S] -> y = x * alpha + beta, alpha = invstd * w, beta = b - mean * alpha in double (the CPU's)
+// x [N, C, S] -> y = x * alpha + beta: alpha = invstd * w, beta = b - mean * alpha
+// (in double, as on the CPU)
 __global__ void batch_norm_apply_kernel(int64_t total, int64_t c, int64_t s, const float* x,
-                                        const float* weight, const float* bias,
-                                        const float* mean, const float* invstd, float* y) {
+                                        const float* weight, const float* bias, const float* mean,
+                                        const float* invstd, float* y) {
   for (int64_t i = thread_index(); i < total; i += thread_count()) {
     const int64_t ch = (i / s) % c;
     const float alpha = invstd[ch] * (weight ? weight[ch] : 1.f);
-    const float beta = static_cast<float>((bias ? bias[ch] : 0.0) - static_cast<double>(mean[ch]) * alpha);
+    const float beta =
+        static_cast<float>((bias ? bias[ch] : 0.0) - static_cast<double>(mean[ch]) * alpha);
     y[i] = x[i] * alpha + beta;
   }
 }
@@ -70,9 +73,8 @@ __global__ void batch_norm_apply_kernel(int64_t total, int64_t c, int64_t s, con
 // gy, x [N, C, S] -> sums [2, C] (double): sum(gy), sum(gy (x - mean)) per channel (and
 // gweight, gbias where wanted), one block per channel
 __global__ void batch_norm_grad_sums_kernel(int64_t n, int64_t c, int64_t s, const float* x,
-                                            const float* gy, const float* mean,
-                                            const float* invstd, double* sums, float* gweight,
-                                            float* gbias) {
+                                            const float* gy, const float* mean, const float* invstd,
+                                            double* sums, float* gweight, float* gbias) {
   __shared__ double s1[kThreads], s2[kThreads];
   const int64_t count = n * s;
   for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
@@ -96,7 +98,8 @@ __global__ void batch_norm_grad_sums_kernel(int64_t n, int64_t c, int64_t s, con
   }
 }
 
-// gy, x [N, C, S], sums [2, C] -> gx = (gy - gm - (x - mean) k) * invstd * w (gm, k 0 in evaluation)
+// gy, x [N, C, S], sums [2, C] -> gx = (gy - gm - (x - mean) k) * invstd * w
+// (gm and k are 0 in evaluation)
 __global__ void batch_norm_grad_input_kernel(bool training, int64_t n, int64_t c, int64_t s,
                                              const float* x, const float* gy, const float* mean,
                                              const float* invstd, const float* weight,
