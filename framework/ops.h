@@ -335,7 +335,7 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
 
 // ---- batch norm (issue 23) ----
-// x [N, C] or [N, C, *] float32 -> the same shape; per channel c (dim 1):
+// x [N, C] or [N, C, *] float32 (or float16) -> the same shape; per channel c (dim 1):
 //   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
 // (at::batch_norm's argument order; PyTorch's F.batch_norm semantics).
 // training: mean and biased var of the batch over every dim but 1 (more than

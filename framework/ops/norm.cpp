@@ -23,6 +23,10 @@ void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x) {
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
+  if (x.dtype() == kFloat16)  // computed in float32, the result cast back (ops.h)
+    return cast(batch_norm(cast(x, kFloat32), weight, bias, running_mean, running_var, training,
+                           momentum, eps),
+                kFloat16);
   require_f32("batch_norm", x);
   MINIDL_CHECK(x.dim() >= 2 && x.numel() > 0, "batch_norm: expected a non-empty input [N, C] or ",
                "[N, C, *], got ", x.shape());

@@ -87,6 +87,20 @@ TEST_CASE("batch_norm of a channel far from zero") {
   check_values(batch_norm(x, {}, {}, {}, {}, true), want, 1e-4);  // beta = -mean * alpha rounds
 }
 
+TEST_CASE("batch_norm of float16 is computed in float32 and cast back, with gradients") {
+  manual_seed(3);
+  Tensor x = Tensor::randn({4, 2, 3});
+  Tensor h = x.to(kFloat16).requires_grad_(), f = x.to(kFloat16).to(kFloat32).requires_grad_();
+  Tensor yh = batch_norm(h, {}, {}, {}, {}, true), yf = batch_norm(f, {}, {}, {}, {}, true);
+  CHECK(yh.dtype() == kFloat16);
+  check_same(cast(yh, kFloat32), cast(cast(yf, kFloat16), kFloat32));
+  Tensor r = Tensor::randn({4, 2, 3});
+  (cast(yh, kFloat32) * r).sum().backward();
+  (yf * r).sum().backward();
+  REQUIRE(h.grad().defined());
+  check_same(cast(h.grad(), kFloat32), f.grad(), 1e-2);  // the gradient rounded to float16
+}
+
 TEST_CASE("batch_norm errors name the op, both shapes and what was expected") {
   Tensor x = Tensor::zeros({4, 3, 2, 2});
   CHECK_ERROR(batch_norm(x, Tensor::ones({4}), {}, {}, {}, true),
