@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -44,6 +45,19 @@ struct LinearCase {
 inline const std::vector<LinearCase> kLinearCases = {
     {"linear_b32", /*N=*/32, /*IN=*/784, /*OUT=*/512},
     {"linear_b256", /*N=*/256, /*IN=*/784, /*OUT=*/512},
+};
+
+// ---- batch norm (issue 23) ----
+// BatchNorm2d(C) in training mode on x [N, C, H, W]: one forward and one
+// backward (input, weight and bias gradients); figures in G elements/s.
+struct NormCase {
+  const char* name;
+  int64_t N, C, H, W;
+  double elements() const { return double(N * C * H * W); }
+};
+inline const std::vector<NormCase> kBatchNormCases = {
+    {"bn2d_128x16x28", /*N=*/128, /*C=*/16, /*H=*/28, /*W=*/28},  // ResNet-8's first stage
+    {"bn2d_128x32x14", /*N=*/128, /*C=*/32, /*H=*/14, /*W=*/14},  // its second
 };
 
 // ---- flags: `--name value` pairs with defaults; anything else is an error ----

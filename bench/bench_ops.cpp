@@ -6,9 +6,12 @@
 // threads, keeping libtorch's faster figure per case), then bench_ops_dnnl
 // (oneDNN, the convolution cases) the same way once, and prints the libraries
 // side by side with minidl's ratio to the faster peer. Prints figures only;
-// asserts nothing.
+// asserts nothing. The batch norm cases (bn2d_*: BatchNorm2d in training mode,
+// one forward and one backward) give G elements/s (N*C*H*W over the seconds)
+// in the GFLOP/s column, and their milliseconds on '#' lines.
 //
-//   bench_ops [--threads T] [--min-time S] [--twin on|off]
+//   bench_ops [--threads T] [--min-time S] [--twin on|off] [--only PREFIX]
+// --only runs the cases whose names start with PREFIX (here and in the twins).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -61,15 +64,36 @@ double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
   return 2 * c.forward_flops() / s * 1e-9;
 }
 
-// Runs the cases in order, calling emit(name, GFLOP/s) after each.
+// ---- batch norm (issue 23) ----
+// BatchNorm2d(C) in training mode: forward, then backward of gy (x, weight
+// and bias gradients), timed together -> G elements/s
+double batch_norm_gelems(const bench::NormCase& c, double min_time) {
+  nn::BatchNorm2d bn(c.C);
+  Tensor x = Tensor::randn({c.N, c.C, c.H, c.W}).requires_grad_(true);
+  Tensor gy = Tensor::randn({c.N, c.C, c.H, c.W});
+  auto setup = [&] {
+    for (Tensor* t : {&x, &bn.weight, &bn.bias}) t->zero_grad();
+  };
+  const double s = bench::median_seconds(setup, [&] { bn(x).backward(gy); }, 21, min_time);
+  std::printf("# %s forward+backward %.3f ms\n", c.name, s * 1e3);
+  return c.elements() / s * 1e-9;
+}
+
+// Runs the cases in order whose names start with `only`, calling emit(name,
+// GFLOP/s) after each.
 template <class Emit>
-void run_cases(double min_time, Emit emit) {
-  for (int n : bench::kMatmulSizes) emit("matmul_" + std::to_string(n), matmul_gflops(n, min_time));
-  for (const auto& c : bench::kLinearCases) emit(c.name, linear_gflops(c, min_time));
+void run_cases(double min_time, const std::string& only, Emit emit) {
+  auto run = [&](const std::string& name, auto figure) {
+    if (name.rfind(only, 0) == 0) emit(name, figure());
+  };
+  for (int n : bench::kMatmulSizes)
+    run("matmul_" + std::to_string(n), [&] { return matmul_gflops(n, min_time); });
+  for (const auto& c : bench::kLinearCases) run(c.name, [&] { return linear_gflops(c, min_time); });
   for (const auto& c : bench::kConvCases) {
-    emit(std::string(c.name) + "_fwd", conv_gflops(c, /*backward=*/false, min_time));
-    emit(std::string(c.name) + "_bwd", conv_gflops(c, /*backward=*/true, min_time));
+    run(std::string(c.name) + "_fwd", [&] { return conv_gflops(c, /*backward=*/false, min_time); });
+    run(std::string(c.name) + "_bwd", [&] { return conv_gflops(c, /*backward=*/true, min_time); });
   }
+  for (const auto& c : bench::kBatchNormCases) run(c.name, [&] { return batch_norm_gelems(c, min_time); });
 }
 
 // Runs the twin and reads its `name value` lines; '#' lines are kept as notes.
@@ -104,8 +128,8 @@ using Figures = std::map<std::string, std::pair<double, long>>;
 // Runs `twin` (when built) once per OpenBLAS thread count, echoes its lines as
 // comments and keeps each case's fastest figure. False when it fails.
 bool run_twin_configs(const std::filesystem::path& twin, const char* library, long threads,
-                      const std::string& min_time, const std::vector<long>& blas_threads,
-                      Figures& best) {
+                      const std::string& min_time, const std::string& only,
+                      const std::vector<long>& blas_threads, Figures& best) {
   if (!std::filesystem::exists(twin)) {
     std::printf("# no %s twin: %s was not built\n", library, twin.c_str());
     return true;
@@ -113,7 +137,8 @@ bool run_twin_configs(const std::filesystem::path& twin, const char* library, lo
   for (long bt : blas_threads) {
     const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
                                 shell_quote(twin.string()) + " --threads " +
-                                std::to_string(threads) + " --min-time " + min_time;
+                                std::to_string(threads) + " --min-time " + min_time +
+                                (only.empty() ? "" : " --only " + shell_quote(only));
     std::vector<std::pair<std::string, double>> figures;
     std::vector<std::string> notes;
     if (!run_twin(command, figures, notes)) {
@@ -132,8 +157,10 @@ bool run_twin_configs(const std::filesystem::path& twin, const char* library, lo
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}, {"twin", "on"}},
-                     "[--threads T] [--min-time SECONDS] [--twin on|off]");
+  bench::Flags flags(argc, argv,
+                     {{"threads", "1"}, {"min-time", "0.3"}, {"twin", "on"}, {"only", ""}},
+                     "[--threads T] [--min-time SECONDS] [--twin on|off] [--only PREFIX]");
+  const std::string only = flags.str("only");
   const long threads = flags.integer("threads");
   const double min_time = flags.real("min-time");
   const std::string twin_flag = flags.str("twin");
@@ -149,7 +176,7 @@ int main(int argc, char** argv) {
   std::printf("# minidl threads=%ld\n", threads);
   bench::print_load_note();
   std::vector<std::pair<std::string, double>> ours;
-  run_cases(min_time, [&](const std::string& name, double gflops) {
+  run_cases(min_time, only, [&](const std::string& name, double gflops) {
     ours.emplace_back(name, gflops);
     std::printf("%s %.3f\n", name.c_str(), gflops);
     std::fflush(stdout);
@@ -164,11 +191,11 @@ int main(int argc, char** argv) {
   if (threads > 1) blas_threads.push_back(threads);
   Figures torch, dnnl;
   if (!run_twin_configs(folder / "bench_ops_torch", "libtorch", threads, flags.str("min-time"),
-                        blas_threads, torch))
+                        only, blas_threads, torch))
     return 1;
   // oneDNN on its own OpenMP pool at T threads (it calls no BLAS for these cases)
-  if (!run_twin_configs(folder / "bench_ops_dnnl", "oneDNN", threads, flags.str("min-time"), {1},
-                        dnnl))
+  if (!run_twin_configs(folder / "bench_ops_dnnl", "oneDNN", threads, flags.str("min-time"), only,
+                        {1}, dnnl))
     return 1;
 
   std::printf("\n%-12s %16s %18s %16s %16s %14s\n", "case", "minidl GFLOP/s", "libtorch GFLOP/s",

@@ -2,7 +2,7 @@
 // library PyTorch calls for x86 convolutions). Prints one `name GFLOP/s` line
 // per case (lines starting with '#' are comments), which bench_ops parses.
 //
-//   bench_ops_dnnl [--threads T] [--min-time S]
+//   bench_ops_dnnl [--threads T] [--min-time S] [--only PREFIX]
 //
 // Each case starts and ends with plain NCHW tensors, as minidl's do. oneDNN is
 // timed two ways and each case keeps the faster: (plain) its primitives on the
@@ -111,8 +111,9 @@ double conv_seconds(const bench::ConvCase& c, bool backward, bool blocked, doubl
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}},
-                     "[--threads T] [--min-time SECONDS]");
+  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}, {"only", ""}},
+                     "[--threads T] [--min-time SECONDS] [--only PREFIX]");
+  const std::string only = flags.str("only");  // bench_ops' filter: names starting with it
   const int threads = static_cast<int>(flags.integer("threads"));
   const double min_time = flags.real("min-time");
   if (threads < 1) {
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   for (const auto& c : bench::kConvCases)
     for (bool backward : {false, true}) {
       const std::string name = std::string(c.name) + (backward ? "_bwd" : "_fwd");
+      if (name.rfind(only, 0) != 0) continue;
       const double flops = (backward ? 2 : 1) * c.forward_flops();
       const double plain = flops / conv_seconds(c, backward, false, min_time) * 1e-9;
       const double blocked = flops / conv_seconds(c, backward, true, min_time) * 1e-9;

@@ -1,7 +1,7 @@
 // bench_ops_torch: libtorch's twin of bench_ops. Prints one `name GFLOP/s`
 // line per case (lines starting with '#' are comments), which bench_ops parses.
 //
-//   bench_ops_torch [--threads T] [--min-time S]
+//   bench_ops_torch [--threads T] [--min-time S] [--only PREFIX]
 //
 // Best configuration on this machine: torch::set_num_threads(T) and OpenBLAS
 // at one thread (OPENBLAS_NUM_THREADS=1, set here by re-executing when unset;
@@ -54,12 +54,29 @@ double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
   return 2 * c.forward_flops() / s * 1e-9;
 }
 
+// ---- batch norm (issue 23): bench_ops' cases ----
+// BatchNorm2d(C) in training mode: forward, then backward of gy, timed together -> G elements/s
+double batch_norm_gelems(const bench::NormCase& c, double min_time) {
+  torch::nn::BatchNorm2d bn(c.C);
+  bn->train();
+  auto x = torch::randn({c.N, c.C, c.H, c.W}).requires_grad_(true);
+  auto gy = torch::randn({c.N, c.C, c.H, c.W});
+  auto setup = [&] {
+    for (auto* t : {&x, &bn->weight, &bn->bias}) t->mutable_grad() = torch::Tensor();
+  };
+  const double s = bench::median_seconds(setup, [&] { bn(x).backward(gy); }, 21, min_time);
+  std::printf("# %s forward+backward %.3f ms\n", c.name, s * 1e3);
+  return c.elements() / s * 1e-9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bench::reexec_with_env_default(argv, "OPENBLAS_NUM_THREADS", "1");
-  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}},
-                     "[--threads T] [--min-time SECONDS]");
+  bench::Flags flags(argc, argv, {{"threads", "1"}, {"min-time", "0.3"}, {"only", ""}},
+                     "[--threads T] [--min-time SECONDS] [--only PREFIX]");
+  const std::string only = flags.str("only");
+  auto want = [&](const std::string& name) { return name.rfind(only, 0) == 0; };
   const int threads = static_cast<int>(flags.integer("threads"));
   const double min_time = flags.real("min-time");
   if (threads < 1) {
@@ -73,16 +90,25 @@ int main(int argc, char** argv) {
               blas_threads ? blas_threads : "unset");
   bench::print_load_note();
   for (int n : bench::kMatmulSizes) {
+    if (!want("matmul_" + std::to_string(n))) continue;
     std::printf("matmul_%d %.3f\n", n, matmul_gflops(n, min_time));
     std::fflush(stdout);
   }
   for (const auto& c : bench::kLinearCases) {
+    if (!want(c.name)) continue;
     std::printf("%s %.3f\n", c.name, linear_gflops(c, min_time));
     std::fflush(stdout);
   }
   for (const auto& c : bench::kConvCases) {
-    std::printf("%s_fwd %.3f\n", c.name, conv_gflops(c, /*backward=*/false, min_time));
-    std::printf("%s_bwd %.3f\n", c.name, conv_gflops(c, /*backward=*/true, min_time));
+    if (want(std::string(c.name) + "_fwd"))
+      std::printf("%s_fwd %.3f\n", c.name, conv_gflops(c, /*backward=*/false, min_time));
+    if (want(std::string(c.name) + "_bwd"))
+      std::printf("%s_bwd %.3f\n", c.name, conv_gflops(c, /*backward=*/true, min_time));
+    std::fflush(stdout);
+  }
+  for (const auto& c : bench::kBatchNormCases) {
+    if (!want(c.name)) continue;
+    std::printf("%s %.3f\n", c.name, batch_norm_gelems(c, min_time));
     std::fflush(stdout);
   }
   return 0;

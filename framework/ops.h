@@ -334,4 +334,20 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // num_classes, or max(ids) + 1 for -1 (ids are read on the host)
 Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
 
+// ---- batch norm (issue 23) ----
+// x [N, C] or [N, C, *] float32 (or float16) -> the same shape; per channel c (dim 1):
+//   y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c
+// (at::batch_norm's argument order; PyTorch's F.batch_norm semantics).
+// training: mean and biased var of the batch over every dim but 1 (more than
+// one value per channel needed); running_mean and running_var [C], when given
+// (both or neither), are updated in place: (1 - momentum) r + momentum stat,
+// the variance unbiased (times n / (n - 1), n = N * prod(*)). Not training:
+// the running estimates (required). weight, bias [C] or undefined (1 and 0).
+// Fused: one pass over x for the statistics (sums in double) and one for y;
+// backward one for the per-channel sums of gy and gy xhat and one for gx
+// (gradients of x, weight and bias; not differentiable twice).
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum = 0.1, double eps = 1e-5);
+
 }  // namespace minidl

@@ -34,36 +34,38 @@ void BatchNorm::check_input(const Tensor& x) const {
                "): expected input ", expected_, " with C = ", num_features, ", got ", x.shape());
 }
 
-// x [N, C, *] -> mean, var [1, C, 1, ...]
-BatchNorm::Moments BatchNorm::batch_moments(const Tensor& x, const std::vector<int64_t>& dims) {
-  Tensor mean = x.mean(dims, /*keepdim=*/true);
-  Tensor var = ((x - mean) * (x - mean)).mean(dims, /*keepdim=*/true);
-  return {mean, var, x.numel() / num_features};
+// The fused op takes training mode's statistics itself.
+std::optional<BatchNorm::Moments> BatchNorm::batch_moments(const Tensor&,
+                                                           const std::vector<int64_t>&) {
+  return std::nullopt;
 }
 
 // x [N, C, *] -> [N, C, *]
 Tensor BatchNorm::forward(const Tensor& x) {
   check_input(x);
   std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  std::optional<Moments> m;
+  if (is_training()) {
+    m = batch_moments(x, dims);
+    MINIDL_CHECK((m ? m->count : x.numel() / num_features) > 1, name_, "(", num_features,
+                 "): training needs more than one value per channel, got input ", x.shape());
+    NoGradGuard no_grad;
+    num_batches_tracked.copy_(num_batches_tracked.to(kFloat32) + 1.0f);  // no host read
+  }
+  if (!m)
+    return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+  // A subclass's statistics (SyncBatchNorm): composed ops, the running estimates updated here
   Shape per_channel(x.dim(), 1);  // [1, C, 1, ...]
   per_channel[1] = num_features;
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mean, var;
-  if (is_training()) {
-    Moments m = batch_moments(x, dims);
-    MINIDL_CHECK(m.count > 1, name_, "(", num_features,
-                 "): training needs more than one value per channel, got input ", x.shape());
-    mean = m.mean, var = m.var;
+  {
     NoGradGuard no_grad;
-    const double unbias = double(m.count) / double(m.count - 1);
-    running_mean.copy_(running_mean * (1 - momentum) + mean.reshape({num_features}) * momentum);
+    const double unbias = double(m->count) / double(m->count - 1);
+    running_mean.copy_(running_mean * (1 - momentum) + m->mean.reshape({num_features}) * momentum);
     running_var.copy_(running_var * (1 - momentum) +
-                      var.reshape({num_features}) * (momentum * unbias));
-    num_batches_tracked.copy_(num_batches_tracked.to(kFloat32) + 1.0f);  // no host read
-  } else {
-    mean = running_mean.reshape(per_channel), var = running_var.reshape(per_channel);
+                      m->var.reshape({num_features}) * (momentum * unbias));
   }
-  Tensor y = (x - mean) / (var + eps).sqrt();
+  Tensor y = (x - m->mean) / (m->var + eps).sqrt();
   if (weight.defined()) y = y * weight.reshape(per_channel) + bias.reshape(per_channel);
   return y;
 }

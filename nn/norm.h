@@ -14,10 +14,14 @@
 // estimates. Parameters: weight [C] (ones), bias [C] (zeros), absent without
 // affine. Buffers: running_mean [C] (zeros), running_var [C] (ones),
 // num_batches_tracked [] int64: PyTorch's state_dict names, so checkpoints
-// load in both. The forward composes autograd ops; there is no hand-written
-// backward. A wrong input rank or channel count throws minidl::Error naming
-// the expected and the got shape; so does training on one value per channel.
+// load in both. The forward is the fused batch_norm op (framework/ops.h: one
+// pass for the statistics, one for the output, two for the backward); a
+// subclass that takes the training statistics itself (SyncBatchNorm) composes
+// autograd ops around them instead. There is no hand-written backward. A
+// wrong input rank or channel count throws minidl::Error naming the expected
+// and the got shape; so does training on one value per channel.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,9 +57,11 @@ class BatchNorm : public Cell {
     Tensor mean, var;
     int64_t count;
   };
-  // Over x's own dims `dims` (two passes: the mean, then the squared
-  // deviations). SyncBatchNorm overrides it to take them over every rank.
-  virtual Moments batch_moments(const Tensor& x, const std::vector<int64_t>& dims);
+  // Training mode's statistics of x over its dims `dims`, or nullopt (this
+  // default): the fused batch_norm op takes them itself. SyncBatchNorm
+  // overrides it to take them over every rank; forward then normalizes with
+  // them by composed ops (gradients flow through them).
+  virtual std::optional<Moments> batch_moments(const Tensor& x, const std::vector<int64_t>& dims);
 
  private:
   void check_input(const Tensor& x) const;

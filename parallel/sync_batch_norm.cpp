@@ -24,8 +24,8 @@ SyncBatchNorm::SyncBatchNorm(int64_t c, nn::BatchNormOptions options,
       group_(group ? std::move(group) : world_ptr()) {}
 
 // x [N, C, *] -> mean, var [1, C, 1, ...] over every rank's batch
-SyncBatchNorm::Moments SyncBatchNorm::batch_moments(const Tensor& x,
-                                                    const std::vector<int64_t>& dims) {
+std::optional<SyncBatchNorm::Moments> SyncBatchNorm::batch_moments(
+    const Tensor& x, const std::vector<int64_t>& dims) {
   const int64_t C = num_features;
   // One allreduce of [S1 (C), S2 (C), n (1)]: the count travels as a float,
   // exact up to 2^24 values per channel.
@@ -37,7 +37,7 @@ SyncBatchNorm::Moments SyncBatchNorm::batch_moments(const Tensor& x,
   per_channel[1] = C;
   Tensor mean = (total.slice(0, C) / n).reshape(per_channel);
   Tensor var = (total.slice(C, 2 * C) / n).reshape(per_channel) - mean * mean;
-  return {mean, var, static_cast<int64_t>(n)};
+  return Moments{mean, var, static_cast<int64_t>(n)};
 }
 
 }  // namespace minidl::parallel

@@ -14,9 +14,11 @@
 // rounding in the sums: tests/parallel/test_sync_batch_norm.cpp).
 // Evaluation mode communicates nothing (the running estimates). A group of
 // one rank takes the same sums without communicating, so it is the reference
-// N ranks are compared with; it differs from nn::BatchNorm2d's two-pass
-// variance by float rounding only (E[x^2] - mean^2 loses digits when
-// |mean| >> std; normalize inputs, as usual).
+// N ranks are compared with; it differs from nn::BatchNorm2d's fused op
+// (shifted sums in double) by float rounding only (E[x^2] - mean^2 in float
+// loses digits when |mean| >> std; normalize inputs, as usual). Training mode
+// composes autograd ops around these statistics (the fused batch_norm op
+// takes its own); evaluation mode is the fused op.
 //
 // Collective in training mode: every rank of the group calls forward (and
 // backward) together, in the same order as its other collectives.
@@ -38,7 +40,7 @@ class SyncBatchNorm : public nn::BatchNorm {
                          std::shared_ptr<Communicator> group = nullptr);
 
  protected:
-  Moments batch_moments(const Tensor& x, const std::vector<int64_t>& dims) override;
+  std::optional<Moments> batch_moments(const Tensor& x, const std::vector<int64_t>& dims) override;
 
  private:
   std::shared_ptr<Communicator> group_;

@@ -235,6 +235,27 @@ struct Kernels {
   void (*upsample_nearest_backward)(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                                     const int32_t* row_first, const int32_t* col_first,
                                     const float* gy, float* gx);
+  // ---- batch norm (issue 23) ----
+  // Per channel c of x [N, C, S] (S: the product of the dims after C, 1 for
+  // [N, C]). training: mean, invstd [C] = the batch's mean over N*S values and
+  // 1 / sqrt(biased variance + eps), taken in double; running_mean and
+  // running_var [C] (both null, or both updated in place: (1 - momentum) r +
+  // momentum stat, the variance unbiased, times N*S / (N*S - 1)). Not
+  // training: mean = running_mean, invstd = 1 / sqrt(running_var + eps).
+  // mean, invstd -> save_mean, save_invstd [C]; y [N, C, S] =
+  // (x - mean) * invstd * weight + bias (weight, bias [C] or null: 1 and 0).
+  void (*batch_norm_forward)(bool training, int64_t n, int64_t c, int64_t s, const float* x,
+                             const float* weight, const float* bias, float* running_mean,
+                             float* running_var, double momentum, double eps, float* save_mean,
+                             float* save_invstd, float* y);
+  // gy, x [N, C, S] with the forward's save_mean, save_invstd [C] and weight
+  // [C] (or null: 1) -> gx [N, C, S] = w invstd (gy - [training] (sum(gy) +
+  // xhat sum(gy xhat)) / (N*S)), xhat = (x - mean) invstd, and per channel
+  // gweight = sum(gy xhat), gbias = sum(gy) [C] (sums over N*S in double).
+  // Each output may be null (not wanted); the wanted ones are overwritten.
+  void (*batch_norm_backward)(bool training, int64_t n, int64_t c, int64_t s, const float* x,
+                              const float* gy, const float* save_mean, const float* save_invstd,
+                              const float* weight, float* gx, float* gweight, float* gbias);
 };
 
 }  // namespace minidl

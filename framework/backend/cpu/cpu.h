@@ -127,4 +127,13 @@ void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int
                                const int32_t* row_first, const int32_t* col_first, const float* gy,
                                float* gx);
 
+// ---- batch norm (issue 23): norm.{cpp,cu} ----
+void batch_norm_forward(bool training, int64_t n, int64_t c, int64_t s, const float* x,
+                        const float* weight, const float* bias, float* running_mean,
+                        float* running_var, double momentum, double eps, float* save_mean,
+                        float* save_invstd, float* y);
+void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const float* x,
+                         const float* gy, const float* save_mean, const float* save_invstd,
+                         const float* weight, float* gx, float* gweight, float* gbias);
+
 }  // namespace minidl::cpu

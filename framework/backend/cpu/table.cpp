@@ -78,6 +78,9 @@ const Backend& backend() {
       // ---- convolution family and resizing (issue 22) ----
       .upsample_nearest_forward = upsample_nearest_forward,
       .upsample_nearest_backward = upsample_nearest_backward,
+      // ---- batch norm (issue 23) ----
+      .batch_norm_forward = batch_norm_forward,
+      .batch_norm_backward = batch_norm_backward,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

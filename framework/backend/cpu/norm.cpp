@@ -1,0 +1,131 @@
+// CPU kernels for the fused batch norm (kernels.h): one thread per channel,
+// which reads its N strips of S values for the statistics and again for the
+// output while they are still in its cache (a [128, 16, 28, 28] channel is
+// 400 KB). Sums are taken in double, shifted by the channel's first value
+// (the shifted-data variance: no cancellation when |mean| >> std).
+#include <algorithm>
+#include <cmath>
+
+#include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
+
+namespace minidl::cpu {
+namespace {
+
+// Parallel over channels once a call has this many elements.
+constexpr int64_t kParallelElements = 32768;
+
+struct Sums {
+  double s1 = 0, s2 = 0;  // sum(v), sum(v * v)
+};
+
+// x [N, C, S], channel c -> sums of v = x - shift over its N*S values
+MINIDL_CLONES Sums channel_sums(int64_t n, int64_t c, int64_t s, const float* x, int64_t ch,
+                                double shift) {
+  double s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xs = x + (i * c + ch) * s;
+#pragma omp simd reduction(+ : s1, s2)
+    for (int64_t j = 0; j < s; ++j) {
+      const double v = static_cast<double>(xs[j]) - shift;
+      s1 += v;
+      s2 += v * v;
+    }
+  }
+  return {s1, s2};
+}
+
+// x, y [N, C, S], channel c: y = x * scale + shift
+MINIDL_CLONES void channel_affine(int64_t n, int64_t c, int64_t s, const float* x, int64_t ch,
+                                  float scale, float shift, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xs = x + (i * c + ch) * s;
+    float* ys = y + (i * c + ch) * s;
+#pragma omp simd
+    for (int64_t j = 0; j < s; ++j) ys[j] = xs[j] * scale + shift;
+  }
+}
+
+// gy, x [N, C, S], channel c -> sum(gy), sum(gy * (x - mean))
+MINIDL_CLONES Sums channel_grad_sums(int64_t n, int64_t c, int64_t s, const float* x,
+                                     const float* gy, int64_t ch, double mean) {
+  double s1 = 0, s2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t off = (i * c + ch) * s;
+#pragma omp simd reduction(+ : s1, s2)
+    for (int64_t j = 0; j < s; ++j) {
+      const double g = gy[off + j];
+      s1 += g;
+      s2 += g * (static_cast<double>(x[off + j]) - mean);
+    }
+  }
+  return {s1, s2};
+}
+
+// gx [N, C, S], channel c = (gy - gm - (x - mean) k) * a
+MINIDL_CLONES void channel_grad_input(int64_t n, int64_t c, int64_t s, const float* x,
+                                      const float* gy, int64_t ch, float mean, float gm, float k,
+                                      float a, float* gx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t off = (i * c + ch) * s;
+#pragma omp simd
+    for (int64_t j = 0; j < s; ++j) gx[off + j] = (gy[off + j] - gm - (x[off + j] - mean) * k) * a;
+  }
+}
+
+}  // namespace
+
+// x [N, C, S] -> y [N, C, S], save_mean, save_invstd [C]; running stats updated in training
+void batch_norm_forward(bool training, int64_t n, int64_t c, int64_t s, const float* x,
+                        const float* weight, const float* bias, float* running_mean,
+                        float* running_var, double momentum, double eps, float* save_mean,
+                        float* save_invstd, float* y) {
+  const int64_t count = n * s;
+#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && c > 1)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mean, var;
+    if (training) {
+      const double shift = x[ch * s];  // the channel's first value
+      const Sums sums = channel_sums(n, c, s, x, ch, shift);
+      const double d = sums.s1 / count;
+      mean = shift + d;
+      var = std::max(sums.s2 / count - d * d, 0.0);
+      if (running_mean) {
+        running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mean);
+        running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] +
+                                             momentum * var * count / (count - 1));
+      }
+    } else {
+      mean = running_mean[ch], var = running_var[ch];
+    }
+    const float invstd = static_cast<float>(1 / std::sqrt(var + eps));
+    save_mean[ch] = static_cast<float>(mean), save_invstd[ch] = invstd;
+    // PyTorch's order: alpha = invstd * w, beta = b - mean * alpha (here in
+    // double, from the double mean), y = x * alpha + beta
+    const float alpha = invstd * (weight ? weight[ch] : 1.f);
+    const float beta = static_cast<float>((bias ? bias[ch] : 0.0) - mean * alpha);
+    channel_affine(n, c, s, x, ch, alpha, beta, y);
+  }
+}
+
+// gy, x [N, C, S] -> gx [N, C, S], gweight, gbias [C] (each may be null)
+void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const float* x,
+                         const float* gy, const float* save_mean, const float* save_invstd,
+                         const float* weight, float* gx, float* gweight, float* gbias) {
+  const int64_t count = n * s;
+#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && c > 1)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float mean = save_mean[ch], invstd = save_invstd[ch];
+    const Sums sums = channel_grad_sums(n, c, s, x, gy, ch, mean);  // sum(gy), sum(gy (x - mean))
+    if (gweight) gweight[ch] = static_cast<float>(sums.s2 * invstd);
+    if (gbias) gbias[ch] = static_cast<float>(sums.s1);
+    if (!gx) continue;
+    const float a = invstd * (weight ? weight[ch] : 1.f);
+    const float gm = training ? static_cast<float>(sums.s1 / count) : 0.f;
+    const float k =
+        training ? static_cast<float>(sums.s2 * double(invstd) * double(invstd) / count) : 0.f;
+    channel_grad_input(n, c, s, x, gy, ch, mean, gm, k, a, gx);
+  }
+}
+
+}  // namespace minidl::cpu

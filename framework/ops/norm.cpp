@@ -1,0 +1,70 @@
+// Batch normalization as one op (issue 23): the statistics, the output and
+// the backward each in fused kernels (backend/kernels.h's batch_norm_*),
+// instead of a graph of means, differences and products.
+#include "framework/ops.h"
+#include "framework/ops/util.h"
+
+namespace minidl {
+namespace {
+
+float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+// A per-channel tensor: undefined, or float32 [C].
+void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x) {
+  if (!t.defined()) return;
+  require_f32("batch_norm", t, what);
+  MINIDL_CHECK(t.shape() == Shape{x.size(1)}, "batch_norm: expected ", what, " of shape [",
+               x.size(1), "] (C of input ", x.shape(), "), got ", t.shape());
+}
+
+}  // namespace
+
+// x [N, C, *] -> y [N, C, *]; backward: gy -> gx, gweight, gbias (two passes per channel)
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum, double eps) {
+  if (x.dtype() == kFloat16)  // computed in float32, the result cast back (ops.h)
+    return cast(batch_norm(cast(x, kFloat32), weight, bias, running_mean, running_var, training,
+                           momentum, eps),
+                kFloat16);
+  require_f32("batch_norm", x);
+  MINIDL_CHECK(x.dim() >= 2 && x.numel() > 0, "batch_norm: expected a non-empty input [N, C] or ",
+               "[N, C, *], got ", x.shape());
+  check_channel_tensor(weight, "weight", x);
+  check_channel_tensor(bias, "bias", x);
+  check_channel_tensor(running_mean, "running_mean", x);
+  check_channel_tensor(running_var, "running_var", x);
+  MINIDL_CHECK(running_mean.defined() == running_var.defined(),
+               "batch_norm: expected running_mean and running_var both given or both undefined, "
+               "got ",
+               running_mean.defined() ? running_mean.shape() : Shape{}, " and ",
+               running_var.defined() ? running_var.shape() : Shape{});
+  MINIDL_CHECK(training || running_mean.defined(),
+               "batch_norm: evaluation (training false) needs running_mean and running_var, "
+               "got none for input ",
+               x.shape());
+  const int64_t N = x.size(0), C = x.size(1), S = x.numel() / (N * C);
+  MINIDL_CHECK(!training || N * S > 1, "batch_norm: training needs more than one value per ",
+               "channel, got input ", x.shape());
+  const Kernels& kern = kernels_for("batch_norm", x, {&weight, &bias, &running_mean, &running_var});
+  Tensor y = empty_like(x, x.shape());
+  Tensor save_mean = empty_like(x, {C}), save_invstd = empty_like(x, {C});  // for backward
+  kern.batch_norm_forward(training, N, C, S, x.data_ptr<float>(), ptr(weight), ptr(bias),
+                          ptr(running_mean), ptr(running_var), momentum, eps,
+                          save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(),
+                          y.data_ptr<float>());
+  return record(
+      y, "batch_norm", {x, weight, bias},
+      [x, weight, bias, save_mean, save_invstd, training, N, C, S](const Tensor& g) {
+        Tensor gx = x.requires_grad() ? empty_like(g, x.shape()) : Tensor();
+        Tensor gw = weight.defined() && weight.requires_grad() ? empty_like(g, {C}) : Tensor();
+        Tensor gb = bias.defined() && bias.requires_grad() ? empty_like(g, {C}) : Tensor();
+        kernels(g.device())
+            .batch_norm_backward(training, N, C, S, x.data_ptr<float>(), g.data_ptr<float>(),
+                                 save_mean.data_ptr<float>(), save_invstd.data_ptr<float>(),
+                                 ptr(weight), ptr(gx), ptr(gw), ptr(gb));
+        return std::vector<Tensor>{gx, gw, gb};
+      });
+}
+
+}  // namespace minidl

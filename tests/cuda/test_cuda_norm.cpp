@@ -1,0 +1,39 @@
+// Issue 23's fused batch norm kernels on CUDA against the CPU (check_cuda.h):
+// training (gradients through the batch statistics) and evaluation, with and
+// without weight and bias, channels spanning several blocks' turns, and the
+// running estimates each updates.
+#include <doctest/doctest.h>
+#include <minidl/minidl.h>
+
+#include <vector>
+
+#include "cuda/check_cuda.h"
+
+using namespace minidl;
+using namespace minidl::cuda_suite;
+
+using In = std::vector<Tensor>;
+
+TEST_CASE("cuda: batch_norm forward and backward, training and evaluation") {
+  manual_seed(23);
+  Tensor x = Tensor::randn({6, 5, 7, 9}) * 2.0 + 3.0, w = Tensor::randn({5}),
+         b = Tensor::randn({5});
+  Tensor rm = Tensor::randn({5}), rv = Tensor::rand({5}, 0.5, 2);
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    Tensor rm_cpu = rm.clone(), rv_cpu = rv.clone(), rm_cuda = rm.cuda(), rv_cuda = rv.cuda();
+    check_op("batch_norm",
+             [&](const In& in) {
+               const bool on_cuda = in[0].device() == kCuda;
+               return batch_norm(in[0], in[1], in[2], on_cuda ? rm_cuda : rm_cpu,
+                                 on_cuda ? rv_cuda : rv_cpu, training, 0.2, 1e-4);
+             },
+             {x, w, b});
+    check_match(rm_cuda, rm_cpu, "running_mean");
+    check_match(rv_cuda, rv_cpu, "running_var");
+  }
+  // [N, C] without affine or running estimates
+  check_op("batch_norm [N, C]",
+           [](const In& in) { return batch_norm(in[0], {}, {}, {}, {}, /*training=*/true); },
+           {Tensor::randn({40, 3})});
+}
