@@ -298,6 +298,9 @@ int main(int argc, char** argv) {
   int64_t kernels_per_step = 0;
   if (zoo_model) {
     std::unique_ptr<zoo::Workload> work = zoo::make_workload(model, batch, device);
+    int64_t count = 0;
+    for (const Tensor& p : work->params) count += p.numel();
+    std::printf("# parameters %lld\n", static_cast<long long>(count));
     rates = time_chunks(styles, [&](const std::string&) { work->step(); }, batch, device, warmup, steps);
   } else if (model == "lenet") {
     example::LeNet5 net;

@@ -238,6 +238,13 @@ TORCH_MODULE(GPT);
 
 using Step = std::function<torch::Tensor()>;
 
+// "# parameters N": the twin's trained parameters, to check against minidl's count.
+void print_parameters(const std::vector<torch::Tensor>& params) {
+  int64_t count = 0;
+  for (const auto& p : params) count += p.numel();
+  std::printf("# parameters %lld\n", static_cast<long long>(count));
+}
+
 // loss(net(x), labels); backward; [clip_grad_norm_(1.0)]; step
 template <class Net, class Optimizer, class Loss>
 Step supervised_step(Net net, std::shared_ptr<Optimizer> opt, torch::Tensor x, torch::Tensor labels,
@@ -264,6 +271,9 @@ Step dcgan_step(int64_t n) {
   auto options = torch::optim::AdamOptions(2e-4).betas({0.5, 0.999});
   auto g_opt = std::make_shared<torch::optim::Adam>(g->parameters(), options);
   auto d_opt = std::make_shared<torch::optim::Adam>(d->parameters(), options);
+  auto both = g->parameters();
+  for (const auto& p : d->parameters()) both.push_back(p);
+  print_parameters(both);
   auto real = torch::rand({n, 1, 28, 28}) * 2 - 1, noise = torch::randn({n, 100, 1, 1});
   auto real_target = torch::rand({n}) * 0.2 + 0.8, zeros = torch::zeros({n}), ones = torch::ones({n});
   return [=]() mutable {
@@ -284,6 +294,7 @@ Step dcgan_step(int64_t n) {
 // tiny_gpt's AdamW: lr 3e-3, betas (0.9, 0.95), weight decay 0.1 on the 2-D
 // parameters, none on the others.
 std::shared_ptr<torch::optim::AdamW> gpt_optimizer(GPT& net) {
+  print_parameters(net->parameters());
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& p : net->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto options = [](double wd) { return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(wd); };
@@ -302,6 +313,7 @@ Step make_step(const std::string& model, int64_t batch) {
     return torch::nn::functional::cross_entropy(logits, labels);
   };
   auto momentum = [](auto& net, double lr, double wd) {
+    print_parameters(net->parameters());
     return std::make_shared<torch::optim::SGD>(
         net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9).weight_decay(wd));
   };
@@ -320,6 +332,7 @@ Step make_step(const std::string& model, int64_t batch) {
   if (model == "dcgan") return dcgan_step(batch);
   if (model == "char_lstm") {
     CharLSTM net;
+    print_parameters(net->parameters());
     auto opt = std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(3e-3));
     return supervised_step(net, opt, text(35), text(35), lm_loss, true);
   }
@@ -384,7 +397,8 @@ int main(int argc, char** argv) {
               threads, blas_threads ? blas_threads : "unset");
   bench::print_load_note();
 
-  const Result r = train(make_step(model, batch), batch, warmup, steps);
+  const Step step = make_step(model, batch);
+  const Result r = train(step, batch, warmup, steps);
   std::printf("# loss first=%.4f last=%.4f\n", r.first_loss, r.last_loss);
   std::printf("%s=%.1f\n", defaults.unit, r.samples_per_s);
   std::printf("peak_rss_mb=%.1f\n", bench::peak_rss_mb());

@@ -28,6 +28,7 @@ inline constexpr int64_t kVocab = 62;  // the KJV's distinct characters (scripts
 struct Workload {
   virtual ~Workload() = default;
   virtual void step() = 0;
+  std::vector<Tensor> params;  // what the optimizers update (their count checks the twin's)
 };
 
 // ---- resnet: ResNet-8 (resnet_fashion.cpp), x [N, 1, 28, 28] -> logits [N, 10] ----
@@ -78,7 +79,8 @@ struct ResNetStep : Workload {
   ResNetStep(int64_t batch, Device d)
       : x(Tensor::randn({batch, 1, 28, 28}).to(d)), labels(Tensor::randint(0, 10, {batch}).to(d)) {
     net.to(d);
-    opt = std::make_unique<optim::Momentum>(net.trainable_params(), /*lr=*/0.05, /*momentum=*/0.9,
+    params = net.trainable_params();
+    opt = std::make_unique<optim::Momentum>(params, /*lr=*/0.05, /*momentum=*/0.9,
                                             optim::MomentumOptions{.weight_decay = 5e-4});
   }
   void step() override {
@@ -144,6 +146,8 @@ struct DcganStep : Workload {
     d.to(dev);
     g_opt = std::make_unique<optim::Adam>(g.trainable_params(), /*lr=*/2e-4, /*beta1=*/0.5);
     d_opt = std::make_unique<optim::Adam>(d.trainable_params(), 2e-4, 0.5);
+    params = g.trainable_params();
+    for (const Tensor& p : d.trainable_params()) params.push_back(p);
   }
   void step() override {
     Tensor fake = g(noise);
@@ -227,6 +231,7 @@ struct TextStep : Workload {
       : ids(Tensor::randint(0, kVocab, {batch, seq}).to(d)),
         targets(Tensor::randint(0, kVocab, {batch, seq}).to(d)) {
     net.to(d);
+    params = net.trainable_params();
     if constexpr (std::is_same_v<Net, CharLSTM>) {
       opt = std::make_unique<optim::Adam>(net.trainable_params(), /*lr=*/3e-3);
     } else {
