@@ -5,7 +5,8 @@
 // tiny_gpt), each with its example's optimizer and step, on one fixed random
 // batch (--parallel none and --graph off only).
 //
-//   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
+//   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N]
+//               [--warmup W] [--threads T] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
 //               [--graph off|on|both] [--conv auto|im2col|cudnn]
 //
@@ -13,9 +14,9 @@
 // kTrainModels: resnet batch 128, dcgan 64, char_lstm 20, tiny_gpt 16).
 // --device cuda trains on the GPU (the timed chunks end with a device
 // synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
-// Prints minidl's `samples/s=R` (the text models: `sequences/s=R`), `peak_rss_mb=M` (and on a GPU `peak_device_mb`,
-// the live tensors' peak after the warm-up, and `graph_pool_mb`, what graph
-// replays held) and
+// Prints minidl's `samples/s=R` (the text models: `sequences/s=R`),
+// `peak_rss_mb=M` (and on a GPU `peak_device_mb`, the live tensors' peak after
+// the warm-up, and `graph_pool_mb`, what graph replays held) and
 // `gflops=G` (samples/s times the model's FLOPs per training sample), then,
 // in a single process,
 // `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
@@ -42,9 +43,9 @@
 
 #include "../examples/models.h"
 #include "bench_common.h"
-#include "zoo_models.h"
 #include "framework/backend/backend.h"
 #include "framework/cuda.h"
+#include "zoo_models.h"
 
 using namespace minidl;
 
@@ -57,7 +58,8 @@ namespace {
 // all of them alike.
 template <class Step>
 std::vector<std::vector<double>> time_chunks(const std::vector<std::string>& styles, Step step,
-                                             int64_t batch, Device device, long warmup, long steps) {
+                                             int64_t batch, Device device, long warmup,
+                                             long steps) {
   const Allocator& alloc = allocator(device);  // its synchronize() ends a timed chunk
   for (const std::string& style : styles)
     for (long i = 0; i < warmup; ++i) step(style);
@@ -84,8 +86,8 @@ std::vector<std::vector<double>> time_chunks(const std::vector<std::string>& sty
 // LeNet-5 or the MLP with Momentum (lr 0.01, 0.9) on cross entropy, in each style.
 std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Tensor& labels,
                                        long warmup, long steps,
-                                       const std::vector<std::string>& styles,
-                                       size_t bucket_bytes, int64_t* kernels_per_step) {
+                                       const std::vector<std::string>& styles, size_t bucket_bytes,
+                                       int64_t* kernels_per_step) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
@@ -125,8 +127,9 @@ double paired_ratio(const std::vector<std::vector<double>>& rates, size_t num, s
 // its input is data (it needs none). Only the GEMM-shaped work counts:
 // convolutions, transposed convolutions, dense layers, LSTM gate GEMMs and
 // attention's two batched matmuls; normalisation, activations, pooling,
-// embeddings, losses and optimizer updates are left out (a few % here), so
-// the figure understates the work a little, the same for both libraries.
+// embeddings, losses and optimizer updates are left out (memory-bound work,
+// not measured here), so the figure understates the work done, the same for
+// both libraries.
 //   conv(OC, C, K, L): a KxK convolution C -> OC at L output pixels; a
 //   transposed one costs the same with L its *input* pixels.
 //   LeNet-5: conv1 0.47M (forward + weight gradient), conv2 1.44M, the dense
@@ -157,13 +160,15 @@ double flops_per_sample(const std::string& model) {
   if (model == "resnet") {
     const double stem = conv(16, 1, 3, 28 * 28);
     const double stage1 = 2 * conv(16, 16, 3, 28 * 28);
-    const double stage2 = conv(32, 16, 3, 14 * 14) + conv(32, 32, 3, 14 * 14) + conv(32, 16, 1, 14 * 14);
+    const double stage2 =
+        conv(32, 16, 3, 14 * 14) + conv(32, 32, 3, 14 * 14) + conv(32, 16, 1, 14 * 14);
     const double stage3 = conv(64, 32, 3, 7 * 7) + conv(64, 64, 3, 7 * 7) + conv(64, 32, 1, 7 * 7);
     return 3 * (stem + stage1 + stage2 + stage3 + dense(64, 10)) - stem;
   }
   if (model == "dcgan") {
     const double g1 = conv(256, 100, 4, 1), d1 = conv(64, 1, 4, 14 * 14);
-    const double g = g1 + conv(128, 256, 3, 4 * 4) + conv(64, 128, 4, 7 * 7) + conv(1, 64, 4, 14 * 14);
+    const double g =
+        g1 + conv(128, 256, 3, 4 * 4) + conv(64, 128, 4, 7 * 7) + conv(1, 64, 4, 14 * 14);
     const double d = d1 + conv(128, 64, 4, 7 * 7) + conv(256, 128, 4, 3 * 3) + conv(1, 256, 3, 1);
     return 3 * g - g1 + 9 * d - 2 * d1;
   }
@@ -216,7 +221,8 @@ int main(int argc, char** argv) {
                      {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "-1"},
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
                       {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"}},
-                     "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] [--warmup W] [--threads T] "
+                     "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
+                     "[--warmup W] [--threads T] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
                      "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn]");
   parallel::init();
@@ -255,13 +261,16 @@ int main(int argc, char** argv) {
   const long threads = flags.integer("threads");
   const size_t bucket_bytes = static_cast<size_t>(flags.integer("bucket-kb")) << 10;
   if (batch < 1 || steps < 1 || warmup < 0 || threads < 1) {
-    std::fprintf(stderr, "bench_train: expected positive --batch, --steps, --threads and "
+    std::fprintf(stderr,
+                 "bench_train: expected positive --batch, --steps, --threads and "
                  "--warmup >= 0\n");
     return 2;
   }
   if (zoo_model && (mode != "none" || graph != "off" || parallel::world_size() > 1)) {
-    std::fprintf(stderr, "bench_train: --model %s runs on one rank with --parallel none and "
-                 "--graph off\n", model.c_str());
+    std::fprintf(stderr,
+                 "bench_train: --model %s runs on one rank with --parallel none and "
+                 "--graph off\n",
+                 model.c_str());
     return 2;
   }
   const std::string device_flag = flags.str("device");
@@ -287,9 +296,11 @@ int main(int argc, char** argv) {
   manual_seed(0);
   const bool root = parallel::rank() == 0;
   if (root) {
-    std::printf("# minidl model=%s batch=%ld steps=%ld warmup=%ld threads=%ld ranks=%d parallel=%s "
-                "device=%s\n", model.c_str(), batch, steps, warmup, threads, parallel::world_size(), mode.c_str(),
-                device_name(device));
+    std::printf(
+        "# minidl model=%s batch=%ld steps=%ld warmup=%ld threads=%ld ranks=%d parallel=%s "
+        "device=%s\n",
+        model.c_str(), batch, steps, warmup, threads, parallel::world_size(), mode.c_str(),
+        device_name(device));
     bench::print_load_note();
   }
   Tensor x = Tensor::randn({batch, 1, 28, 28}).to(device);
@@ -301,7 +312,11 @@ int main(int argc, char** argv) {
     int64_t count = 0;
     for (const Tensor& p : work->params) count += p.numel();
     std::printf("# parameters %lld\n", static_cast<long long>(count));
-    rates = time_chunks(styles, [&](const std::string&) { work->step(); }, batch, device, warmup, steps);
+    const double first = work->step().item();  // the first warm-up step, as the twin's
+    Tensor last;  // detached, so that each step's graph goes with it
+    auto step = [&](const std::string&) { last = work->step().detach(); };
+    rates = time_chunks(styles, step, batch, device, std::max(0L, warmup - 1), steps);
+    std::printf("# loss first=%.4f last=%.4f\n", first, last.item());
   } else if (model == "lenet") {
     example::LeNet5 net;
     net.to(device);
@@ -358,8 +373,9 @@ int main(int argc, char** argv) {
   const double their_rate = theirs[unit];
   std::printf("libtorch_%s=%.1f\nlibtorch_peak_rss_mb=%.1f\nlibtorch_gflops=%.1f\n", unit.c_str(),
               their_rate, theirs["peak_rss_mb"], their_rate * flops_per_sample(model) * 1e-9);
-  std::printf("%s batch %ld threads %ld: minidl %.0f %s, libtorch %.0f, ratio %.2fx; "
-              "peak RSS %.0f MB vs %.0f MB (%.2f)\n", model.c_str(), batch, threads, ours,
-              unit.c_str(), their_rate, ours / their_rate, our_rss, theirs["peak_rss_mb"],
-              our_rss / theirs["peak_rss_mb"]);
+  std::printf(
+      "%s batch %ld threads %ld: minidl %.0f %s, libtorch %.0f, ratio %.2fx; "
+      "peak RSS %.0f MB vs %.0f MB (%.2f)\n",
+      model.c_str(), batch, threads, ours, unit.c_str(), their_rate, ours / their_rate, our_rss,
+      theirs["peak_rss_mb"], our_rss / theirs["peak_rss_mb"]);
 }

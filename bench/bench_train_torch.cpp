@@ -73,16 +73,19 @@ struct BasicBlockImpl : torch::nn::Module {
   torch::nn::Sequential shortcut{nullptr};  // 1x1 conv + bn where the shape changes
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
       : conv1(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)),
-        conv2(torch::nn::Conv2dOptions(out, out, 3).padding(1).bias(false)), bn1(out), bn2(out) {
+        conv2(torch::nn::Conv2dOptions(out, out, 3).padding(1).bias(false)),
+        bn1(out),
+        bn2(out) {
     register_module("conv1", conv1);
     register_module("bn1", bn1);
     register_module("conv2", conv2);
     register_module("bn2", bn2);
     if (stride != 1 || in != out)
       shortcut = register_module(
-          "shortcut", torch::nn::Sequential(
-                          torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                          torch::nn::BatchNorm2d(out)));
+          "shortcut",
+          torch::nn::Sequential(
+              torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+              torch::nn::BatchNorm2d(out)));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto h = bn2(conv2(torch::relu(bn1(conv1(x)))));
@@ -120,7 +123,9 @@ struct GeneratorImpl : torch::nn::Module {
         conv2(torch::nn::ConvTranspose2dOptions(4 * w, 2 * w, 3).stride(2).padding(1).bias(false)),
         conv3(torch::nn::ConvTranspose2dOptions(2 * w, w, 4).stride(2).padding(1).bias(false)),
         conv4(torch::nn::ConvTranspose2dOptions(w, 1, 4).stride(2).padding(1).bias(false)),
-        bn1(4 * w), bn2(2 * w), bn3(w) {
+        bn1(4 * w),
+        bn2(2 * w),
+        bn3(w) {
     register_module("conv1", conv1);
     register_module("bn1", bn1);
     register_module("conv2", conv2);
@@ -144,7 +149,9 @@ struct DiscriminatorImpl : torch::nn::Module {
       : conv1(torch::nn::Conv2dOptions(1, w, 4).stride(2).padding(1).bias(false)),
         conv2(torch::nn::Conv2dOptions(w, 2 * w, 4).stride(2).padding(1).bias(false)),
         conv3(torch::nn::Conv2dOptions(2 * w, 4 * w, 4).stride(2).padding(1).bias(false)),
-        conv4(torch::nn::Conv2dOptions(4 * w, 1, 3).bias(false)), bn2(2 * w), bn3(4 * w) {
+        conv4(torch::nn::Conv2dOptions(4 * w, 1, 3).bias(false)),
+        bn2(2 * w),
+        bn3(4 * w) {
     register_module("conv1", conv1);
     register_module("conv2", conv2);
     register_module("bn2", bn2);
@@ -169,7 +176,9 @@ struct CharLSTMImpl : torch::nn::Module {
     register_module("rnn", rnn);
     register_module("decoder", decoder);
   }
-  torch::Tensor forward(const torch::Tensor& ids) { return decoder(std::get<0>(rnn(encoder(ids)))); }
+  torch::Tensor forward(const torch::Tensor& ids) {
+    return decoder(std::get<0>(rnn(encoder(ids))));
+  }
 };
 TORCH_MODULE(CharLSTM);
 
@@ -188,7 +197,8 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2), heads = 4;
     auto qkv = c_attn(x).chunk(3, 2);
     for (auto& m : qkv) m = m.view({b, t, heads, c / heads}).transpose(1, 2);  // [B, nh, T, hs]
-    auto att = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) * (1.0 / std::sqrt(double(c / heads)));
+    auto att =
+        torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) * (1.0 / std::sqrt(double(c / heads)));
     att = torch::softmax(att.masked_fill(future.slice(0, 0, t).slice(1, 0, t), -INFINITY), -1);
     auto y = torch::matmul(att, qkv[2]);
     return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
@@ -197,7 +207,8 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
 TORCH_MODULE(CausalSelfAttention);
 
 struct BlockImpl : torch::nn::Module {
-  torch::nn::LayerNorm ln_1{torch::nn::LayerNormOptions({64})}, ln_2{torch::nn::LayerNormOptions({64})};
+  torch::nn::LayerNorm ln_1{torch::nn::LayerNormOptions({64})},
+      ln_2{torch::nn::LayerNormOptions({64})};
   CausalSelfAttention attn;
   torch::nn::Linear c_fc{64, 4 * 64}, c_proj{4 * 64, 64};
   BlockImpl() {
@@ -260,7 +271,8 @@ Step supervised_step(Net net, std::shared_ptr<Optimizer> opt, torch::Tensor x, t
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                              targets.reshape({-1}));
 }
 
 // dcgan_mnist's step on fixed noise and targets: the discriminator on real
@@ -275,7 +287,8 @@ Step dcgan_step(int64_t n) {
   for (const auto& p : d->parameters()) both.push_back(p);
   print_parameters(both);
   auto real = torch::rand({n, 1, 28, 28}) * 2 - 1, noise = torch::randn({n, 100, 1, 1});
-  auto real_target = torch::rand({n}) * 0.2 + 0.8, zeros = torch::zeros({n}), ones = torch::ones({n});
+  auto real_target = torch::rand({n}) * 0.2 + 0.8, zeros = torch::zeros({n}),
+       ones = torch::ones({n});
   return [=]() mutable {
     auto fake = g->forward(noise);
     auto d_loss = torch::binary_cross_entropy(d->forward(real), real_target) +
@@ -297,7 +310,9 @@ std::shared_ptr<torch::optim::AdamW> gpt_optimizer(GPT& net) {
   print_parameters(net->parameters());
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& p : net->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto options = [](double wd) { return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(wd); };
+  auto options = [](double wd) {
+    return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(wd);
+  };
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options(0.1)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
@@ -323,7 +338,8 @@ Step make_step(const std::string& model, int64_t batch) {
   }
   if (model == "mlp") {
     Mlp net;
-    return supervised_step(net, momentum(net, 0.01, 0), torch::randn({batch, 784}), classes(), ce, false);
+    return supervised_step(net, momentum(net, 0.01, 0), torch::randn({batch, 784}), classes(), ce,
+                           false);
   }
   if (model == "resnet") {
     ResNet8 net;
@@ -333,7 +349,8 @@ Step make_step(const std::string& model, int64_t batch) {
   if (model == "char_lstm") {
     CharLSTM net;
     print_parameters(net->parameters());
-    auto opt = std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(3e-3));
+    auto opt =
+        std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(3e-3));
     return supervised_step(net, opt, text(35), text(35), lm_loss, true);
   }
   GPT net;  // tiny_gpt
@@ -368,21 +385,23 @@ Result train(const Step& step, int64_t batch, long warmup, long steps) {
 
 int main(int argc, char** argv) {
   bench::reexec_with_env_default(argv, "OPENBLAS_NUM_THREADS", "1");
-  bench::Flags flags(argc, argv,
-                     {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "0"},
-                      {"threads", "1"}},
-                     "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
-                     "[--warmup W] [--threads T]");
+  bench::Flags flags(
+      argc, argv,
+      {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "0"}, {"threads", "1"}},
+      "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
+      "[--warmup W] [--threads T]");
   const std::string model = flags.str("model");
   if (!bench::kTrainModels.count(model)) {
-    std::fprintf(stderr, "--model: expected %s, got '%s'\n", bench::kTrainModelNames, model.c_str());
+    std::fprintf(stderr, "--model: expected %s, got '%s'\n", bench::kTrainModelNames,
+                 model.c_str());
     return 2;
   }
   const bench::TrainModel defaults = bench::kTrainModels.at(model);
   auto or_default = [&](const char* flag, long fallback) {
     return flags.integer(flag) == 0 ? fallback : flags.integer(flag);
   };
-  const long batch = or_default("batch", defaults.batch), steps = or_default("steps", defaults.steps);
+  const long batch = or_default("batch", defaults.batch),
+             steps = or_default("steps", defaults.steps);
   const long warmup = or_default("warmup", defaults.warmup), threads = flags.integer("threads");
   if (batch < 1 || steps < 1 || warmup < 1 || threads < 1) {
     std::fprintf(stderr, "--batch, --steps, --warmup and --threads must be >= 1, got %ld, %ld, "

@@ -9,7 +9,7 @@
 // bench_train_torch.cpp builds the same models with torch::nn.
 //
 //   auto w = zoo::make_workload("resnet", /*batch=*/128, Device::CPU);
-//   w->step();  // forward, loss, backward, optimizer step(s)
+//   Tensor loss = w->step();  // forward, loss, backward, optimizer step(s)
 #pragma once
 #include <minidl/minidl.h>
 
@@ -27,7 +27,7 @@ inline constexpr int64_t kVocab = 62;  // the KJV's distinct characters (scripts
 // One model's training step on one fixed random batch.
 struct Workload {
   virtual ~Workload() = default;
-  virtual void step() = 0;
+  virtual Tensor step() = 0;   // returns the loss (dcgan: the discriminator's)
   std::vector<Tensor> params;  // what the optimizers update (their count checks the twin's)
 };
 
@@ -41,12 +41,16 @@ struct BasicBlock : nn::Cell {
 
   BasicBlock(int64_t in, int64_t out, int64_t stride)
       : conv1(in, out, /*kernel=*/3, {.stride = stride, .padding = 1, .has_bias = false}),
-        conv2(out, out, 3, {.stride = 1, .padding = 1, .has_bias = false}), bn1(out), bn2(out) {
+        conv2(out, out, 3, {.stride = 1, .padding = 1, .has_bias = false}),
+        bn1(out),
+        bn2(out) {
     register_cells({{"conv1", conv1}, {"bn1", bn1}, {"conv2", conv2}, {"bn2", bn2}});
     if (stride != 1 || in != out)
-      shortcut = register_cell("shortcut", std::make_shared<nn::SequentialCell>(
-          std::initializer_list<std::shared_ptr<nn::Cell>>{
-              std::make_shared<nn::Conv2d>(in, out, 1, nn::Conv2dOptions{.stride = stride, .has_bias = false}),
+      shortcut = register_cell(
+          "shortcut",
+          std::make_shared<nn::SequentialCell>(std::initializer_list<std::shared_ptr<nn::Cell>>{
+              std::make_shared<nn::Conv2d>(in, out, 1,
+                                           nn::Conv2dOptions{.stride = stride, .has_bias = false}),
               std::make_shared<nn::BatchNorm2d>(out)}));
   }
   Tensor forward(const Tensor& x) override {
@@ -62,8 +66,12 @@ struct ResNet8 : nn::Cell {
   nn::Dense fc{64, 10};
 
   ResNet8() {
-    register_cells({{"stem", stem}, {"bn", bn}, {"stage1", stage1}, {"stage2", stage2},
-                    {"stage3", stage3}, {"fc", fc}});
+    register_cells({{"stem", stem},
+                    {"bn", bn},
+                    {"stage1", stage1},
+                    {"stage2", stage2},
+                    {"stage3", stage3},
+                    {"fc", fc}});
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = stage3(stage2(stage1(relu(bn(stem(x))))));
@@ -83,11 +91,12 @@ struct ResNetStep : Workload {
     opt = std::make_unique<optim::Momentum>(params, /*lr=*/0.05, /*momentum=*/0.9,
                                             optim::MomentumOptions{.weight_decay = 5e-4});
   }
-  void step() override {
+  Tensor step() override {
     Tensor loss = cross_entropy(net(x), labels);
     opt->zero_grad();
     loss.backward();
     opt->step();
+    return loss;
   }
 };
 
@@ -102,9 +111,16 @@ struct Generator : nn::Cell {
         conv2(4 * w, 2 * w, 3, {.stride = 2, .padding = 1, .has_bias = false}),
         conv3(2 * w, w, 4, {.stride = 2, .padding = 1, .has_bias = false}),
         conv4(w, 1, 4, {.stride = 2, .padding = 1, .has_bias = false}),
-        bn1(4 * w), bn2(2 * w), bn3(w) {
-    register_cells({{"conv1", conv1}, {"bn1", bn1}, {"conv2", conv2}, {"bn2", bn2},
-                    {"conv3", conv3}, {"bn3", bn3}, {"conv4", conv4}});
+        bn1(4 * w),
+        bn2(2 * w),
+        bn3(w) {
+    register_cells({{"conv1", conv1},
+                    {"bn1", bn1},
+                    {"conv2", conv2},
+                    {"bn2", bn2},
+                    {"conv3", conv3},
+                    {"bn3", bn3},
+                    {"conv4", conv4}});
   }
   Tensor forward(const Tensor& z) override {
     Tensor h = relu(bn2(conv2(relu(bn1(conv1(z))))));
@@ -121,9 +137,14 @@ struct Discriminator : nn::Cell {
         conv2(w, 2 * w, 4, {.stride = 2, .padding = 1, .has_bias = false}),
         conv3(2 * w, 4 * w, 4, {.stride = 2, .padding = 1, .has_bias = false}),
         conv4(4 * w, 1, 3, {.stride = 1, .padding = 0, .has_bias = false}),
-        bn2(2 * w), bn3(4 * w) {
-    register_cells({{"conv1", conv1}, {"conv2", conv2}, {"bn2", bn2}, {"conv3", conv3},
-                    {"bn3", bn3}, {"conv4", conv4}});
+        bn2(2 * w),
+        bn3(4 * w) {
+    register_cells({{"conv1", conv1},
+                    {"conv2", conv2},
+                    {"bn2", bn2},
+                    {"conv3", conv3},
+                    {"bn3", bn3},
+                    {"conv4", conv4}});
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = leaky_relu(bn2(conv2(leaky_relu(conv1(x), 0.2))), 0.2);
@@ -139,8 +160,10 @@ struct DcganStep : Workload {
   std::unique_ptr<optim::Adam> g_opt, d_opt;
   Tensor real, noise, real_target, zeros, ones;
   DcganStep(int64_t n, Device dev)
-      : real(Tensor::rand({n, 1, 28, 28}, -1, 1).to(dev)), noise(Tensor::randn({n, 100, 1, 1}).to(dev)),
-        real_target(Tensor::rand({n}, 0.8, 1.0).to(dev)), zeros(Tensor::zeros({n}, kFloat32, dev)),
+      : real(Tensor::rand({n, 1, 28, 28}, -1, 1).to(dev)),
+        noise(Tensor::randn({n, 100, 1, 1}).to(dev)),
+        real_target(Tensor::rand({n}, 0.8, 1.0).to(dev)),
+        zeros(Tensor::zeros({n}, kFloat32, dev)),
         ones(Tensor::ones({n}, kFloat32, dev)) {
     g.to(dev);
     d.to(dev);
@@ -149,9 +172,10 @@ struct DcganStep : Workload {
     params = g.trainable_params();
     for (const Tensor& p : d.trainable_params()) params.push_back(p);
   }
-  void step() override {
+  Tensor step() override {
     Tensor fake = g(noise);
-    Tensor d_loss = binary_cross_entropy(d(real), real_target) + binary_cross_entropy(d(fake.detach()), zeros);
+    Tensor d_loss =
+        binary_cross_entropy(d(real), real_target) + binary_cross_entropy(d(fake.detach()), zeros);
     d_opt->zero_grad();
     d_loss.backward();
     d_opt->step();
@@ -159,6 +183,7 @@ struct DcganStep : Workload {
     g_opt->zero_grad();
     g_loss.backward();
     g_opt->step();
+    return d_loss;
   }
 };
 
@@ -185,8 +210,10 @@ struct CausalSelfAttention : nn::Cell {
   Tensor forward(const Tensor& x) override {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2), heads = 4;
     std::vector<Tensor> qkv = chunk(c_attn(x), 3, /*dim=*/2);
-    for (Tensor& m : qkv) m = m.reshape({b, t, heads, c / heads}).transpose(1, 2);  // [B, nh, T, hs]
-    Tensor y = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {}, /*dropout_p=*/0, /*is_causal=*/true);
+    for (Tensor& m : qkv)
+      m = m.reshape({b, t, heads, c / heads}).transpose(1, 2);  // [B, nh, T, hs]
+    Tensor y = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {}, /*dropout_p=*/0,
+                                            /*is_causal=*/true);
     return c_proj(y.transpose(1, 2).reshape({b, t, c}));
   }
 };
@@ -197,7 +224,8 @@ struct Block : nn::Cell {
   CausalSelfAttention attn;
   nn::Dense c_fc{64, 4 * 64}, c_proj{4 * 64, 64};
   Block() {
-    register_cells({{"ln_1", ln_1}, {"attn", attn}, {"ln_2", ln_2}, {"c_fc", c_fc}, {"c_proj", c_proj}});
+    register_cells(
+        {{"ln_1", ln_1}, {"attn", attn}, {"ln_2", ln_2}, {"c_fc", c_fc}, {"c_proj", c_proj}});
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x + attn(ln_1(x));
@@ -211,7 +239,8 @@ struct GPT : nn::Cell {
   nn::LayerNorm ln_f{64};
   nn::Dense lm_head{64, kVocab, {.has_bias = false}};
   GPT() {
-    register_cells({{"wte", wte}, {"wpe", wpe}, {"h0", h0}, {"h1", h1}, {"ln_f", ln_f}, {"lm_head", lm_head}});
+    register_cells(
+        {{"wte", wte}, {"wpe", wpe}, {"h0", h0}, {"h1", h1}, {"ln_f", ln_f}, {"lm_head", lm_head}});
   }
   Tensor forward(const Tensor& ids) override {
     Tensor pos = Tensor::arange(ids.size(1), kInt64).to(ids.device());
@@ -238,16 +267,18 @@ struct TextStep : Workload {
       std::vector<Tensor> decay, no_decay;
       for (const Tensor& p : net.trainable_params()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
       opt = std::make_unique<optim::AdamW>(
-          std::vector<optim::ParamGroup>{{decay, {.weight_decay = 0.1}}, {no_decay, {.weight_decay = 0.0}}},
+          std::vector<optim::ParamGroup>{{decay, {.weight_decay = 0.1}},
+                                         {no_decay, {.weight_decay = 0.0}}},
           optim::GroupOptions{.lr = 3e-3, .betas = std::pair{0.9, 0.95}});
     }
   }
-  void step() override {
+  Tensor step() override {
     Tensor loss = lm_loss(net(ids), targets);
     opt->zero_grad();
     loss.backward();
     optim::clip_grad_norm_(net, /*max_norm=*/1.0);
     opt->step();
+    return loss;
   }
 };
 
