@@ -60,6 +60,25 @@ inline const std::vector<NormCase> kBatchNormCases = {
     {"bn2d_128x32x14", /*N=*/128, /*C=*/32, /*H=*/14, /*W=*/14},  // its second
 };
 
+// ---- the models bench_train and bench_train_torch both train ----
+
+// A model's defaults: batch, timed steps and warm-up steps (chosen so one run
+// takes seconds here), and what its rate counts: images (samples/s) or
+// token sequences (sequences/s, the text models).
+struct TrainModel {
+  long batch, steps, warmup;
+  const char* unit;
+};
+// lenet, mlp; the zoo at issue 23's shapes: resnet (ResNet-8, Fashion-MNIST
+// size), dcgan (width 64, MNIST size), char_lstm (2 x 128, bptt 35) and
+// tiny_gpt (2 layers x 4 heads x 64, 64 tokens).
+inline const std::map<std::string, TrainModel> kTrainModels = {
+    {"lenet", {64, 200, 10, "samples/s"}},      {"mlp", {64, 200, 10, "samples/s"}},
+    {"resnet", {128, 30, 3, "samples/s"}},      {"dcgan", {64, 10, 2, "samples/s"}},
+    {"char_lstm", {20, 100, 5, "sequences/s"}}, {"tiny_gpt", {16, 100, 5, "sequences/s"}},
+};
+inline const char* kTrainModelNames = "lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt";
+
 // ---- flags: `--name value` pairs with defaults; anything else is an error ----
 
 class Flags {

@@ -1,16 +1,22 @@
 // Training throughput of minidl against its libtorch twin (bench_train_torch):
 // the same model, batch, optimizer (Momentum 0.9, lr 0.01), cross entropy and
-// synthetic data, on the same thread count, each in its best configuration.
+// synthetic data, on the same thread count, each in its best configuration;
+// or one of the model zoo's (bench/zoo_models.h: resnet, dcgan, char_lstm,
+// tiny_gpt), each with its example's optimizer and step, on one fixed random
+// batch (--parallel none and --graph off only).
 //
-//   bench_train [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] [--twin on|off]
+//   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N]
+//               [--warmup W] [--threads T] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
 //               [--graph off|on|both] [--conv auto|im2col|cudnn]
 //
+// --batch, --steps and --warmup default to the model's (bench_common.h's
+// kTrainModels: resnet batch 128, dcgan 64, char_lstm 20, tiny_gpt 16).
 // --device cuda trains on the GPU (the timed chunks end with a device
 // synchronisation; the ceiling is then a 4096^3 sgemm there; no twin).
-// Prints minidl's `samples/s=R`, `peak_rss_mb=M` (and on a GPU `peak_device_mb`,
-// the live tensors' peak after the warm-up, and `graph_pool_mb`, what graph
-// replays held) and
+// Prints minidl's `samples/s=R` (the text models: `sequences/s=R`),
+// `peak_rss_mb=M` (and on a GPU `peak_device_mb`, the live tensors' peak after
+// the warm-up, and `graph_pool_mb`, what graph replays held) and
 // `gflops=G` (samples/s times the model's FLOPs per training sample), then,
 // in a single process,
 // `sgemm_ceiling_gflops=S` (a 2048^3 matmul on the same threads, measured right
@@ -39,20 +45,49 @@
 #include "bench_common.h"
 #include "framework/backend/backend.h"
 #include "framework/cuda.h"
+#include "zoo_models.h"
 
 using namespace minidl;
 
 namespace {
 
-// Samples/s of each style ("none", "auto" or "explicit") in each of about ten
-// chunks: rates[style][chunk]. Several styles take turns chunk by chunk, in
+// Samples/s of each style ("none", "auto", "explicit" or "graph") in each of
+// about ten chunks: rates[style][chunk], step(style) a training step of
+// `batch` samples a rank. Several styles take turns chunk by chunk, in
 // reversed order every other chunk, so a slow spell of the machine falls on
 // all of them alike.
+template <class Step>
+std::vector<std::vector<double>> time_chunks(const std::vector<std::string>& styles, Step step,
+                                             int64_t batch, Device device, long warmup,
+                                             long steps) {
+  const Allocator& alloc = allocator(device);  // its synchronize() ends a timed chunk
+  for (const std::string& style : styles)
+    for (long i = 0; i < warmup; ++i) step(style);
+  alloc.synchronize();
+  reset_peak_memory(device);  // the steady state's peak, as the Python twin's
+  const long chunk = std::max(1L, steps / 10);
+  std::vector<std::vector<double>> rates(styles.size());
+  for (long done = 0; done < steps; done += chunk) {
+    const long n = std::min(chunk, steps - done);
+    for (size_t k = 0; k < styles.size(); ++k) {
+      const size_t s = (done / chunk) % 2 ? styles.size() - 1 - k : k;
+      parallel::barrier();
+      const auto t0 = bench::Clock::now();
+      for (long i = 0; i < n; ++i) step(styles[s]);
+      alloc.synchronize();
+      parallel::barrier();
+      rates[s].push_back(n * static_cast<double>(batch) * parallel::world_size() /
+                         bench::seconds_since(t0));
+    }
+  }
+  return rates;
+}
+
+// LeNet-5 or the MLP with Momentum (lr 0.01, 0.9) on cross entropy, in each style.
 std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Tensor& labels,
                                        long warmup, long steps,
-                                       const std::vector<std::string>& styles,
-                                       size_t bucket_bytes, int64_t* kernels_per_step) {
-  const Allocator& device = allocator(x.device());  // its synchronize() ends a timed chunk
+                                       const std::vector<std::string>& styles, size_t bucket_bytes,
+                                       int64_t* kernels_per_step) {
   optim::Momentum opt(net.trainable_params(), /*lr=*/0.01, /*momentum=*/0.9);
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<parallel::DataParallel> dp;
@@ -73,25 +108,7 @@ std::vector<std::vector<double>> train(nn::Cell& net, const Tensor& x, const Ten
     }
     opt.step();
   };
-  for (const std::string& style : styles)
-    for (long i = 0; i < warmup; ++i) step(style);
-  device.synchronize();
-  reset_peak_memory(x.device());  // the steady state's peak, as the Python twin's
-  const long chunk = std::max(1L, steps / 10);
-  std::vector<std::vector<double>> rates(styles.size());
-  for (long done = 0; done < steps; done += chunk) {
-    const long n = std::min(chunk, steps - done);
-    for (size_t k = 0; k < styles.size(); ++k) {
-      const size_t s = (done / chunk) % 2 ? styles.size() - 1 - k : k;
-      parallel::barrier();
-      const auto t0 = bench::Clock::now();
-      for (long i = 0; i < n; ++i) step(styles[s]);
-      device.synchronize();
-      parallel::barrier();
-      rates[s].push_back(n * static_cast<double>(x.size(0)) * parallel::world_size() /
-                         bench::seconds_since(t0));
-    }
-  }
+  auto rates = time_chunks(styles, step, x.size(0), x.device(), warmup, steps);
   if (graph) *kernels_per_step = graphed->kernels_per_step();
   return rates;
 }
@@ -104,17 +121,64 @@ double paired_ratio(const std::vector<std::vector<double>>& rates, size_t num, s
   return bench::median(ratios);
 }
 
-// Multiply-adds times two per training sample: forward, and backward's input
-// and weight gradients, except the input gradient of the first layer (the
-// data needs none). LeNet-5: conv1 0.47M (forward + weight gradient), conv2
-// 1.44M, the dense layers 0.35M: 2.26M in all. The MLP: 3.21M.
+// Multiply-adds times two per training sample (an image; for the text models
+// a sequence): forward, and backward's input and weight gradients (each as
+// many as the forward's), except the input gradient of the first layer where
+// its input is data (it needs none). Only the GEMM-shaped work counts:
+// convolutions, transposed convolutions, dense layers, LSTM gate GEMMs and
+// attention's two batched matmuls; normalisation, activations, pooling,
+// embeddings, losses and optimizer updates are left out (memory-bound work,
+// not measured here), so the figure understates the work done, the same for
+// both libraries.
+//   conv(OC, C, K, L): a KxK convolution C -> OC at L output pixels; a
+//   transposed one costs the same with L its *input* pixels.
+//   LeNet-5: conv1 0.47M (forward + weight gradient), conv2 1.44M, the dense
+//   layers 0.35M: 2.26M in all. The MLP: 3.21M.
+//   resnet: forward 18.7M (stage1's two 3x3 at 28x28 7.2M, stage2 5.6M,
+//   stage3 5.6M, stem 0.23M), times 3 less the stem's input gradient: 55.8M.
+//   dcgan, per real image (a step also makes one fake): the generator
+//   (forward 23.5M) runs forward once and backward once (its weight and input
+//   gradients but conv1's, the noise's); the discriminator (forward 22.7M)
+//   runs three times with weight gradients each (real, fake detached, and
+//   the generator's pass, whose input gradient goes on to the generator), the
+//   first two without conv1's input gradient: 3 G + 9 D - 2 d1 - g1 = 273M.
+//   char_lstm, per sequence of T = 35 characters: per character the LSTM's
+//   gate GEMMs 2 * 4H * (I + H) (layer 0: I = 64, layer 1: I = H = 128) and
+//   the decoder 128 -> 62, all three times (the embedding takes an input
+//   gradient): 3 * 35 * 0.475M = 49.8M.
+//   tiny_gpt, per sequence of T = 64 tokens, C = 64: per token and layer
+//   c_attn 2*C*3C, scores q k^T and att v 2 * 2*T*C (all T x T counted, the
+//   masked half too: PyTorch's hand-written attention computes it), c_proj
+//   2*C*C, the MLP 2 * 2*C*4C; lm_head 2*C*62; all three times: 45.6M.
 double flops_per_sample(const std::string& model) {
   auto conv = [](double oc, double c, double k, double l) { return 2 * oc * c * k * k * l; };
   auto dense = [](double in, double out) { return 2 * in * out; };
   if (model == "lenet")
     return 2 * conv(6, 1, 5, 28 * 28) + 3 * conv(16, 6, 5, 10 * 10) +
            3 * (dense(400, 120) + dense(120, 84) + dense(84, 10));
-  return 2 * dense(784, 512) + 3 * (dense(512, 512) + dense(512, 10));
+  if (model == "mlp") return 2 * dense(784, 512) + 3 * (dense(512, 512) + dense(512, 10));
+  if (model == "resnet") {
+    const double stem = conv(16, 1, 3, 28 * 28);
+    const double stage1 = 2 * conv(16, 16, 3, 28 * 28);
+    const double stage2 =
+        conv(32, 16, 3, 14 * 14) + conv(32, 32, 3, 14 * 14) + conv(32, 16, 1, 14 * 14);
+    const double stage3 = conv(64, 32, 3, 7 * 7) + conv(64, 64, 3, 7 * 7) + conv(64, 32, 1, 7 * 7);
+    return 3 * (stem + stage1 + stage2 + stage3 + dense(64, 10)) - stem;
+  }
+  if (model == "dcgan") {
+    const double g1 = conv(256, 100, 4, 1), d1 = conv(64, 1, 4, 14 * 14);
+    const double g =
+        g1 + conv(128, 256, 3, 4 * 4) + conv(64, 128, 4, 7 * 7) + conv(1, 64, 4, 14 * 14);
+    const double d = d1 + conv(128, 64, 4, 7 * 7) + conv(256, 128, 4, 3 * 3) + conv(1, 256, 3, 1);
+    return 3 * g - g1 + 9 * d - 2 * d1;
+  }
+  if (model == "char_lstm") {
+    const double per_char = dense(64 + 128, 4 * 128) + dense(128 + 128, 4 * 128) + dense(128, 62);
+    return 3 * 35 * per_char;
+  }
+  const double t = 64, c = 64;  // tiny_gpt
+  const double layer = dense(c, 3 * c) + 2 * (2 * t * c) + dense(c, c) + 2 * dense(c, 4 * c);
+  return 3 * t * (2 * layer + dense(c, 62));
 }
 
 // GFLOP/s of a 2048^3 sgemm through minidl's matmul (OpenBLAS on minidl's
@@ -154,10 +218,11 @@ std::map<std::string, double> run_twin(const std::string& command) {
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
-                     {{"model", "lenet"}, {"batch", "64"}, {"steps", "200"}, {"warmup", "10"},
+                     {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "-1"},
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
                       {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"}},
-                     "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T] "
+                     "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
+                     "[--warmup W] [--threads T] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
                      "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn]");
   parallel::init();
@@ -179,12 +244,33 @@ int main(int argc, char** argv) {
       : mode == "both"  ? std::vector<std::string>{"auto", "explicit"}
                         : std::vector<std::string>{mode};
   const std::string model = flags.str("model");
-  const long batch = flags.integer("batch"), steps = flags.integer("steps");
-  const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
+  if (!bench::kTrainModels.count(model)) {
+    std::fprintf(stderr, "bench_train: --model expects %s, got %s\n", bench::kTrainModelNames,
+                 model.c_str());
+    return 2;
+  }
+  const bench::TrainModel defaults = bench::kTrainModels.at(model);
+  const std::string unit = defaults.unit;  // samples/s or sequences/s
+  const bool zoo_model = model != "lenet" && model != "mlp";
+  auto or_default = [&](const char* flag, long fallback, long unset) {
+    return flags.integer(flag) == unset ? fallback : flags.integer(flag);
+  };
+  const long batch = or_default("batch", defaults.batch, 0);
+  const long steps = or_default("steps", defaults.steps, 0);
+  const long warmup = or_default("warmup", defaults.warmup, -1);
+  const long threads = flags.integer("threads");
   const size_t bucket_bytes = static_cast<size_t>(flags.integer("bucket-kb")) << 10;
-  if ((model != "lenet" && model != "mlp") || batch < 1 || steps < 1 || threads < 1) {
-    std::fprintf(stderr, "bench_train: expected --model lenet|mlp and positive --batch, --steps, "
-                 "--threads\n");
+  if (batch < 1 || steps < 1 || warmup < 0 || threads < 1) {
+    std::fprintf(stderr,
+                 "bench_train: expected positive --batch, --steps, --threads and "
+                 "--warmup >= 0\n");
+    return 2;
+  }
+  if (zoo_model && (mode != "none" || graph != "off" || parallel::world_size() > 1)) {
+    std::fprintf(stderr,
+                 "bench_train: --model %s runs on one rank with --parallel none and "
+                 "--graph off\n",
+                 model.c_str());
     return 2;
   }
   const std::string device_flag = flags.str("device");
@@ -210,16 +296,28 @@ int main(int argc, char** argv) {
   manual_seed(0);
   const bool root = parallel::rank() == 0;
   if (root) {
-    std::printf("# minidl model=%s batch=%ld steps=%ld threads=%ld ranks=%d parallel=%s device=%s\n",
-                model.c_str(), batch, steps, threads, parallel::world_size(), mode.c_str(),
-                device_name(device));
+    std::printf(
+        "# minidl model=%s batch=%ld steps=%ld warmup=%ld threads=%ld ranks=%d parallel=%s "
+        "device=%s\n",
+        model.c_str(), batch, steps, warmup, threads, parallel::world_size(), mode.c_str(),
+        device_name(device));
     bench::print_load_note();
   }
   Tensor x = Tensor::randn({batch, 1, 28, 28}).to(device);
   Tensor labels = Tensor::randint(0, 10, {batch}).to(device);
   std::vector<std::vector<double>> rates;
   int64_t kernels_per_step = 0;
-  if (model == "lenet") {
+  if (zoo_model) {
+    std::unique_ptr<zoo::Workload> work = zoo::make_workload(model, batch, device);
+    int64_t count = 0;
+    for (const Tensor& p : work->params) count += p.numel();
+    std::printf("# parameters %lld\n", static_cast<long long>(count));
+    const double first = work->step().item();  // the first warm-up step, as the twin's
+    Tensor last;  // detached, so that each step's graph goes with it
+    auto step = [&](const std::string&) { last = work->step().detach(); };
+    rates = time_chunks(styles, step, batch, device, std::max(0L, warmup - 1), steps);
+    std::printf("# loss first=%.4f last=%.4f\n", first, last.item());
+  } else if (model == "lenet") {
     example::LeNet5 net;
     net.to(device);
     rates = train(net, x, labels, warmup, steps, styles, bucket_bytes, &kernels_per_step);
@@ -230,7 +328,7 @@ int main(int argc, char** argv) {
   }
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
-  std::printf("samples/s=%.1f\npeak_rss_mb=%.1f\n", ours, our_rss);
+  std::printf("%s=%.1f\npeak_rss_mb=%.1f\n", unit.c_str(), ours, our_rss);
   if (device != Device::CPU) {  // tensors' bytes at their peak (the allocator's pool holds more)
     const MemoryStats used = memory_stats(device);
     std::printf("peak_device_mb=%.1f\ngraph_pool_mb=%.1f\n", used.peak_bytes / 1048576.0,
@@ -268,15 +366,16 @@ int main(int argc, char** argv) {
                         " --batch " + std::to_string(batch) + " --steps " + std::to_string(steps) +
                         " --warmup " + std::to_string(warmup) + " --threads " + std::to_string(threads);
   auto theirs = run_twin(command);
-  if (!theirs.count("samples/s")) {
+  if (!theirs.count(unit)) {
     std::printf("# the libtorch twin failed: %s\n", command.c_str());
     return 1;
   }
-  std::printf("libtorch_samples/s=%.1f\nlibtorch_peak_rss_mb=%.1f\nlibtorch_gflops=%.1f\n",
-              theirs["samples/s"], theirs["peak_rss_mb"],
-              theirs["samples/s"] * flops_per_sample(model) * 1e-9);
-  std::printf("%s batch %ld threads %ld: minidl %.0f samples/s, libtorch %.0f, ratio %.2fx; "
-              "peak RSS %.0f MB vs %.0f MB (%.2f)\n", model.c_str(), batch, threads, ours,
-              theirs["samples/s"], ours / theirs["samples/s"], our_rss, theirs["peak_rss_mb"],
-              our_rss / theirs["peak_rss_mb"]);
+  const double their_rate = theirs[unit];
+  std::printf("libtorch_%s=%.1f\nlibtorch_peak_rss_mb=%.1f\nlibtorch_gflops=%.1f\n", unit.c_str(),
+              their_rate, theirs["peak_rss_mb"], their_rate * flops_per_sample(model) * 1e-9);
+  std::printf(
+      "%s batch %ld threads %ld: minidl %.0f %s, libtorch %.0f, ratio %.2fx; "
+      "peak RSS %.0f MB vs %.0f MB (%.2f)\n",
+      model.c_str(), batch, threads, ours, unit.c_str(), their_rate, ours / their_rate, our_rss,
+      theirs["peak_rss_mb"], our_rss / theirs["peak_rss_mb"]);
 }

@@ -1,18 +1,26 @@
 // bench_train_torch: libtorch's training throughput on synthetic data, the
 // twin of minidl's bench_train (same flags, same output).
 //
-//   bench_train_torch [--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T]
+//   bench_train_torch [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B]
+//                     [--steps N] [--warmup W] [--threads T]
 //
 // One fixed random batch (inputs [B, 1, 28, 28] for lenet, [B, 784] for mlp;
 // labels uniform in 0..9) is trained on for W untimed then N timed steps of
-// Momentum SGD (lr 0.01, momentum 0.9) on cross entropy. Output: '#' comment
-// lines, then `samples/s=R` (median over chunks of the timed steps) and
+// Momentum SGD (lr 0.01, momentum 0.9) on cross entropy. The zoo (resnet,
+// dcgan, char_lstm, tiny_gpt) are bench/zoo_models.h's models built with
+// torch::nn (the same parameter shapes), with the same optimizers and step,
+// on fixed random data. --batch, --steps and --warmup default to the model's
+// (bench_common.h). Output: '#' comment lines, then `samples/s=R` (the text
+// models: `sequences/s=R`; median over chunks of the timed steps) and
 // `peak_rss_mb=M` (getrusage ru_maxrss).
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,33 +62,318 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+// ---- the model zoo (bench/zoo_models.h's models in torch::nn) ----
+
+constexpr int64_t kVocab = 62;  // the KJV's distinct characters
+
+// ResNet-8: x [N, 1, 28, 28] -> logits [N, 10]. A block: x [N, IN, H, W] -> [N, OUT, H/s, W/s]
+struct BasicBlockImpl : torch::nn::Module {
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::BatchNorm2d bn1, bn2;
+  torch::nn::Sequential shortcut{nullptr};  // 1x1 conv + bn where the shape changes
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)),
+        conv2(torch::nn::Conv2dOptions(out, out, 3).padding(1).bias(false)),
+        bn1(out),
+        bn2(out) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    register_module("conv2", conv2);
+    register_module("bn2", bn2);
+    if (stride != 1 || in != out)
+      shortcut = register_module(
+          "shortcut",
+          torch::nn::Sequential(
+              torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+              torch::nn::BatchNorm2d(out)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = bn2(conv2(torch::relu(bn1(conv1(x)))));
+    return torch::relu(h + (shortcut ? shortcut->forward(x) : x));
+  }
+};
+TORCH_MODULE(BasicBlock);
+
+struct ResNet8Impl : torch::nn::Module {
+  torch::nn::Conv2d stem{torch::nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)};
+  torch::nn::BatchNorm2d bn{16};
+  BasicBlock stage1{16, 16, 1}, stage2{16, 32, 2}, stage3{32, 64, 2};
+  torch::nn::Linear fc{64, 10};
+  ResNet8Impl() {
+    register_module("stem", stem);
+    register_module("bn", bn);
+    register_module("stage1", stage1);
+    register_module("stage2", stage2);
+    register_module("stage3", stage3);
+    register_module("fc", fc);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = stage3(stage2(stage1(torch::relu(bn(stem(x))))));
+    return fc(h.mean({2, 3}));
+  }
+};
+TORCH_MODULE(ResNet8);
+
+// DCGAN (width w): noise [N, 100, 1, 1] -> images [N, 1, 28, 28]
+struct GeneratorImpl : torch::nn::Module {
+  torch::nn::ConvTranspose2d conv1, conv2, conv3, conv4;
+  torch::nn::BatchNorm2d bn1, bn2, bn3;
+  explicit GeneratorImpl(int64_t w)
+      : conv1(torch::nn::ConvTranspose2dOptions(100, 4 * w, 4).bias(false)),
+        conv2(torch::nn::ConvTranspose2dOptions(4 * w, 2 * w, 3).stride(2).padding(1).bias(false)),
+        conv3(torch::nn::ConvTranspose2dOptions(2 * w, w, 4).stride(2).padding(1).bias(false)),
+        conv4(torch::nn::ConvTranspose2dOptions(w, 1, 4).stride(2).padding(1).bias(false)),
+        bn1(4 * w),
+        bn2(2 * w),
+        bn3(w) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    register_module("conv2", conv2);
+    register_module("bn2", bn2);
+    register_module("conv3", conv3);
+    register_module("bn3", bn3);
+    register_module("conv4", conv4);
+  }
+  torch::Tensor forward(const torch::Tensor& z) {
+    auto h = torch::relu(bn2(conv2(torch::relu(bn1(conv1(z))))));
+    return torch::tanh(conv4(torch::relu(bn3(conv3(h)))));
+  }
+};
+TORCH_MODULE(Generator);
+
+// images [N, 1, 28, 28] -> probability of being real [N]
+struct DiscriminatorImpl : torch::nn::Module {
+  torch::nn::Conv2d conv1, conv2, conv3, conv4;
+  torch::nn::BatchNorm2d bn2, bn3;
+  explicit DiscriminatorImpl(int64_t w)
+      : conv1(torch::nn::Conv2dOptions(1, w, 4).stride(2).padding(1).bias(false)),
+        conv2(torch::nn::Conv2dOptions(w, 2 * w, 4).stride(2).padding(1).bias(false)),
+        conv3(torch::nn::Conv2dOptions(2 * w, 4 * w, 4).stride(2).padding(1).bias(false)),
+        conv4(torch::nn::Conv2dOptions(4 * w, 1, 3).bias(false)),
+        bn2(2 * w),
+        bn3(4 * w) {
+    register_module("conv1", conv1);
+    register_module("conv2", conv2);
+    register_module("bn2", bn2);
+    register_module("conv3", conv3);
+    register_module("bn3", bn3);
+    register_module("conv4", conv4);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::leaky_relu(bn2(conv2(torch::leaky_relu(conv1(x), 0.2))), 0.2);
+    return torch::sigmoid(conv4(torch::leaky_relu(bn3(conv3(h)), 0.2))).reshape({-1});
+  }
+};
+TORCH_MODULE(Discriminator);
+
+// char-LSTM: ids [B, T] -> logits [B, T, 62]; embedding 64, LSTM 2 x 128
+struct CharLSTMImpl : torch::nn::Module {
+  torch::nn::Embedding encoder{kVocab, 64};
+  torch::nn::LSTM rnn{torch::nn::LSTMOptions(64, 128).num_layers(2).batch_first(true)};
+  torch::nn::Linear decoder{128, kVocab};
+  CharLSTMImpl() {
+    register_module("encoder", encoder);
+    register_module("rnn", rnn);
+    register_module("decoder", decoder);
+  }
+  torch::Tensor forward(const torch::Tensor& ids) {
+    return decoder(std::get<0>(rnn(encoder(ids))));
+  }
+};
+TORCH_MODULE(CharLSTM);
+
+// tiny GPT (nanoGPT, 2 layers x 4 heads x 64, block 64). Attention written
+// out as nanoGPT does where PyTorch has no scaled_dot_product_attention (1.13):
+// x [B, T, C] -> [B, T, C]
+struct CausalSelfAttentionImpl : torch::nn::Module {
+  torch::nn::Linear c_attn{64, 3 * 64}, c_proj{64, 64};
+  torch::Tensor future;  // [64, 64], true above the diagonal
+  CausalSelfAttentionImpl() {
+    register_module("c_attn", c_attn);
+    register_module("c_proj", c_proj);
+    future = register_buffer("future", torch::ones({64, 64}, torch::kBool).triu(1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2), heads = 4;
+    auto qkv = c_attn(x).chunk(3, 2);
+    for (auto& m : qkv) m = m.view({b, t, heads, c / heads}).transpose(1, 2);  // [B, nh, T, hs]
+    auto att =
+        torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) * (1.0 / std::sqrt(double(c / heads)));
+    att = torch::softmax(att.masked_fill(future.slice(0, 0, t).slice(1, 0, t), -INFINITY), -1);
+    auto y = torch::matmul(att, qkv[2]);
+    return c_proj(y.transpose(1, 2).contiguous().view({b, t, c}));
+  }
+};
+TORCH_MODULE(CausalSelfAttention);
+
+struct BlockImpl : torch::nn::Module {
+  torch::nn::LayerNorm ln_1{torch::nn::LayerNormOptions({64})},
+      ln_2{torch::nn::LayerNormOptions({64})};
+  CausalSelfAttention attn;
+  torch::nn::Linear c_fc{64, 4 * 64}, c_proj{4 * 64, 64};
+  BlockImpl() {
+    register_module("ln_1", ln_1);
+    register_module("attn", attn);
+    register_module("ln_2", ln_2);
+    register_module("c_fc", c_fc);
+    register_module("c_proj", c_proj);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = x + attn(ln_1(x));
+    return h + c_proj(torch::gelu(c_fc(ln_2(h))));
+  }
+};
+TORCH_MODULE(Block);
+
+struct GPTImpl : torch::nn::Module {
+  torch::nn::Embedding wte{kVocab, 64}, wpe{64, 64};
+  Block h0, h1;
+  torch::nn::LayerNorm ln_f{torch::nn::LayerNormOptions({64})};
+  torch::nn::Linear lm_head{torch::nn::LinearOptions(64, kVocab).bias(false)};
+  GPTImpl() {
+    register_module("wte", wte);
+    register_module("wpe", wpe);
+    register_module("h0", h0);
+    register_module("h1", h1);
+    register_module("ln_f", ln_f);
+    register_module("lm_head", lm_head);
+  }
+  torch::Tensor forward(const torch::Tensor& ids) {
+    auto pos = torch::arange(ids.size(1), torch::kLong);
+    return lm_head(ln_f(h1(h0(wte(ids) + wpe(pos)))));
+  }
+};
+TORCH_MODULE(GPT);
+
+// ---- training steps: each returns its loss ----
+
+using Step = std::function<torch::Tensor()>;
+
+// "# parameters N": the twin's trained parameters, to check against minidl's count.
+void print_parameters(const std::vector<torch::Tensor>& params) {
+  int64_t count = 0;
+  for (const auto& p : params) count += p.numel();
+  std::printf("# parameters %lld\n", static_cast<long long>(count));
+}
+
+// loss(net(x), labels); backward; [clip_grad_norm_(1.0)]; step
+template <class Net, class Optimizer, class Loss>
+Step supervised_step(Net net, std::shared_ptr<Optimizer> opt, torch::Tensor x, torch::Tensor labels,
+                     Loss loss_fn, bool clip) {
+  return [=]() mutable {
+    auto loss = loss_fn(net->forward(x), labels);
+    opt->zero_grad();
+    loss.backward();
+    if (clip) torch::nn::utils::clip_grad_norm_(net->parameters(), /*max_norm=*/1.0);
+    opt->step();
+    return loss;
+  };
+}
+
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                              targets.reshape({-1}));
+}
+
+// dcgan_mnist's step on fixed noise and targets: the discriminator on real
+// and fake images, then the generator; Adam lr 2e-4, betas (0.5, 0.999).
+Step dcgan_step(int64_t n) {
+  Generator g(64);
+  Discriminator d(64);
+  auto options = torch::optim::AdamOptions(2e-4).betas({0.5, 0.999});
+  auto g_opt = std::make_shared<torch::optim::Adam>(g->parameters(), options);
+  auto d_opt = std::make_shared<torch::optim::Adam>(d->parameters(), options);
+  auto both = g->parameters();
+  for (const auto& p : d->parameters()) both.push_back(p);
+  print_parameters(both);
+  auto real = torch::rand({n, 1, 28, 28}) * 2 - 1, noise = torch::randn({n, 100, 1, 1});
+  auto real_target = torch::rand({n}) * 0.2 + 0.8, zeros = torch::zeros({n}),
+       ones = torch::ones({n});
+  return [=]() mutable {
+    auto fake = g->forward(noise);
+    auto d_loss = torch::binary_cross_entropy(d->forward(real), real_target) +
+                  torch::binary_cross_entropy(d->forward(fake.detach()), zeros);
+    d_opt->zero_grad();
+    d_loss.backward();
+    d_opt->step();
+    auto g_loss = torch::binary_cross_entropy(d->forward(fake), ones);
+    g_opt->zero_grad();
+    g_loss.backward();
+    g_opt->step();
+    return d_loss;
+  };
+}
+
+// tiny_gpt's AdamW: lr 3e-3, betas (0.9, 0.95), weight decay 0.1 on the 2-D
+// parameters, none on the others.
+std::shared_ptr<torch::optim::AdamW> gpt_optimizer(GPT& net) {
+  print_parameters(net->parameters());
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : net->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto options = [](double wd) {
+    return torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(wd);
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
+  return std::make_shared<torch::optim::AdamW>(groups, options(0.1));
+}
+
+// The model's step on one fixed random batch of `batch`.
+Step make_step(const std::string& model, int64_t batch) {
+  auto images = [&] { return torch::randn({batch, 1, 28, 28}); };
+  auto classes = [&] { return torch::randint(0, 10, {batch}, torch::kLong); };
+  auto text = [&](int64_t seq) { return torch::randint(0, kVocab, {batch, seq}, torch::kLong); };
+  auto ce = [](const torch::Tensor& logits, const torch::Tensor& labels) {
+    return torch::nn::functional::cross_entropy(logits, labels);
+  };
+  auto momentum = [](auto& net, double lr, double wd) {
+    print_parameters(net->parameters());
+    return std::make_shared<torch::optim::SGD>(
+        net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9).weight_decay(wd));
+  };
+  if (model == "lenet") {
+    LeNet5 net;
+    return supervised_step(net, momentum(net, 0.01, 0), images(), classes(), ce, false);
+  }
+  if (model == "mlp") {
+    Mlp net;
+    return supervised_step(net, momentum(net, 0.01, 0), torch::randn({batch, 784}), classes(), ce,
+                           false);
+  }
+  if (model == "resnet") {
+    ResNet8 net;
+    return supervised_step(net, momentum(net, 0.05, 5e-4), images(), classes(), ce, false);
+  }
+  if (model == "dcgan") return dcgan_step(batch);
+  if (model == "char_lstm") {
+    CharLSTM net;
+    print_parameters(net->parameters());
+    auto opt =
+        std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(3e-3));
+    return supervised_step(net, opt, text(35), text(35), lm_loss, true);
+  }
+  GPT net;  // tiny_gpt
+  return supervised_step(net, gpt_optimizer(net), text(64), text(64), lm_loss, true);
+}
+
 struct Result {
   double samples_per_s, first_loss, last_loss;
 };
 
-template <class Net>
-Result train(Net net, const torch::Tensor& x, const torch::Tensor& labels, long warmup, long steps) {
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(/*lr=*/0.01).momentum(0.9));
-  auto step = [&] {
-    opt.zero_grad();
-    auto loss = torch::nn::functional::cross_entropy(net->forward(x), labels);
-    loss.backward();
-    opt.step();
-    return loss;
-  };
-  Result r{0, step().template item<double>(), 0};
+Result train(const Step& step, int64_t batch, long warmup, long steps) {
+  Result r{0, step().item<double>(), 0};
   for (long i = 1; i < warmup; ++i) step();
   // Timed steps in about ten chunks; the median chunk rate resists the odd
   // slow chunk on a shared machine.
   const long chunk = std::max(1L, steps / 10);
-  const double batch = static_cast<double>(x.size(0));
   std::vector<double> rates;
   torch::Tensor loss;
   for (long done = 0; done < steps;) {
     const long n = std::min(chunk, steps - done);
     const auto t0 = bench::Clock::now();
     for (long i = 0; i < n; ++i) loss = step();
-    rates.push_back(n * batch / bench::seconds_since(t0));
+    rates.push_back(n * static_cast<double>(batch) / bench::seconds_since(t0));
     done += n;
   }
   r.samples_per_s = bench::median(rates);
@@ -92,17 +385,24 @@ Result train(Net net, const torch::Tensor& x, const torch::Tensor& labels, long 
 
 int main(int argc, char** argv) {
   bench::reexec_with_env_default(argv, "OPENBLAS_NUM_THREADS", "1");
-  bench::Flags flags(argc, argv,
-                     {{"model", "lenet"}, {"batch", "64"}, {"steps", "100"}, {"warmup", "10"},
-                      {"threads", "1"}},
-                     "[--model lenet|mlp] [--batch B] [--steps N] [--warmup W] [--threads T]");
+  bench::Flags flags(
+      argc, argv,
+      {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "0"}, {"threads", "1"}},
+      "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
+      "[--warmup W] [--threads T]");
   const std::string model = flags.str("model");
-  const long batch = flags.integer("batch"), steps = flags.integer("steps");
-  const long warmup = flags.integer("warmup"), threads = flags.integer("threads");
-  if (model != "lenet" && model != "mlp") {
-    std::fprintf(stderr, "--model: expected lenet or mlp, got '%s'\n", model.c_str());
+  if (!bench::kTrainModels.count(model)) {
+    std::fprintf(stderr, "--model: expected %s, got '%s'\n", bench::kTrainModelNames,
+                 model.c_str());
     return 2;
   }
+  const bench::TrainModel defaults = bench::kTrainModels.at(model);
+  auto or_default = [&](const char* flag, long fallback) {
+    return flags.integer(flag) == 0 ? fallback : flags.integer(flag);
+  };
+  const long batch = or_default("batch", defaults.batch),
+             steps = or_default("steps", defaults.steps);
+  const long warmup = or_default("warmup", defaults.warmup), threads = flags.integer("threads");
   if (batch < 1 || steps < 1 || warmup < 1 || threads < 1) {
     std::fprintf(stderr, "--batch, --steps, --warmup and --threads must be >= 1, got %ld, %ld, "
                  "%ld, %ld\n", batch, steps, warmup, threads);
@@ -116,12 +416,10 @@ int main(int argc, char** argv) {
               threads, blas_threads ? blas_threads : "unset");
   bench::print_load_note();
 
-  const auto labels = torch::randint(0, 10, {batch}, torch::kLong);
-  const Result r = model == "lenet"
-                       ? train(LeNet5(), torch::randn({batch, 1, 28, 28}), labels, warmup, steps)
-                       : train(Mlp(), torch::randn({batch, 784}), labels, warmup, steps);
+  const Step step = make_step(model, batch);
+  const Result r = train(step, batch, warmup, steps);
   std::printf("# loss first=%.4f last=%.4f\n", r.first_loss, r.last_loss);
-  std::printf("samples/s=%.1f\n", r.samples_per_s);
+  std::printf("%s=%.1f\n", defaults.unit, r.samples_per_s);
   std::printf("peak_rss_mb=%.1f\n", bench::peak_rss_mb());
   return 0;
 }
