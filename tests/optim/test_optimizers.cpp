@@ -433,8 +433,9 @@ TEST_CASE("maximize ascends: every rule steps as on the negated gradient") {
              optim::RMSpropOptions{.weight_decay = 0.1, .momentum = 0.5, .centered = true,
                                    .maximize = m});
        }}};
-  for (const auto& [name, make] : rules) {
-    CAPTURE(name);
+  for (const auto& rule : rules) {
+    const auto& make = rule.second;
+    CAPTURE(rule.first);  // (not a structured binding: clang 14 cannot capture one)
     Tensor up = fresh_param(), down = fresh_param();
     auto ascend = make(up, true), descend = make(down, false);
     CHECK(ascend->param_groups()[0].options.maximize);

@@ -184,7 +184,9 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
   if (N() > 1) CHECK(static_cast<int64_t>(parts.size()) == kSteps * buckets);
   constexpr double kRound = 0.002;  // us: the file's times are ns / 1e3 as doubles
   double waited = 0, moved = 0;
-  for (const auto& [key, by_rank] : parts) {
+  for (const auto& part : parts) {
+    const auto& key = part.first;  // (not structured bindings: clang 14 cannot capture them)
+    const auto& by_rank = part.second;
     CAPTURE(key.first);
     CAPTURE(key.second);
     REQUIRE(static_cast<int>(by_rank.size()) == N());
@@ -192,7 +194,9 @@ TEST_CASE("a DataParallel run's timeline: every rank, every kind of event, and o
     for (const auto& [r, p] : by_rank)
       last_start = std::max(last_start, (*p.at("allreduce"))["ts"].get<double>());
     std::set<int> last_ranks;
-    for (const auto& [r, p] : by_rank) {
+    for (const auto& rank_parts : by_rank) {
+      const int r = rank_parts.first;
+      const auto& p = rank_parts.second;
       CAPTURE(r);
       REQUIRE(p.size() == 3);
       const json &all = *p.at("allreduce"), &wait = *p.at("wait"), &transfer = *p.at("transfer");
