@@ -36,4 +36,9 @@ TEST_CASE("cuda: batch_norm forward and backward, training and evaluation") {
   check_op("batch_norm [N, C]",
            [](const In& in) { return batch_norm(in[0], {}, {}, {}, {}, /*training=*/true); },
            {Tensor::randn({40, 3})});
+  // S = 81, at least a quarter of a block: the kernels' threads run along S
+  // (for_channel's other branch)
+  check_op("batch_norm [N, C, 9, 9]",
+           [](const In& in) { return batch_norm(in[0], in[1], in[2], {}, {}, /*training=*/true); },
+           {Tensor::randn({4, 3, 9, 9}) * 2.0 + 1.0, Tensor::randn({3}), Tensor::randn({3})});
 }

@@ -34,11 +34,11 @@ __global__ void batch_norm_stats_kernel(bool training, int64_t n, int64_t c, int
     }
     const double shift = x[ch * s];  // the channel's first value
     double a = 0, b = 0;
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-      const double v = static_cast<double>(x[((i / s) * c + ch) * s + i % s]) - shift;
+    for_channel(n, c, s, ch, [&](int64_t k) {
+      const double v = static_cast<double>(x[k]) - shift;
       a += v;
       b += v * v;
-    }
+    });
     s1[threadIdx.x] = a, s2[threadIdx.x] = b;
     block_sum2(s1, s2);
     if (threadIdx.x == 0) {
@@ -76,16 +76,14 @@ __global__ void batch_norm_grad_sums_kernel(int64_t n, int64_t c, int64_t s, con
                                             const float* gy, const float* mean, const float* invstd,
                                             double* sums, float* gweight, float* gbias) {
   __shared__ double s1[kThreads], s2[kThreads];
-  const int64_t count = n * s;
   for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
     const double m = mean[ch];
     double a = 0, b = 0;
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-      const int64_t j = ((i / s) * c + ch) * s + i % s;
-      const double g = gy[j];
+    for_channel(n, c, s, ch, [&](int64_t k) {
+      const double g = gy[k];
       a += g;
-      b += g * (static_cast<double>(x[j]) - m);
-    }
+      b += g * (static_cast<double>(x[k]) - m);
+    });
     s1[threadIdx.x] = a, s2[threadIdx.x] = b;
     block_sum2(s1, s2);
     if (threadIdx.x == 0) {
