@@ -39,6 +39,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 GPU=$ROOT/.gpu
 PREFIX=${PREFIX:-$GPU/prefix}
+FASHION=$PREFIX/usr/share/datasets/fashion-mnist  # dataset-fashion-mnist's files, unpacked
 BUILD=${BUILD:-$ROOT/build-gpu}
 OUT=${OUT:-$GPU/out}
 LOGS=$GPU/logs
@@ -285,15 +286,15 @@ bench() {
 # lenet_mnist, eager and with --cuda-graph: its "epoch time" lines.
 epoch() {
   env_for_prefix
-  local fashion=$PREFIX/usr/share/datasets/fashion-mnist mode key
+  local mode key
   for mode in eager --cuda-graph; do
     key=epoch_fashion_${mode#--}
     step "$key" timeout 120 "$BUILD/bin/lenet_mnist" --device cuda $([ "$mode" = eager ] || echo "$mode") \
-      --dataset fashion --data "$fashion" --epochs 2 --batch 64 --log-every 100000 &&
+      --dataset fashion --data "$FASHION" --epochs 2 --batch 64 --log-every 100000 &&
       note "    lenet_mnist fashion b64 $mode: $(grep -E 'epoch time|test accuracy' "$LOGS/$key.log" | tr '\n' ' ')"
   done
   step epoch_fashion_mlp timeout 120 "$BUILD/bin/mlp_mnist" --device cuda --dataset fashion \
-    --data "$fashion" --epochs 2 --batch 64 --log-every 100000 &&
+    --data "$FASHION" --epochs 2 --batch 64 --log-every 100000 &&
     note "    mlp_mnist fashion b64 eager: $(grep -E 'epoch time|test accuracy' "$LOGS/epoch_fashion_mlp.log" | tr '\n' ' ')"
 }
 
@@ -302,17 +303,17 @@ epoch() {
 # one longer run each with its wall time, in what time is left.
 zoo() {
   env_for_prefix
-  local fashion=$PREFIX/usr/share/datasets/fashion-mnist zoo=(resnet_fashion char_lstm tiny_gpt)
+  local zoo=(resnet_fashion char_lstm tiny_gpt)
   [ -x "$BUILD/bin/dcgan_mnist" ] && zoo+=(dcgan_mnist)
   step zoo_twins_cuda timeout 120 python3 "$ROOT/tests/examples/check_twins.py" --device cuda \
-    --data "resnet_fashion=$fashion" --data "dcgan_mnist=$MINIDL_DATA/mnist" "$BUILD/bin" "${zoo[@]}"
+    --data "resnet_fashion=$FASHION" --data "dcgan_mnist=$MINIDL_DATA/mnist" "$BUILD/bin" "${zoo[@]}"
   grep -E "largest relative" "$LOGS/zoo_twins_cuda.log" | sed 's/^/    /' | tee -a "$SUMMARY"
 }
 
 zoo_timed() {
   env_for_prefix
-  local fashion=$PREFIX/usr/share/datasets/fashion-mnist run t0
-  for run in "resnet_fashion --data $fashion --epochs 1" "char_lstm --steps 300" \
+  local run t0
+  for run in "resnet_fashion --data $FASHION --epochs 1" "char_lstm --steps 300" \
              "tiny_gpt --steps 1500" "dcgan_mnist --epochs 1 --out $LOGS"; do
     set -- $run
     [ -x "$BUILD/bin/$1" ] && [ "$(left)" -gt 40 ] || continue
