@@ -35,7 +35,7 @@
 // prints `kernels_per_step=K`, the launches an eager step makes one by one;
 // --graph both times eager and captured steps in turns, as --parallel both
 // does, and prints each and graph/eager.
-// --conv auto|im2col|cudnn (CUDA): how convolutions run (cuda::set_conv_algorithm);
+// --conv auto|im2col|direct|cudnn (CUDA): how convolutions run (cuda::set_conv_algorithm);
 // each choice made is printed as a `conv_choice:` line.
 #include <cstdio>
 #include <filesystem>
@@ -281,12 +281,14 @@ int main(int argc, char** argv) {
   }
   const Device device = device_flag == "cpu" ? Device::CPU : Device::CUDA;
   const std::string conv = flags.str("conv");
-  if (conv != "auto" && conv != "im2col" && conv != "cudnn") {
-    std::fprintf(stderr, "bench_train: --conv expects auto, im2col or cudnn, got %s\n", conv.c_str());
+  if (conv != "auto" && conv != "im2col" && conv != "direct" && conv != "cudnn") {
+    std::fprintf(stderr, "bench_train: --conv expects auto, im2col, direct or cudnn, got %s\n",
+                 conv.c_str());
     return 2;
   }
   cuda::set_conv_algorithm(conv == "auto"     ? cuda::ConvAlgorithm::Auto
                            : conv == "im2col" ? cuda::ConvAlgorithm::Im2col
+                           : conv == "direct" ? cuda::ConvAlgorithm::Direct
                                               : cuda::ConvAlgorithm::Cudnn);
   if (graph != "off" && (device == Device::CPU || parallel::world_size() > 1)) {
     std::fprintf(stderr, "bench_train: --graph needs --device cuda and one rank\n");

@@ -21,14 +21,19 @@ bool allow_tf32();
 // How float32 convolutions run on CUDA, per shape and pass (forward, input
 // gradient, weight gradient), like PyTorch's cudnn.benchmark:
 //   Auto (default)  the first call outside a CUDA graph capture times
-//                   minidl's im2col + cuBLAS against cuDNN's deterministic
-//                   algorithms and keeps the faster; a shape first met
-//                   inside a capture keeps im2col
-//   Im2col          never cuDNN
-//   Cudnn           always cuDNN (its heuristic's first deterministic algorithm)
-// cuDNN 9 (libcudnn.so.9) is opened at first use. Where it cannot be, Auto
-// keeps im2col and Cudnn throws. No effect on the CPU.
-enum class ConvAlgorithm { Auto, Im2col, Cudnn };
+//                   minidl's im2col + cuBLAS, its direct kernels (small
+//                   windows: C/groups*KH*KW and OC/groups*KH*KW at most 1024)
+//                   and cuDNN's deterministic algorithms, and keeps the
+//                   fastest; a shape first met inside a capture keeps direct
+//                   where it applies, else im2col
+//   Im2col          im2col + cuBLAS always
+//   Direct          the direct kernels where they apply, else im2col
+//   Cudnn           cuDNN (its heuristic's first deterministic algorithm)
+//                   wherever its descriptors can hold the shape
+// Every path is deterministic; they agree up to rounding. cuDNN 9
+// (libcudnn.so.9) is opened at first use. Where it cannot be, Auto chooses as
+// inside a capture and Cudnn throws. No effect on the CPU.
+enum class ConvAlgorithm { Auto, Im2col, Cudnn, Direct };
 void set_conv_algorithm(ConvAlgorithm algorithm);
 ConvAlgorithm conv_algorithm();
 // One line per choice made so far in this process, e.g. "forward

@@ -257,6 +257,28 @@ TEST_CASE("cuda: conv2d forward and backward by im2col + cuBLAS") {
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
 }
 
+TEST_CASE("cuda: conv2d by the direct kernels, with the weight gradient split into parts") {
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Direct);
+  check_conv2d();
+  // 12 * 28 * 28 output pixels make 2 parts of 6 samples (sum_parts_kernel)
+  manual_seed(19);
+  const std::vector<Tensor> lenet{Tensor::randn({12, 1, 28, 28}), Tensor::randn({6, 1, 5, 5}),
+                                  Tensor::randn({6})};
+  auto conv = [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], {.padding = 2}); };
+  check_op("conv2d, LeNet's first layer", conv, lenet);
+  // the same bits twice: each output is summed in a fixed order
+  std::vector<std::vector<float>> runs[2];
+  for (auto& run : runs) {
+    std::vector<Tensor> in;
+    for (const Tensor& t : lenet) in.push_back(t.cuda().requires_grad_(true));
+    Tensor y = conv(in);
+    (y * y).sum().backward();
+    for (const Tensor& t : in) run.push_back(t.grad().cpu().to_vector<float>());
+  }
+  CHECK(runs[0] == runs[1]);
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
+}
+
 TEST_CASE("cuda: conv2d by cuDNN, and Auto's choice per shape and pass") {
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Cudnn);
   try {

@@ -1,7 +1,7 @@
 // The convolution family and resizing (issue 22) on CUDA against the CPU:
-// conv2d with rectangular strides, padding, dilation and groups by im2col and
-// by cuDNN (where it loads), conv_transpose2d (col2im forward) and conv1d,
-// and nearest upsampling's kernels.
+// conv2d with rectangular strides, padding, dilation and groups by im2col, by
+// the direct kernels and by cuDNN (where it loads), conv_transpose2d (col2im
+// forward) and conv1d, and nearest upsampling's kernels.
 #include <array>
 #include <string>
 #include <vector>
@@ -52,6 +52,12 @@ void check_conv_family() {
 
 TEST_CASE("cuda: conv2d with dilation and groups, conv_transpose2d and conv1d by im2col") {
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Im2col);
+  check_conv_family();
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
+}
+
+TEST_CASE("cuda: conv2d with dilation and groups, conv_transpose2d and conv1d by the direct kernels") {
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Direct);
   check_conv_family();
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
 }

@@ -24,6 +24,7 @@
 namespace minidl::cuda {
 
 bool cudnn_forced();  // bridge.cpp
+bool im2col_forced();
 
 namespace {
 
@@ -96,10 +97,18 @@ void deallocate(void* p, size_t bytes) {
   ::operator delete(p, std::align_val_t{64});
 }
 
-// The im2col path always; forcing cuDNN fails as it does where cuDNN is missing.
-bool cudnn_conv(ConvPass, const ConvGeometry&, const ConvTensors&, const std::function<void()>&) {
+// No timing here: Auto and Direct take the direct kernels where they apply,
+// Im2col im2col; forcing cuDNN fails as it does where cuDNN is missing.
+ConvPath run_conv(ConvPass, const ConvGeometry& g, const ConvTensors&,
+                  const std::function<void()>& im2col, const std::function<void()>& direct) {
   MINIDL_CHECK(!cudnn_forced(), "CUDA backend: cuDNN is not emulated on the CPU (tools/cuda_on_cpu)");
-  return false;
+  const bool empty = g.N * g.C * g.OC * g.OH * g.OW == 0;
+  if (direct && !empty && !im2col_forced()) {
+    direct();
+    return ConvPath::Direct;
+  }
+  im2col();
+  return ConvPath::Im2col;
 }
 
 }  // namespace minidl::cuda

@@ -1,6 +1,7 @@
 // conv2d on CUDA: im2col into a column buffer, then cuBLAS GEMMs over groups
-// of samples; backward scatters the column gradient back with col2im. Each
-// pass may go to cuDNN instead, per shape (conv_cudnn.cpp).
+// of samples; backward scatters the column gradient back with col2im. Small
+// windows may run by direct kernels instead, one launch a pass, and any pass
+// by cuDNN: the choice is per shape (conv_cudnn.cpp).
 // Letters as in kernels.h; L = OH*OW, G = groups, CKK = C/G*KH*KW (one
 // channel group's column rows: each channel group cg is its own im2col and
 // GEMMs with its weight rows w_cg [OC/G, CKK]). A sample group is the samples
@@ -10,6 +11,8 @@
 // side ([CKK, G*L], sample_stride L, ld G*L) for the weight gradient, one GEMM
 // whose inner dimension runs over the group's samples.
 #include <algorithm>
+#include <climits>
+#include <functional>
 
 #include "framework/backend/cuda/device.cuh"
 
@@ -70,19 +73,11 @@ __global__ void add_bias_kernel(int64_t n, int64_t oc, int64_t l, const float* b
 
 // gy [N, OC, L] -> gb [OC], one block per output channel (for_channel)
 __global__ void bias_grad_kernel(int64_t n, int64_t oc, int64_t l, const float* gy, float* gb) {
-  __shared__ float partial[kThreads / 32];
   for (int64_t o = blockIdx.x; o < oc; o += gridDim.x) {
     float s = 0.f;
     for_channel(n, oc, l, o, [&](int64_t k) { s += gy[k]; });
-    s = warp_sum(s);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      s = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.f;
-      s = warp_sum(s);
-      if (threadIdx.x == 0) gb[o] = s;
-    }
-    __syncthreads();  // partial is reused by the next channel
+    s = block_sum(s);
+    if (threadIdx.x == 0) gb[o] = s;
   }
 }
 
@@ -94,11 +89,146 @@ __global__ void swap01_kernel(int64_t a, int64_t b, int64_t l, const float* src,
   }
 }
 
+// ---- direct kernels: no column buffer, one launch a pass (the bias in
+// it), for small windows where im2col's buffer and extra launches cost more
+// than the GEMM saves (LeNet's 5x5 convolutions). 32-bit indices:
+// direct_suits checks the sizes. Each output is summed by one thread, or one
+// block, in a fixed order: deterministic.
+
+// x [N, C, H, W], w [OC, C/G, KH, KW], b [OC] or null -> y [N, OC, OH, OW]:
+// one thread per output sums its window in (c, ki, kj) order, then adds b
+__global__ void direct_forward_kernel(ConvGeometry g, const float* x, const float* w,
+                                      const float* b, float* y) {
+  const int C = g.C, H = g.H, W = g.W, OC = g.OC, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  const int Cg = C / g.groups, OCg = OC / g.groups, total = g.N * OC * OH * OW;
+  for (int i = thread_index(); i < total; i += thread_count()) {
+    const int ow = i % OW, oh = i / OW % OH, oc = i / (OW * OH) % OC, n = i / (OW * OH * OC);
+    const int h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    const float* xn = x + (n * C + oc / OCg * Cg) * H * W;
+    const float* wo = w + oc * Cg * KH * KW;
+    float s = 0.f;
+    for (int c = 0; c < Cg; ++c)
+      for (int ki = 0; ki < KH; ++ki) {
+        const int h = h0 + ki * g.dh;
+        if (h < 0 || h >= H) continue;
+        for (int kj = 0; kj < KW; ++kj) {
+          const int wi = w0 + kj * g.dw;
+          if (wi >= 0 && wi < W) s += xn[(c * H + h) * W + wi] * wo[(c * KH + ki) * KW + kj];
+        }
+      }
+    y[i] = b ? s + b[oc] : s;
+  }
+}
+
+// gy [N, OC, OH, OW], w -> gx [N, C, H, W] (overwritten): one thread per
+// input pixel sums gy * w over the windows that cover it, in (oc, ki, kj) order
+__global__ void direct_input_grad_kernel(ConvGeometry g, const float* w, const float* gy,
+                                         float* gx) {
+  const int C = g.C, H = g.H, W = g.W, OC = g.OC, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  const int Cg = C / g.groups, OCg = OC / g.groups, total = g.N * C * H * W;
+  for (int i = thread_index(); i < total; i += thread_count()) {
+    const int wi = i % W, h = i / W % H, c = i / (W * H) % C, n = i / (W * H * C);
+    const int oc0 = c / Cg * OCg;
+    float s = 0.f;
+    for (int o = oc0; o < oc0 + OCg; ++o) {
+      const float* gyo = gy + (n * OC + o) * OH * OW;
+      const float* wo = w + (o * Cg + c % Cg) * KH * KW;
+      for (int ki = 0; ki < KH; ++ki) {
+        const int hp = h + g.ph - ki * g.dh;  // = oh * sh for the window row that covers h
+        if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= OH) continue;
+        for (int kj = 0; kj < KW; ++kj) {
+          const int wp = wi + g.pw - kj * g.dw;
+          if (wp < 0 || wp % g.sw != 0 || wp / g.sw >= OW) continue;
+          s += gyo[hp / g.sh * OW + wp / g.sw] * wo[ki * KW + kj];
+        }
+      }
+    }
+    gx[i] = s;
+  }
+}
+
+// x, gy -> the rows r of [gw (OC*CKK, w's order); gb (OC) where wanted],
+// over the samples of part p: one block per (r, p), its threads along the
+// output pixels l, each over the part's samples. One part writes gw and gb
+// itself; more write part [P, rows] for sum_parts_kernel.
+__global__ void direct_weight_grad_kernel(ConvGeometry g, int rows, int parts, int per_part,
+                                          const float* x, const float* gy, float* gw, float* gb,
+                                          float* part) {
+  const int C = g.C, H = g.H, W = g.W, OC = g.OC, KH = g.KH, KW = g.KW, OW = g.OW;
+  const int Cg = C / g.groups, OCg = OC / g.groups, CKK = Cg * KH * KW, L = g.OH * OW;
+  for (int t = blockIdx.x; t < rows * parts; t += gridDim.x) {
+    const int r = t % rows, p = t / rows, n0 = p * per_part;
+    const int n1 = n0 + per_part < g.N ? n0 + per_part : static_cast<int>(g.N);
+    const bool bias = r >= OC * CKK;
+    const int oc = bias ? r - OC * CKK : r / CKK, k = r % CKK;
+    const int c = oc / OCg * Cg + k / (KH * KW), ki = k / KW % KH, kj = k % KW;
+    float s = 0.f;
+    for (int l = threadIdx.x; l < L; l += blockDim.x) {
+      const int h = l / OW * g.sh - g.ph + ki * g.dh, wi = l % OW * g.sw - g.pw + kj * g.dw;
+      if (!bias && (h < 0 || h >= H || wi < 0 || wi >= W)) continue;
+      for (int n = n0; n < n1; ++n) {
+        const float v = gy[(n * OC + oc) * L + l];
+        s += bias ? v : v * x[((n * C + c) * H + h) * W + wi];
+      }
+    }
+    s = block_sum(s);
+    if (threadIdx.x != 0) continue;
+    if (parts > 1) part[p * rows + r] = s;
+    else if (bias) gb[oc] = s;
+    else gw[r] = s;
+  }
+}
+
+// part [P, rows] -> gw, gb as above, each row summed over p in order
+__global__ void sum_parts_kernel(int rows, int parts, int weight_rows, const float* part,
+                                 float* gw, float* gb) {
+  for (int r = thread_index(); r < rows; r += thread_count()) {
+    float s = 0.f;
+    for (int p = 0; p < parts; ++p) s += part[p * rows + r];
+    if (r < weight_rows) gw[r] = s;
+    else gb[r - weight_rows] = s;
+  }
+}
+
 void im2col(const ConvGeometry& g, int64_t cg, int64_t samples, const float* x, float* col,
             int64_t sample_stride, int64_t ld) {
   const int64_t n = samples * g.C / g.groups * g.KH * g.KW * g.OH * g.OW;
   im2col_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, cg, samples, x, col, sample_stride,
                                                           ld);
+  CUDA_CHECK_LAUNCH();
+}
+
+// Whether the direct kernels take g: sizes within 32 bits, and windows small
+// enough that a thread's loop stays short (an output reads C/G*KH*KW inputs;
+// an input pixel feeds OC/G*KH*KW outputs).
+bool direct_suits(const ConvGeometry& g) {
+  const int64_t biggest = std::max({g.N * g.C * g.H * g.W, g.N * g.OC * g.OH * g.OW,
+                                    g.OC * (g.C / g.groups * g.KH * g.KW + 1)});
+  return biggest < INT_MAX && g.C / g.groups * g.KH * g.KW <= 1024 &&
+         g.OC / g.groups * g.KH * g.KW <= 1024;
+}
+
+// gw [OC, CKK] and gb [OC] (null: not wanted) by direct_weight_grad_kernel;
+// the samples split into parts of about 4096 output pixels, so that small
+// weights still give the GPU enough blocks
+void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, float* gw,
+                        float* gb) {
+  const int64_t L = g.OH * g.OW, weight_rows = g.OC * (g.C / g.groups) * g.KH * g.KW;
+  const int64_t rows = weight_rows + (gb ? g.OC : 0);
+  int64_t parts = std::clamp<int64_t>(g.N * L / 4096, 1, std::max<int64_t>(g.N, 1));
+  parts = std::min<int64_t>(parts, (INT_MAX - 1) / rows);
+  const int64_t per_part = std::max<int64_t>((g.N + parts - 1) / parts, 1);
+  parts = std::max<int64_t>((g.N + per_part - 1) / per_part, 1);
+  const int threads = static_cast<int>(std::clamp<int64_t>((L + 31) / 32 * 32, 32, kThreads));
+  Scratch<float> part(parts > 1 ? parts * rows : 1);
+  direct_weight_grad_kernel<<<blocks_for(rows * parts, 1), threads, 0, stream()>>>(
+      g, static_cast<int>(rows), static_cast<int>(parts), static_cast<int>(per_part), x, gy, gw,
+      gb, part.data());
+  CUDA_CHECK_LAUNCH();
+  if (parts == 1) return;
+  sum_parts_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(
+      static_cast<int>(rows), static_cast<int>(parts), static_cast<int>(weight_rows), part.data(),
+      gw, gb);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -129,8 +259,13 @@ void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const
       }
     }
   };
-  if (!cudnn_conv(ConvPass::Forward, g, {x, w, nullptr, y}, by_im2col)) by_im2col();
-  if (b) {
+  auto direct = [&] {  // the bias included
+    direct_forward_kernel<<<blocks_for(g.N * g.OC * L), kThreads, 0, stream()>>>(g, x, w, b, y);
+    CUDA_CHECK_LAUNCH();
+  };
+  const ConvPath path = run_conv(ConvPass::Forward, g, {x, w, nullptr, y}, by_im2col,
+                                 direct_suits(g) ? std::function<void()>(direct) : nullptr);
+  if (b && path != ConvPath::Direct) {
     add_bias_kernel<<<blocks_for(g.N * g.OC * L), kThreads, 0, stream()>>>(g.N, g.OC, L, b, y);
     CUDA_CHECK_LAUNCH();
   }
@@ -146,10 +281,8 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
   const int64_t L = g.OH * g.OW, chw = g.C * g.H * g.W;
   const int64_t Cg = g.C / g.groups, OCg = g.OC / g.groups, CKK = Cg * g.KH * g.KW;
   const int64_t NL = g.N * L, G = group_size(g);
-  if (gb) {
-    bias_grad_kernel<<<blocks_for(g.OC, 1), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, gb);
-    CUDA_CHECK_LAUNCH();
-  }
+  const bool suits = direct_suits(g);
+  bool gb_done = false;  // by the direct weight gradient
   if (gw) {
     auto by_im2col = [&] {
       Scratch<float> g2(g.OC * NL), col(G * CKK * L);
@@ -165,7 +298,13 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
       }
       if (g.N == 0) fill(kFloat32, g.OC * CKK, 0.0, gw);  // no group wrote it
     };
-    if (!cudnn_conv(ConvPass::WeightGrad, g, {x, nullptr, gy, gw}, by_im2col)) by_im2col();
+    auto direct = [&] { direct_weight_grad(g, x, gy, gw, gb); };
+    gb_done = run_conv(ConvPass::WeightGrad, g, {x, nullptr, gy, gw}, by_im2col,
+                       suits ? std::function<void()>(direct) : nullptr) == ConvPath::Direct;
+  }
+  if (gb && !gb_done) {
+    bias_grad_kernel<<<blocks_for(g.OC, 1), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, gb);
+    CUDA_CHECK_LAUNCH();
   }
   if (gx && g.N * chw > 0) {
     auto by_im2col = [&] {
@@ -181,7 +320,12 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
         }
       }
     };
-    if (!cudnn_conv(ConvPass::InputGrad, g, {nullptr, w, gy, gx}, by_im2col)) by_im2col();
+    auto direct = [&] {
+      direct_input_grad_kernel<<<blocks_for(g.N * chw), kThreads, 0, stream()>>>(g, w, gy, gx);
+      CUDA_CHECK_LAUNCH();
+    };
+    run_conv(ConvPass::InputGrad, g, {nullptr, w, gy, gx}, by_im2col,
+             suits ? std::function<void()>(direct) : nullptr);
   }
 }
 

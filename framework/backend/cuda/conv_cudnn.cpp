@@ -1,17 +1,23 @@
-// The per-shape choice between conv.cu's im2col + cuBLAS and cuDNN 9, and
-// cuDNN's three convolution passes. COMPILED, NOT YET RUN ON A GPU.
+// The per-shape choice between conv.cu's paths (im2col + cuBLAS, and direct
+// kernels for small windows) and cuDNN 9, and cuDNN's three convolution
+// passes.
 //
 // A plan is made once per (pass, geometry, algorithm setting, TF32) and kept:
-//   Im2col  never cuDNN.
+//   Im2col  im2col always (no plan).
+//   Direct  the direct kernels where they take the shape, else im2col (no plan).
 //   Cudnn   cuDNN's heuristic (no timing, so it also works inside a CUDA graph
-//           capture): its first deterministic algorithm within the workspace cap.
-//   Auto    outside a capture: times the im2col path (CUDA events) and every
-//           deterministic cuDNN algorithm (cudnnFind*Ex) and keeps the faster;
-//           inside a capture, where nothing may be timed, im2col, kept as well,
-//           so eager steps and replays compute the same bits.
+//           capture): its first deterministic algorithm within the workspace
+//           cap; im2col where cuDNN cannot take the shape.
+//   Auto    outside a capture: times im2col, direct (where it takes the shape;
+//           CUDA events) and every deterministic cuDNN algorithm
+//           (cudnnFind*Ex) and keeps the fastest; inside a capture, where
+//           nothing may be timed, direct where it takes the shape, else
+//           im2col, kept as well, so eager steps and replays compute the same
+//           bits.
 // With TF32 off the descriptors ask for FMA math: no tensor cores.
 // libcudnn.so.9 is opened at first use, as cuBLAS is; without cudnn.h at build
-// time (MINIDL_CUDNN undefined) Auto means im2col and Cudnn throws.
+// time (MINIDL_CUDNN undefined) Auto chooses as inside a capture, and Cudnn
+// throws.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -209,7 +215,7 @@ std::string cudnn_refuses(const ConvGeometry& g) {
 #endif  // MINIDL_CUDNN
 
 struct Plan {
-  bool cudnn = false;
+  ConvPath path = ConvPath::Im2col;
 #ifdef MINIDL_CUDNN
   Descriptors d{};
   int algo = 0;
@@ -222,6 +228,14 @@ std::mutex plans_mutex;
 std::map<Key, Plan>& plans() {
   static std::map<Key, Plan> p;
   return p;
+}
+
+// The untimed choice: direct where it takes the shape, else im2col.
+Plan untimed(const std::string& what, bool direct, const char* why) {
+  Plan plan;
+  plan.path = direct ? ConvPath::Direct : ConvPath::Im2col;
+  plan.line = cat(what, direct ? ": direct (" : ": im2col (", why, ")");
+  return plan;
 }
 
 #ifdef MINIDL_CUDNN
@@ -332,66 +346,81 @@ void run_cudnn(ConvPass pass, const Plan& plan, const ConvTensors& t) {
   }
 }
 
-// A new plan for (pass, g) under the current setting.
+// A new plan for (pass, g) under the current setting (Auto or Cudnn).
 Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
-               const std::function<void()>& im2col) {
+               const std::function<void()>& im2col, const std::function<void()>& direct) {
   const ConvAlgorithm setting = conv_algorithm();
   const std::string what = describe(pass, g);
   Plan plan;
   MINIDL_CHECK(cudnn() || setting != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for (",
                "cuda::set_conv_algorithm) but ", failure, " (", what, ")");
-  if (const std::string why = cudnn() ? cudnn_refuses(g) : failure; !why.empty()) {
-    plan.line = cat(what, ": im2col (", why, ")");  // as PyTorch's native path, even under Cudnn
-    return plan;
-  }
+  const std::string refused = cudnn() ? cudnn_refuses(g) : failure;
   float cudnn_ms = 0;
   if (setting == ConvAlgorithm::Cudnn) {
+    if (!refused.empty()) {  // as PyTorch's native path
+      plan.line = cat(what, ": im2col (", refused, ")");
+      return plan;
+    }
     MINIDL_CHECK(pick_cudnn(pass, g, t, false, &plan, &cudnn_ms), "conv2d on CUDA: cuDNN offers ",
                  "no deterministic algorithm", allow_tf32() ? "" : " without TF32", " for ", what);
-    plan.cudnn = true;
+    plan.path = ConvPath::Cudnn;
     plan.line = cat(what, ": cudnn algo ", plan.algo, " (heuristic)");
     return plan;
   }
-  if (capture_in_progress()) {  // Auto inside a capture: nothing can be timed
-    plan.line = cat(what, ": im2col (first met inside a CUDA graph capture)");
-    return plan;
-  }
+  if (capture_in_progress())  // Auto inside a capture: nothing can be timed
+    return untimed(what, bool(direct), "first met inside a CUDA graph capture");
   const float im2col_ms = time_ms(im2col);
-  std::string why_not = "cuDNN: no deterministic algorithm";
+  const float direct_ms = direct ? time_ms(direct) : 0.f;
+  std::string why_not = refused.empty() ? "cuDNN: no deterministic algorithm" : refused;
   bool found = false;
-  try {  // Auto takes im2col when cuDNN refuses the shape
-    found = pick_cudnn(pass, g, t, true, &plan, &cudnn_ms);
-  } catch (const Error& e) {
-    why_not = e.what();
-  } catch (const std::bad_alloc&) {
-    why_not = "cuDNN: no device memory for its workspace";
-  }
-  plan.cudnn = found && cudnn_ms < im2col_ms;
-  char figures[96];
-  std::snprintf(figures, sizeof figures, "im2col %.1f us, cudnn %.1f us", im2col_ms * 1e3,
-                found ? cudnn_ms * 1e3 : 0.0);
-  plan.line = cat(what, ": ", plan.cudnn ? cat("cudnn algo ", plan.algo) : std::string("im2col"),
-                  " (", found ? std::string(figures) : why_not, ")");
+  if (refused.empty()) try {  // Auto takes a native path when cuDNN refuses the shape
+      found = pick_cudnn(pass, g, t, true, &plan, &cudnn_ms);
+    } catch (const Error& e) {
+      why_not = e.what();
+    } catch (const std::bad_alloc&) {
+      why_not = "cuDNN: no device memory for its workspace";
+    }
+  float best = im2col_ms;
+  if (direct && direct_ms < best) best = direct_ms, plan.path = ConvPath::Direct;
+  if (found && cudnn_ms < best) plan.path = ConvPath::Cudnn;
+  char figures[128];
+  std::snprintf(figures, sizeof figures, "im2col %.1f us", im2col_ms * 1e3);
+  std::string line = figures;
+  if (direct) std::snprintf(figures, sizeof figures, ", direct %.1f us", direct_ms * 1e3), line += figures;
+  if (found) std::snprintf(figures, sizeof figures, ", cudnn %.1f us", cudnn_ms * 1e3), line += figures;
+  else line += "; " + why_not;
+  const char* name[] = {"im2col", "direct", "cudnn"};
+  plan.line = cat(what, ": ", name[static_cast<int>(plan.path)],
+                  plan.path == ConvPath::Cudnn ? cat(" algo ", plan.algo) : std::string(), " (",
+                  line, ")");
   return plan;
 }
 
 #else  // no cudnn.h at build time
 
 Plan make_plan(ConvPass pass, const ConvGeometry& g, const ConvTensors&,
-               const std::function<void()>&) {
+               const std::function<void()>&, const std::function<void()>& direct) {
   MINIDL_CHECK(conv_algorithm() != ConvAlgorithm::Cudnn, "conv2d on CUDA: cuDNN was asked for ",
                "(cuda::set_conv_algorithm) but minidl was built without cudnn.h");
-  return {false, cat(describe(pass, g), ": im2col (built without cuDNN)")};
+  return untimed(describe(pass, g), bool(direct), "built without cuDNN");
 }
 
 #endif
 
 }  // namespace
 
-bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
-                const std::function<void()>& im2col) {
+ConvPath run_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
+                  const std::function<void()>& im2col, const std::function<void()>& direct) {
   const bool empty = g.N * g.C * g.OC * g.OH * g.OW == 0;  // im2col's fills handle these
-  if (conv_algorithm() == ConvAlgorithm::Im2col || empty) return false;
+  const ConvAlgorithm setting = conv_algorithm();
+  if (setting == ConvAlgorithm::Direct && direct && !empty) {
+    direct();
+    return ConvPath::Direct;
+  }
+  if (setting == ConvAlgorithm::Im2col || setting == ConvAlgorithm::Direct || empty) {
+    im2col();
+    return ConvPath::Im2col;
+  }
   const Key key = key_of(pass, g);
   const Plan* plan = nullptr;
   {
@@ -402,15 +431,20 @@ bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
   if (!plan) {  // planning may run the GPU (Auto): outside the lookup's lock, one at a time
     static std::mutex planning;  // the cuDNN handle is not for two threads at once
     std::lock_guard one_at_a_time(planning);
-    Plan made = make_plan(pass, g, t, im2col);
+    Plan made = make_plan(pass, g, t, im2col, direct);
     std::lock_guard lock(plans_mutex);
     plan = &plans().emplace(key, std::move(made)).first->second;
   }
-  if (!plan->cudnn) return false;
+  switch (plan->path) {
+    case ConvPath::Direct: direct(); break;
+    case ConvPath::Im2col: im2col(); break;
+    case ConvPath::Cudnn:
 #ifdef MINIDL_CUDNN
-  run_cudnn(pass, *plan, t);
+      run_cudnn(pass, *plan, t);
 #endif
-  return true;
+      break;
+  }
+  return plan->path;
 }
 
 void prepare_cudnn_for_capture() {

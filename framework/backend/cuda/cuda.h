@@ -61,7 +61,7 @@ void linear(int64_t n, int64_t in, int64_t out, const float* x, const float* w, 
             float* y);
 void transpose(int64_t batch, int64_t rows, int64_t cols, const float* src, float* dst);
 
-// ---- conv.cu: im2col + cuBLAS, or cuDNN where conv_cudnn.cpp's plan says ----
+// ---- conv.cu: im2col + cuBLAS, direct kernels, or cuDNN, per conv_cudnn.cpp's plan ----
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                     float* y);
 void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
@@ -72,18 +72,19 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
 // (for the gradients, gy); `out` is what the pass writes (forward: y;
 // InputGrad: gx; WeightGrad: gw) and that pass's own input slot is null.
 enum class ConvPass { Forward, InputGrad, WeightGrad };
+enum class ConvPath { Im2col, Direct, Cudnn };
 struct ConvTensors {
   const float* x;
   const float* w;
   const float* y;
   float* out;
 };
-// Runs the pass with cuDNN and returns true when the plan for (pass, g)
-// says so; false: the caller runs its im2col path. The first call for a
-// shape makes the plan, which under ConvAlgorithm::Auto times `im2col`
-// (it must compute the pass into t.out) against cuDNN's algorithms.
-bool cudnn_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
-                const std::function<void()>& im2col);
+// Runs the pass by the plan for (pass, g) and says which path ran: conv.cu's
+// `im2col` or `direct` (empty where the direct kernels do not take the
+// shape), each computing the pass into t.out, or cuDNN. The first call for a
+// shape makes the plan, which under ConvAlgorithm::Auto times the paths.
+ConvPath run_conv(ConvPass pass, const ConvGeometry& g, const ConvTensors& t,
+                  const std::function<void()>& im2col, const std::function<void()>& direct);
 std::vector<std::string> conv_choice_lines();  // one per plan made
 // Creates cuDNN's handle when the setting is Cudnn (graph.cpp calls it before
 // a capture begins: making the handle inside one could synchronise).

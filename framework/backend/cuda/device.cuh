@@ -29,6 +29,20 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
+// The sum of v over the block's threads, returned to thread 0 (the others
+// get a partial sum): warps first, then warp 0 over the warps' sums, in a
+// fixed order (deterministic). blockDim.x is a multiple of 32, at most 1024;
+// every thread calls it, and it may be called again at once.
+__device__ inline float block_sum(float v) {
+  __shared__ float warps[32];
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) v = warp_sum(threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.f);
+  __syncthreads();  // warps is free for the next call
+  return v;
+}
+
 // One block per channel of x [N, C, S]: f(k) for the offsets k of channel ch
 // that this thread takes. Threads run along S within each sample, with no
 // division per element (a 64-bit i / S per element made LeNet's conv bias
