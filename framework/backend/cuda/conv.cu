@@ -100,19 +100,20 @@ __global__ void swap01_kernel(int64_t a, int64_t b, int64_t l, const float* src,
 __global__ void direct_forward_kernel(ConvGeometry g, const float* x, const float* w,
                                       const float* b, float* y) {
   const int C = g.C, H = g.H, W = g.W, OC = g.OC, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  const int sh = g.sh, sw = g.sw, dh = g.dh, dw = g.dw;  // 32-bit in the loops
   const int Cg = C / g.groups, OCg = OC / g.groups, total = g.N * OC * OH * OW;
   for (int i = thread_index(); i < total; i += thread_count()) {
     const int ow = i % OW, oh = i / OW % OH, oc = i / (OW * OH) % OC, n = i / (OW * OH * OC);
-    const int h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    const int h0 = oh * sh - g.ph, w0 = ow * sw - g.pw;
     const float* xn = x + (n * C + oc / OCg * Cg) * H * W;
     const float* wo = w + oc * Cg * KH * KW;
     float s = 0.f;
     for (int c = 0; c < Cg; ++c)
       for (int ki = 0; ki < KH; ++ki) {
-        const int h = h0 + ki * g.dh;
+        const int h = h0 + ki * dh;
         if (h < 0 || h >= H) continue;
         for (int kj = 0; kj < KW; ++kj) {
-          const int wi = w0 + kj * g.dw;
+          const int wi = w0 + kj * dw;
           if (wi >= 0 && wi < W) s += xn[(c * H + h) * W + wi] * wo[(c * KH + ki) * KW + kj];
         }
       }
@@ -125,6 +126,7 @@ __global__ void direct_forward_kernel(ConvGeometry g, const float* x, const floa
 __global__ void direct_input_grad_kernel(ConvGeometry g, const float* w, const float* gy,
                                          float* gx) {
   const int C = g.C, H = g.H, W = g.W, OC = g.OC, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW;
+  const int sh = g.sh, sw = g.sw, ph = g.ph, pw = g.pw, dh = g.dh, dw = g.dw;
   const int Cg = C / g.groups, OCg = OC / g.groups, total = g.N * C * H * W;
   for (int i = thread_index(); i < total; i += thread_count()) {
     const int wi = i % W, h = i / W % H, c = i / (W * H) % C, n = i / (W * H * C);
@@ -134,12 +136,14 @@ __global__ void direct_input_grad_kernel(ConvGeometry g, const float* w, const f
       const float* gyo = gy + (n * OC + o) * OH * OW;
       const float* wo = w + (o * Cg + c % Cg) * KH * KW;
       for (int ki = 0; ki < KH; ++ki) {
-        const int hp = h + g.ph - ki * g.dh;  // = oh * sh for the window row that covers h
-        if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= OH) continue;
+        int oh = h + ph - ki * dh;  // = oh * sh for the window row that covers h
+        if (oh < 0 || (sh != 1 && oh % sh != 0)) continue;
+        if ((oh = sh == 1 ? oh : oh / sh) >= OH) continue;
         for (int kj = 0; kj < KW; ++kj) {
-          const int wp = wi + g.pw - kj * g.dw;
-          if (wp < 0 || wp % g.sw != 0 || wp / g.sw >= OW) continue;
-          s += gyo[hp / g.sh * OW + wp / g.sw] * wo[ki * KW + kj];
+          int ow = wi + pw - kj * dw;
+          if (ow < 0 || (sw != 1 && ow % sw != 0)) continue;
+          if ((ow = sw == 1 ? ow : ow / sw) >= OW) continue;
+          s += gyo[oh * OW + ow] * wo[ki * KW + kj];
         }
       }
     }
@@ -155,6 +159,7 @@ __global__ void direct_weight_grad_kernel(ConvGeometry g, int rows, int parts, i
                                           const float* x, const float* gy, float* gw, float* gb,
                                           float* part) {
   const int C = g.C, H = g.H, W = g.W, OC = g.OC, KH = g.KH, KW = g.KW, OW = g.OW;
+  const int sh = g.sh, sw = g.sw, ph = g.ph, pw = g.pw, dh = g.dh, dw = g.dw;
   const int Cg = C / g.groups, OCg = OC / g.groups, CKK = Cg * KH * KW, L = g.OH * OW;
   for (int t = blockIdx.x; t < rows * parts; t += gridDim.x) {
     const int r = t % rows, p = t / rows, n0 = p * per_part;
@@ -164,7 +169,7 @@ __global__ void direct_weight_grad_kernel(ConvGeometry g, int rows, int parts, i
     const int c = oc / OCg * Cg + k / (KH * KW), ki = k / KW % KH, kj = k % KW;
     float s = 0.f;
     for (int l = threadIdx.x; l < L; l += blockDim.x) {
-      const int h = l / OW * g.sh - g.ph + ki * g.dh, wi = l % OW * g.sw - g.pw + kj * g.dw;
+      const int h = l / OW * sh - ph + ki * dh, wi = l % OW * sw - pw + kj * dw;
       if (!bias && (h < 0 || h >= H || wi < 0 || wi >= W)) continue;
       for (int n = n0; n < n1; ++n) {
         const float v = gy[(n * OC + oc) * L + l];
