@@ -240,8 +240,8 @@ void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, 
 }  // namespace
 
 // x [N, C, H, W], w [OC, C/G, KH, KW], b [OC] or null -> y [N, OC, OH, OW]:
-// cuDNN where the plan says, else per sample group and channel group cg
-// y_s[cg rows] [OC/G, L] = w_cg [OC/G, CKK] col_s [CKK, L] as one batched
+// the direct kernel or cuDNN where the plan says, else per sample group and
+// channel group cg y_s[cg rows] [OC/G, L] = w_cg [OC/G, CKK] col_s [CKK, L] as one batched
 // GEMM (weight stride 0); then the bias. A 1x1 kernel with stride 1, no
 // padding and OH, OW = H, W reads x itself as the columns.
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
@@ -277,7 +277,8 @@ void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const
 }
 
 // gy [N, OC, L] -> gx [N, C, H, W], gw [OC, CKK], gb [OC] (each optional):
-// gb sums gy over N and L. gw and gx by cuDNN where their plans say, else,
+// gb sums gy over N and L (in the direct weight gradient's launch where that
+// runs). gw and gx by the direct kernels or cuDNN where their plans say, else,
 // per channel group cg: gw_cg = sum over sample groups of g2[cg rows, group]
 // col^T with g2 = gy as [OC, N*L]; gcol_s [CKK, L] = w_cg^T gy_s[cg rows]
 // per sample group (batched), then col2im.
