@@ -17,8 +17,13 @@ need a libtorch built for the GPU:
 --graph (CUDA) times PyTorch's whole-step CUDA graph instead: forward, backward and
 the optimizer's step captured once (torch.cuda.graph, after a warm-up on a side
 stream) and replayed each step, as bench_train --graph on does minidl's.
+
+--model resnet|dcgan|char_lstm|tiny_gpt: the model zoo's steps as bench_train's
+(bench/zoo_models.h, the same layers, optimizers and fixed random batch; eager
+only), for the GPU machine, where bench_train_torch.cpp's libtorch is not built.
 """
 import argparse
+import math
 import os
 import resource
 import statistics
@@ -43,9 +48,162 @@ class MLP(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
+# ---- the model zoo, as bench/zoo_models.h ----
+
+VOCAB = 62
+
+
+class BasicBlock(nn.Module):
+    # x [N, IN, H, W] -> [N, OUT, H/stride, W/stride]
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                         if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))) + self.shortcut(x))
+
+
+class ResNet8(nn.Module):
+    # x [N, 1, 28, 28] -> logits [N, 10]
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        self.stages = nn.Sequential(BasicBlock(16, 16, 1), BasicBlock(16, 32, 2), BasicBlock(32, 64, 2))
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc(self.stages(F.relu(self.bn(self.stem(x)))).mean((2, 3)))
+
+
+def generator(w=64):
+    # noise [N, 100, 1, 1] -> images [N, 1, 28, 28]
+    return nn.Sequential(
+        nn.ConvTranspose2d(100, 4 * w, 4, bias=False), nn.BatchNorm2d(4 * w), nn.ReLU(),
+        nn.ConvTranspose2d(4 * w, 2 * w, 3, 2, 1, bias=False), nn.BatchNorm2d(2 * w), nn.ReLU(),
+        nn.ConvTranspose2d(2 * w, w, 4, 2, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU(),
+        nn.ConvTranspose2d(w, 1, 4, 2, 1, bias=False), nn.Tanh())
+
+
+def discriminator(w=64):
+    # images [N, 1, 28, 28] -> probability of being real [N]
+    return nn.Sequential(
+        nn.Conv2d(1, w, 4, 2, 1, bias=False), nn.LeakyReLU(0.2),
+        nn.Conv2d(w, 2 * w, 4, 2, 1, bias=False), nn.BatchNorm2d(2 * w), nn.LeakyReLU(0.2),
+        nn.Conv2d(2 * w, 4 * w, 4, 2, 1, bias=False), nn.BatchNorm2d(4 * w), nn.LeakyReLU(0.2),
+        nn.Conv2d(4 * w, 1, 3, 1, 0, bias=False), nn.Sigmoid(), nn.Flatten(0))
+
+
+class CharLSTM(nn.Module):
+    # ids [B, T] -> logits [B, T, 62]; embedding 64, LSTM 2 x 128
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.rnn = nn.Embedding(VOCAB, 64), nn.LSTM(64, 128, 2, batch_first=True)
+        self.decoder = nn.Linear(128, VOCAB)
+
+    def forward(self, ids):
+        return self.decoder(self.rnn(self.encoder(ids))[0])
+
+
+class GPTBlock(nn.Module):
+    # x [B, T, 64] -> [B, T, 64]: 4 causal heads, then the 4x MLP with GELU
+    def __init__(self):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(64), nn.LayerNorm(64)
+        self.c_attn, self.attn_proj = nn.Linear(64, 192), nn.Linear(64, 64)
+        self.c_fc, self.c_proj = nn.Linear(64, 256), nn.Linear(256, 64)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = (m.view(b, t, 4, c // 4).transpose(1, 2) for m in self.c_attn(self.ln_1(x)).split(c, 2))
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # 1.13, as nanoGPT writes it out
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(c // 4)
+            att = att.masked_fill(torch.ones(t, t, device=x.device).tril() == 0, float("-inf"))
+            y = F.softmax(att, dim=-1) @ v
+        h = x + self.attn_proj(y.transpose(1, 2).reshape(b, t, c))
+        return h + self.c_proj(F.gelu(self.c_fc(self.ln_2(h))))
+
+
+class GPT(nn.Module):
+    # ids [B, T] -> logits [B, T, 62]: 2 blocks, block size 64, untied head
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(VOCAB, 64), nn.Embedding(64, 64)
+        self.blocks = nn.Sequential(GPTBlock(), GPTBlock())
+        self.ln_f, self.lm_head = nn.LayerNorm(64), nn.Linear(64, VOCAB, bias=False)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        return self.lm_head(self.ln_f(self.blocks(self.wte(ids) + self.wpe(pos))))
+
+
+def zoo_step(model, batch, dev):
+    """The model's training step on one fixed random batch, as zoo::make_workload's."""
+    if model == "resnet":
+        net = ResNet8().to(dev)
+        x, labels = torch.randn(batch, 1, 28, 28, device=dev), torch.randint(0, 10, [batch], device=dev)
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+
+        def step():
+            loss = F.cross_entropy(net(x), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    if model == "dcgan":
+        g, d = generator().to(dev), discriminator().to(dev)
+        g_opt = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        d_opt = torch.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        real = torch.rand(batch, 1, 28, 28, device=dev) * 2 - 1
+        noise = torch.randn(batch, 100, 1, 1, device=dev)
+        real_target = torch.rand(batch, device=dev) * 0.2 + 0.8
+        zeros, ones = torch.zeros(batch, device=dev), torch.ones(batch, device=dev)
+
+        def step():
+            fake = g(noise)
+            d_loss = F.binary_cross_entropy(d(real), real_target) + F.binary_cross_entropy(d(fake.detach()), zeros)
+            d_opt.zero_grad()
+            d_loss.backward()
+            d_opt.step()
+            g_loss = F.binary_cross_entropy(d(fake), ones)
+            g_opt.zero_grad()
+            g_loss.backward()
+            g_opt.step()
+            return d_loss
+        return step
+    seq = 35 if model == "char_lstm" else 64
+    net = (CharLSTM() if model == "char_lstm" else GPT()).to(dev)
+    ids = torch.randint(0, VOCAB, [batch, seq], device=dev)
+    targets = torch.randint(0, VOCAB, [batch, seq], device=dev)
+    if model == "char_lstm":
+        opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    else:
+        decay = [p for p in net.parameters() if p.dim() >= 2]
+        no_decay = [p for p in net.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=3e-3, betas=(0.9, 0.95))
+
+    def step():
+        loss = F.cross_entropy(net(ids).reshape(-1, VOCAB), targets.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        return loss
+    return step
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", choices=["lenet", "mlp"], default="lenet")
+    p.add_argument("--model", choices=["lenet", "mlp", "resnet", "dcgan", "char_lstm", "tiny_gpt"],
+                   default="lenet")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
@@ -57,6 +215,9 @@ def main():
     a = p.parse_args()
     if a.graph and a.device != "cuda":
         p.error("--graph needs --device cuda")
+    zoo = a.model not in ("lenet", "mlp")
+    if a.graph and zoo:
+        p.error(f"--graph: only lenet and mlp, got --model {a.model}")
     if min(a.batch, a.steps, a.warmup, a.threads) < 1:
         p.error("--batch, --steps, --warmup and --threads must be >= 1")
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -66,18 +227,21 @@ def main():
     torch.manual_seed(0)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
-    shape = [a.batch, 1, 28, 28] if a.model == "lenet" else [a.batch, 784]
-    x = torch.randn(shape, device=dev)
-    labels = torch.randint(0, 10, [a.batch], device=dev)
-    net = (LeNet5() if a.model == "lenet" else MLP()).to(dev)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    if zoo:
+        step = zoo_step(a.model, a.batch, dev)
+    else:
+        shape = [a.batch, 1, 28, 28] if a.model == "lenet" else [a.batch, 784]
+        x = torch.randn(shape, device=dev)
+        labels = torch.randint(0, 10, [a.batch], device=dev)
+        net = (LeNet5() if a.model == "lenet" else MLP()).to(dev)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(net(x), labels)
-        loss.backward()
-        opt.step()
-        return loss
+        def step():
+            opt.zero_grad()
+            loss = F.cross_entropy(net(x), labels)
+            loss.backward()
+            opt.step()
+            return loss
 
     first = step().item()
     for _ in range(1, a.warmup):
