@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "framework/autograd.h"
@@ -349,5 +350,13 @@ Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum = 0.1, double eps = 1e-5);
+
+// ---- the LSTM cell's pointwise part (issue 23) ----
+// gates [B, 4H] float32 (the pre-activations of i, f, g, o: PyTorch's order),
+// c [B, H] -> {h, c'} [B, H]:
+//   c' = sigmoid(f) c + sigmoid(i) tanh(g),  h = sigmoid(o) tanh(c')
+// One kernel computes both; each output's backward is one kernel (not
+// differentiable twice). nn::LSTM and nn::LSTMCell step with it.
+std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor& c);
 
 }  // namespace minidl

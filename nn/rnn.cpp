@@ -1,6 +1,7 @@
 #include "nn/rnn.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "framework/ops.h"
 #include "nn/init.h"
@@ -45,8 +46,13 @@ Tensor rnn_step(const Tensor& gx, const Tensor& gh, bool relu_) {
   return relu_ ? relu(add(gx, gh)) : tanh(add(gx, gh));
 }
 
-// gates i, f, g, o; returns h, updates c
+// gates i, f, g, o; returns h, updates c: float32 by the fused op, else composed
 Tensor lstm_step(const Tensor& gx, const Tensor& gh, Tensor& c) {
+  if (gx.dtype() == kFloat32 && gh.dtype() == kFloat32 && c.dtype() == kFloat32) {
+    auto [h, c_next] = lstm_cell_pointwise(add(gx, gh), c);
+    c = c_next;
+    return h;
+  }
   const std::vector<Tensor> g = chunk(add(gx, gh), 4, 1);
   c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
   return mul(sigmoid(g[3]), tanh(c));
@@ -139,15 +145,19 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
   for (int64_t k = 0; k < L; ++k) {
     std::vector<Tensor> outs;  // per direction [T, B, P]
     for (int64_t d = 0, j = k * D; d < D; ++d, ++j) {
-      // the input path of every step in one GEMM: [T*B, in] x [in, G*H]
-      const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[j], bias_ih[j]);
+      // the input path of every step in one GEMM: [T*B, in] x [in, G*H]. Its
+      // bias carries b_hh too, once instead of per step, except for GRU,
+      // whose n gate multiplies the hidden path's bias by r.
+      const bool fold = bias_ih[j].defined() && std::string_view(kind_) != "GRU";
+      const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[j],
+                               fold ? add(bias_ih[j], bias_hh[j]) : bias_ih[j]);
       std::vector<Tensor> gx_t;  // T x [B, G*H]
       split_steps(gx, T, gx_t);
       Tensor h = hs[j].reshape({B, P}), c = cs[j].reshape({B, H});
       std::vector<Tensor> ys(T);
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = d ? T - 1 - s : s;
-        step(gx_t[t], linear(h, weight_hh[j], bias_hh[j]), h, c);  // hidden path: [B, P] x [P, G*H]
+        step(gx_t[t], linear(h, weight_hh[j], fold ? Tensor() : bias_hh[j]), h, c);  // [B, P] x [P, G*H]
         if (proj_size > 0) h = linear(h, weight_hr[j], Tensor());  // [B, H] x [H, P]
         ys[t] = h;
       }

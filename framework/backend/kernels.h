@@ -256,6 +256,19 @@ struct Kernels {
   void (*batch_norm_backward)(bool training, int64_t n, int64_t c, int64_t s, const float* x,
                               const float* gy, const float* save_mean, const float* save_invstd,
                               const float* weight, float* gx, float* gweight, float* gbias);
+  // ---- the LSTM cell's pointwise part (issue 23) ----
+  // gates a [B, 4H] (pre-activations of i, f, g, o: PyTorch's order), c [B, H]
+  // -> c' = sigmoid(f) c + sigmoid(i) tanh(g) and h = sigmoid(o) tanh(c'), [B, H].
+  void (*lstm_cell_forward)(int64_t b, int64_t h, const float* a, const float* c, float* c_out,
+                            float* h_out);
+  // The backward of one output, given its gradient gout [B, H]:
+  //   of c' (of_h false): s = c; ga [B, 4H] gets i, f, g's parts, o's zero;
+  //                       gs [B, H] = gout sigmoid(f), c's gradient
+  //   of h (of_h true):   s = c'; ga gets o's part, the others zero;
+  //                       gs = gout sigmoid(o) (1 - tanh(c')^2), c''s gradient
+  // ga is overwritten whole; gs may be null (not wanted).
+  void (*lstm_cell_backward)(bool of_h, int64_t b, int64_t h, const float* a, const float* s,
+                             const float* gout, float* ga, float* gs);
 };
 
 }  // namespace minidl

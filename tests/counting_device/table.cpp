@@ -69,6 +69,9 @@ Kernels counted_table() {
   // ---- batch norm (issue 23) ----
   count<&Kernels::batch_norm_forward>(k, "batch_norm_forward");
   count<&Kernels::batch_norm_backward>(k, "batch_norm_backward");
+  // ---- the LSTM cell (issue 23) ----
+  count<&Kernels::lstm_cell_forward>(k, "lstm_cell_forward");
+  count<&Kernels::lstm_cell_backward>(k, "lstm_cell_backward");
   return k;
 }
 

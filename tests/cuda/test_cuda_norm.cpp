@@ -1,7 +1,8 @@
-// Issue 23's fused batch norm kernels on CUDA against the CPU (check_cuda.h):
-// training (gradients through the batch statistics) and evaluation, with and
-// without weight and bias, channels spanning several blocks' turns, and the
-// running estimates each updates.
+// Issue 23's fused batch norm and LSTM cell kernels on CUDA against the CPU
+// (check_cuda.h): batch norm in training (gradients through the batch
+// statistics) and evaluation, with and without weight and bias, channels
+// spanning several blocks' turns, and the running estimates each updates;
+// the LSTM cell through each output and both.
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
 
@@ -41,4 +42,19 @@ TEST_CASE("cuda: batch_norm forward and backward, training and evaluation") {
   check_op("batch_norm [N, C, 9, 9]",
            [](const In& in) { return batch_norm(in[0], in[1], in[2], {}, {}, /*training=*/true); },
            {Tensor::randn({4, 3, 9, 9}) * 2.0 + 1.0, Tensor::randn({3}), Tensor::randn({3})});
+}
+
+TEST_CASE("cuda: the fused LSTM cell, each output and both") {
+  manual_seed(24);
+  const std::vector<Tensor> in{Tensor::randn({5, 12}), Tensor::randn({5, 3})};
+  check_op("lstm_cell_pointwise h", [](const In& x) { return lstm_cell_pointwise(x[0], x[1]).first; },
+           in);
+  check_op("lstm_cell_pointwise c'",
+           [](const In& x) { return lstm_cell_pointwise(x[0], x[1]).second; }, in);
+  check_op("lstm_cell_pointwise h * c'",
+           [](const In& x) {
+             auto [h, c] = lstm_cell_pointwise(x[0], x[1]);
+             return h * c;
+           },
+           in);
 }

@@ -81,6 +81,8 @@ const Backend& backend() {
       // ---- batch norm (issue 23) ----
       .batch_norm_forward = batch_norm_forward,
       .batch_norm_backward = batch_norm_backward,
+      .lstm_cell_forward = lstm_cell_forward,
+      .lstm_cell_backward = lstm_cell_backward,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

@@ -1,0 +1,77 @@
+// lstm_cell_pointwise (issue 23, framework/ops/rnn.cpp): a hand-computed
+// cell, finite-difference gradients of the gates and c through each output
+// and both, the fused op against the formula composed of ops, and errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace minidl;
+using minidl::testing::check_same;
+using minidl::testing::check_values;
+using Inputs = std::vector<Tensor>;
+
+// One row, H = 1: gates i, f, g, o = 0, ln 3, atanh 0.5, 0 and c = 2 give
+// sigmoid 1/2, 3/4, tanh 1/2, sigmoid 1/2: c' = 3/4 * 2 + 1/2 * 1/2 = 1.75,
+// h = tanh(1.75) / 2.
+TEST_CASE("lstm_cell_pointwise by hand") {
+  Tensor gates = Tensor::of({0, std::log(3.0), std::atanh(0.5), 0}, {1, 4});
+  auto [h, c] = lstm_cell_pointwise(gates, Tensor::of({2}, {1, 1}));
+  check_values(c, {1.75}, 1e-6);
+  check_values(h, {std::tanh(1.75) / 2}, 1e-6);
+}
+
+TEST_CASE("lstm_cell_pointwise gradients match finite differences, through h, c' and both") {
+  manual_seed(11);
+  Tensor gates = Tensor::randn({3, 8}), c = Tensor::randn({3, 2});
+  Tensor r = Tensor::randn({3, 2});
+  CHECK_GRADCHECK([](const Inputs& in) { return lstm_cell_pointwise(in[0], in[1]).first; },
+                  {gates, c});
+  CHECK_GRADCHECK([](const Inputs& in) { return lstm_cell_pointwise(in[0], in[1]).second; },
+                  {gates, c});
+  CHECK_GRADCHECK(
+      [r](const Inputs& in) {
+        auto [h, c2] = lstm_cell_pointwise(in[0], in[1]);
+        return h * r + c2 * c2;
+      },
+      {gates, c});
+}
+
+// Two chained steps, as an LSTM runs them: c' feeds the next step, whose h
+// and c'' are both used.
+TEST_CASE("lstm_cell_pointwise equals its composition from ops over two steps") {
+  manual_seed(12);
+  const Tensor a1 = Tensor::randn({5, 12}), a2 = Tensor::randn({5, 12}), c0 = Tensor::randn({5, 3});
+  const Tensor r = Tensor::randn({5, 3});
+  auto composed = [](const Tensor& a, const Tensor& c) {
+    const std::vector<Tensor> g = chunk(a, 4, 1);
+    Tensor cn = sigmoid(g[1]) * c + sigmoid(g[0]) * tanh(g[2]);
+    return std::pair{sigmoid(g[3]) * tanh(cn), cn};
+  };
+  std::vector<Tensor> grads[2];
+  Tensor outs[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    Tensor x1 = a1.clone().requires_grad_(), x2 = a2.clone().requires_grad_(),
+           c = c0.clone().requires_grad_();
+    auto step = [&](const Tensor& a, const Tensor& cc) {
+      return fused ? lstm_cell_pointwise(a, cc) : composed(a, cc);
+    };
+    auto [h1, c1] = step(x1, c);
+    auto [h2, c2] = step(x2 + cat({h1, h1, h1, h1}, 1), c1);
+    outs[fused] = h2 * r + c2 + h1;
+    outs[fused].sum().backward();
+    grads[fused] = {x1.grad(), x2.grad(), c.grad()};
+  }
+  check_same(outs[1], outs[0], 1e-6);
+  for (int k = 0; k < 3; ++k) check_same(grads[1][k], grads[0][k], 1e-6);
+}
+
+TEST_CASE("lstm_cell_pointwise errors name the op and both shapes") {
+  CHECK_ERROR(lstm_cell_pointwise(Tensor::zeros({2, 7}), Tensor::zeros({2, 2})),
+              "lstm_cell_pointwise: expected gates [B, 4H] and c [B, H], got [2, 7] and [2, 2]");
+  CHECK_ERROR(lstm_cell_pointwise(Tensor::zeros({3, 8}), Tensor::zeros({2, 2})),
+              "got [3, 8] and [2, 2]");
+  CHECK_ERROR(lstm_cell_pointwise(Tensor::zeros({2, 8}, kInt64), Tensor::zeros({2, 2})),
+              "lstm_cell_pointwise: expected gates of dtype float32, got int64");
+}
