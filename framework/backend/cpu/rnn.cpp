@@ -30,16 +30,16 @@ void lstm_cell_backward(bool of_h, int64_t b, int64_t h, const float* a, const f
   for (int64_t r = 0; r < b; ++r) {
     const float* ar = a + r * 4 * h;
     float* gr = ga + r * 4 * h;
-    for (int64_t j = 0; j < h; ++j) {
+    for (int64_t j = 0; j < h; ++j) {  // each output's backward takes only its gates
       const int64_t k = r * h + j;
-      const float i = sigmoid(ar[j]), f = sigmoid(ar[h + j]), g = std::tanh(ar[2 * h + j]);
-      const float o = sigmoid(ar[3 * h + j]), go = gout[k];
+      const float go = gout[k];
       if (of_h) {  // h = o tanh(c'), s = c'
-        const float t = std::tanh(s[k]);
+        const float o = sigmoid(ar[3 * h + j]), t = std::tanh(s[k]);
         gr[j] = gr[h + j] = gr[2 * h + j] = 0.f;
         gr[3 * h + j] = go * t * o * (1.f - o);
         if (gs) gs[k] = go * o * (1.f - t * t);
       } else {  // c' = f c + i g, s = c
+        const float i = sigmoid(ar[j]), f = sigmoid(ar[h + j]), g = std::tanh(ar[2 * h + j]);
         gr[j] = go * g * i * (1.f - i);
         gr[h + j] = go * s[k] * f * (1.f - f);
         gr[2 * h + j] = go * i * (1.f - g * g);

@@ -27,14 +27,14 @@ __global__ void lstm_cell_backward_kernel(bool of_h, int64_t b, int64_t h, const
     const int64_t row = k / h * 4 * h, j = k % h;
     const float* ar = a + row;
     float* gr = ga + row;
-    const float i = sigmoid(ar[j]), f = sigmoid(ar[h + j]), g = tanhf(ar[2 * h + j]);
-    const float o = sigmoid(ar[3 * h + j]), go = gout[k];
-    if (of_h) {  // h = o tanh(c'), s = c'
-      const float t = tanhf(s[k]);
+    const float go = gout[k];
+    if (of_h) {  // h = o tanh(c'), s = c': only o's gate is read
+      const float o = sigmoid(ar[3 * h + j]), t = tanhf(s[k]);
       gr[j] = gr[h + j] = gr[2 * h + j] = 0.f;
       gr[3 * h + j] = go * t * o * (1.f - o);
       if (gs) gs[k] = go * o * (1.f - t * t);
     } else {  // c' = f c + i g, s = c
+      const float i = sigmoid(ar[j]), f = sigmoid(ar[h + j]), g = tanhf(ar[2 * h + j]);
       gr[j] = go * g * i * (1.f - i);
       gr[h + j] = go * s[k] * f * (1.f - f);
       gr[2 * h + j] = go * i * (1.f - g * g);
