@@ -355,8 +355,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // gates [B, 4H] float32 (the pre-activations of i, f, g, o: PyTorch's order),
 // c [B, H] -> {h, c'} [B, H]:
 //   c' = sigmoid(f) c + sigmoid(i) tanh(g),  h = sigmoid(o) tanh(c')
-// One kernel computes both; each output's backward is one kernel (not
-// differentiable twice). nn::LSTM and nn::LSTMCell step with it.
+// One kernel computes both and keeps the activations [B, 5H]; each
+// output's backward is one kernel, reading them (not differentiable twice).
+// nn::LSTM and nn::LSTMCell step with it.
 std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor& c);
 
 }  // namespace minidl

@@ -258,17 +258,19 @@ struct Kernels {
                               const float* weight, float* gx, float* gweight, float* gbias);
   // ---- the LSTM cell's pointwise part (issue 23) ----
   // gates a [B, 4H] (pre-activations of i, f, g, o: PyTorch's order), c [B, H]
-  // -> c' = sigmoid(f) c + sigmoid(i) tanh(g) and h = sigmoid(o) tanh(c'), [B, H].
-  void (*lstm_cell_forward)(int64_t b, int64_t h, const float* a, const float* c, float* c_out,
-                            float* h_out);
+  // -> c' = sigmoid(f) c + sigmoid(i) tanh(g) and h = sigmoid(o) tanh(c'), [B, H],
+  // and act [B, 5H] = sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), tanh(c') for
+  // the backward, which then evaluates no exp or tanh.
+  void (*lstm_cell_forward)(int64_t b, int64_t h, const float* a, const float* c, float* act,
+                            float* c_out, float* h_out);
   // The backward of one output, given its gradient gout [B, H]:
-  //   of c' (of_h false): s = c; ga [B, 4H] gets i, f, g's parts, o's zero;
-  //                       gs [B, H] = gout sigmoid(f), c's gradient
-  //   of h (of_h true):   s = c'; ga gets o's part, the others zero;
-  //                       gs = gout sigmoid(o) (1 - tanh(c')^2), c''s gradient
-  // ga is overwritten whole; gs may be null (not wanted).
-  void (*lstm_cell_backward)(bool of_h, int64_t b, int64_t h, const float* a, const float* s,
-                             const float* gout, float* ga, float* gs);
+  //   of c' (of_h false): ga [B, 4H] gets i, f, g's parts, o's zero;
+  //                       gc [B, H] = gout sigmoid(f), c's gradient
+  //   of h (of_h true):   ga gets o's part, the others zero; gc = gout
+  //                       sigmoid(o) (1 - tanh(c')^2), c''s gradient (c unread)
+  // ga is overwritten whole; gc may be null (not wanted).
+  void (*lstm_cell_backward)(bool of_h, int64_t b, int64_t h, const float* act, const float* c,
+                             const float* gout, float* ga, float* gc);
 };
 
 }  // namespace minidl

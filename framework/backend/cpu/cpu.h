@@ -137,9 +137,9 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
                          const float* weight, float* gx, float* gweight, float* gbias);
 
 // ---- the LSTM cell's pointwise part (issue 23): rnn.{cpp,cu} ----
-void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, float* c_out,
-                       float* h_out);
-void lstm_cell_backward(bool of_h, int64_t b, int64_t h, const float* a, const float* s,
-                        const float* gout, float* ga, float* gs);
+void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, float* act,
+                       float* c_out, float* h_out);
+void lstm_cell_backward(bool of_h, int64_t b, int64_t h, const float* act, const float* c,
+                        const float* gout, float* ga, float* gc);
 
 }  // namespace minidl::cpu
