@@ -35,7 +35,7 @@ void program(int argc, char** argv) {
 
   manual_seed(flags.seed);  // the same initial weights on every rank
   example::LeNet5 net;
-  if (!flags.init.empty()) net.load(flags.init);
+  example::load_init(flags, net);
   net.to(device);  // before the optimizer, which keeps its state beside the parameters
   nn::CrossEntropyLoss loss_fn;
   auto opt = example::make_optimizer(flags, net);

@@ -128,7 +128,9 @@ inline void add_flags(CLI::App& app, Flags& f, const std::string& program,
           },
           "shift:K"));
   auto* init = app.add_option("--init", f.init,
-                              "initial weights from a safetensors file, by parameter name");
+                              "initial weights from a safetensors file, by parameter name: a "
+                              "--save file, or the weights alone of a --save-every checkpoint "
+                              "(to go on with other ranks or flags: a fresh optimizer from step 1)");
   app.add_option("--save", f.save, "save the trained weights as safetensors");
   app.add_option("--save-every", f.save_every,
                  "every N steps and at each epoch's end save the whole training state as "
@@ -425,6 +427,29 @@ class EpochClock {
   double loss_sum_ = 0;
 };
 
+// --init: net's weights from a --save file, or from a --save-every training
+// checkpoint (Model::save_checkpoint keeps them under "model."), whose
+// optimizer state, schedule and data position are left behind, as the line
+// printed says: the way to go on with another rank count, which --resume
+// refuses.
+inline void load_init(const Flags& f, nn::Cell& net) {
+  if (f.init.empty()) return;
+  const TensorDict file = load_safetensors(f.init);
+  const TensorDict own = net.state_dict();
+  const bool checkpoint = own.size() > 0 && std::all_of(own.begin(), own.end(), [&](const auto& e) {
+    return !file.contains(e.first) && file.contains("model." + e.first);
+  });
+  if (!checkpoint) return net.load_state_dict(file);
+  TensorDict weights;
+  for (const auto& [name, t] : file)
+    if (name.starts_with("model.")) weights.insert(name.substr(6), t);
+  net.load_state_dict(weights);
+  if (parallel::rank() == 0)
+    std::printf("--init: the weights of training checkpoint %s; its optimizer state, learning-rate "
+                "schedule and data position are not carried: this run starts at step 1\n",
+                f.init.c_str());
+}
+
 // --resume: where the checkpoint's run stood (the start when not given).
 // The checkpoint's optimizer state holds the lr it trained with; a --lr that
 // differs is refused, naming both, rather than silently overridden either way.
@@ -487,7 +512,7 @@ inline void report(const Flags& f, const std::map<std::string, double>& metrics,
 // --init and --save act on `net`, so checkpoints keep the plain names.
 inline double run(const Flags& f, nn::Cell& net, nn::Cell* train_net = nullptr) {
   const Device device = prepare(f);
-  if (!f.init.empty()) net.load(f.init);
+  load_init(f, net);
   net.to(device);  // before the optimizer, which keeps its state beside the parameters
   data::Dataset train_set = load(f, data::Usage::Train);
   if (!f.no_shuffle) train_set = train_set.shuffle(f.seed);

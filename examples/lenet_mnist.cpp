@@ -37,7 +37,7 @@ void program(int argc, char** argv) {
     net = std::make_unique<example::LeNet5BN>(/*sync=*/data_parallel);
   else
     net = std::make_unique<example::LeNet5>();
-  if (!flags.init.empty()) net->load(flags.init);
+  example::load_init(flags, *net);  // a --save file, or a checkpoint's weights
   net->to(device);  // before the optimizer, which keeps its state beside the parameters
 
   // 2. The data: pixels to [0, 1], normalized with the data set's own mean

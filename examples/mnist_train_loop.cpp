@@ -128,7 +128,7 @@ void program(int argc, char** argv) {
   // The model, wrapped for data parallelism (it copies rank 0's weights to every rank).
   manual_seed(flags.seed);
   Net net(p);
-  if (!flags.init.empty()) net.load(flags.init);
+  example::load_init(flags, net);
   net.to(device);  // before the optimizer, which keeps its state beside the parameters
   parallel::DataParallel model(net, {.bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10});
   std::unique_ptr<optim::Optimizer> optimizer = example::make_optimizer(flags, model);

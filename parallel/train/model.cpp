@@ -190,7 +190,8 @@ int64_t Model::train(int64_t epochs, const data::BatchDataset& dataset,
     MINIDL_CHECK(now != data_order_.end() && now->second == saved, "Model::train: the checkpoint "
                  "was saved training with ", what, " ", saved, ", this run has ",
                  now == data_order_.end() ? "none" : now->second, "; its position would index "
-                 "another data order (resume with the same data, batch size, shuffle seed and ranks)");
+                 "another data order (resume with the same data, batch size, shuffle seed and ranks; the "
+                 "examples' --init takes a checkpoint's weights alone, to go on otherwise)");
   }
   MINIDL_CHECK(pos.epoch >= 0 && pos.step >= 0 && pos.step <= steps_per_epoch &&
                    pos.global_step >= pos.step,

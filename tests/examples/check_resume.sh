@@ -3,8 +3,9 @@
 # same run resumed from one of its mid-epoch checkpoints, print the same losses
 # from there on and save the same final weights, byte for byte: SGD, Momentum
 # and Adam on one rank, Adam on 2 ranks under mpirun, and with random shifts
-# (--augment, drawn per image and epoch) on 1 and 2 ranks. A tiny IDX set is
-# made here.
+# (--augment, drawn per image and epoch) on 1 and 2 ranks; on another rank
+# count --resume refuses and --init takes the weights alone. A tiny IDX set
+# is made here.
 # usage: check_resume.sh BIN_DIR MPIEXEC
 set -u
 bin=$1 mpiexec=$2
@@ -125,6 +126,46 @@ timeout 60 "$bin/lenet_mnist" --data "$tmp/data" --epochs 2 --batch 8 --threads 
   --resume "$tmp/buffer.safetensors" >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && [ "$(cat "$tmp/err")" = "error: Model::load_checkpoint: $tmp/buffer.safetensors: Momentum::load_state_dict: 'momentum_buffer.3' is missing, but parameter 3 [16] has taken 10 step(s) (expected its momentum_buffer, float32 [16])" ] ||
   fail "--resume of a checkpoint without a momentum buffer: $(cat "$tmp/err")"
+
+# Another rank count: --resume refuses, naming the ranks and --init; --init
+# takes the checkpoint's weights alone (one line says what stays behind) and
+# trains as --init of the same weights saved as a plain file (the "model."
+# entries, extracted here): the same losses and final weights on 2 ranks.
+ckpt="$tmp/momentum/a-1_10.safetensors"
+timeout 60 "$mpiexec" --oversubscribe -np 2 "$bin/lenet_mnist" --parallel data --data "$tmp/data" \
+  --epochs 2 --batch 8 --threads 1 --optimizer momentum --resume "$ckpt" >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "saved training with ranks 1, this run has 2; .*--init takes a checkpoint's weights alone" "$tmp/err" ||
+  fail "--resume on 2 ranks of a 1-rank checkpoint: $(cat "$tmp/err")"
+python3 - "$ckpt" "$tmp/weights.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+out, data = {}, b""
+for name, t in sorted(header.items(), key=lambda kv: kv[0]):
+    if not name.startswith("model."):
+        continue
+    begin, end = t["data_offsets"]
+    out[name[6:]] = dict(t, data_offsets=[len(data), len(data) + end - begin])
+    data += raw[8 + n + begin:8 + n + end]
+text = json.dumps(out).encode()
+text += b" " * ((8 - len(text) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+for from in "$ckpt" "$tmp/weights.safetensors"; do
+  name=$(basename "$from" .safetensors)
+  timeout 120 "$mpiexec" --oversubscribe -np 2 "$bin/lenet_mnist" --parallel data --data "$tmp/data" \
+    --epochs 1 --batch 8 --log-every 1 --threads 1 --optimizer momentum --init "$from" \
+    --save "$tmp/init-$name.safetensors" >"$tmp/init-$name.txt" 2>&1 ||
+    fail "--init $from on 2 ranks: $(tail -3 "$tmp/init-$name.txt")"
+done
+grep -q "^--init: the weights of training checkpoint $ckpt; its optimizer state, learning-rate schedule and data position are not carried: this run starts at step 1" \
+  "$tmp/init-a-1_10.txt" || fail "--init of a checkpoint: no line saying what it leaves behind"
+[ "$(grep -c "loss is" "$tmp/init-a-1_10.txt")" -gt 0 ] &&
+  diff <(grep "loss is" "$tmp/init-a-1_10.txt") <(grep "loss is" "$tmp/init-weights.txt") >/dev/null &&
+  cmp -s "$tmp/init-a-1_10.safetensors" "$tmp/init-weights.safetensors" ||
+  fail "--init of a checkpoint and of its weights as a plain file train differently"
+echo "ok: --init of a 1-rank checkpoint on 2 ranks: its weights, as a plain file of them"
 
 # --keep-last 2 keeps the run's two newest checkpoints (of 1_5, 1_10, 1_12,
 # 2_3, 2_8, 2_12), and saving to a path removes the temporary file a killed
