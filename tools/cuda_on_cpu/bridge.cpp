@@ -7,6 +7,6 @@ namespace minidl::cuda_on_cpu {
 
 bool allow_tf32() { return cuda::allow_tf32(); }
 bool cudnn_forced() { return cuda::conv_algorithm() == cuda::ConvAlgorithm::Cudnn; }
-bool im2col_forced() { return cuda::conv_algorithm() == cuda::ConvAlgorithm::Im2col; }
+bool direct_forced() { return cuda::conv_algorithm() == cuda::ConvAlgorithm::Direct; }
 
 }  // namespace minidl::cuda_on_cpu

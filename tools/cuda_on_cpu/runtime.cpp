@@ -24,7 +24,7 @@
 namespace minidl::cuda {
 
 bool cudnn_forced();  // bridge.cpp
-bool im2col_forced();
+bool direct_forced();
 
 namespace {
 
@@ -97,13 +97,15 @@ void deallocate(void* p, size_t bytes) {
   ::operator delete(p, std::align_val_t{64});
 }
 
-// No timing here: Auto and Direct take the direct kernels where they apply,
-// Im2col im2col; forcing cuDNN fails as it does where cuDNN is missing.
+// No timing here: Direct takes the direct kernels where they apply, Auto and
+// Im2col take im2col, whose GEMMs run natively (OpenBLAS) where the direct
+// kernels' threads are emulated one by one (LeNet's 20 steps took 97 s with
+// them); forcing cuDNN fails as it does where cuDNN is missing.
 ConvPath run_conv(ConvPass, const ConvGeometry& g, const ConvTensors&,
                   const std::function<void()>& im2col, const std::function<void()>& direct) {
   MINIDL_CHECK(!cudnn_forced(), "CUDA backend: cuDNN is not emulated on the CPU (tools/cuda_on_cpu)");
   const bool empty = g.N * g.C * g.OC * g.OH * g.OW == 0;
-  if (direct && !empty && !im2col_forced()) {
+  if (direct && !empty && direct_forced()) {
     direct();
     return ConvPath::Direct;
   }
