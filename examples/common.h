@@ -188,6 +188,27 @@ inline void add_flags(CLI::App& app, Flags& f, const std::string& program,
 // Parses as example::parse (cli.h), then refuses the shared flags the program
 // cannot honour: "--resume: adasum cannot honour this flag, so it refuses it
 // rather than ignore it (`adasum --help` lists the shared flags it takes)".
+// Gradient accumulation's flags (mlp_mnist and lenet_mnist add them before
+// parse): each batch split into `micro_size` micro batches, their mean loss
+// (or, with `sum_loss`, MindSpore's sum) per update.
+struct Accumulation {
+  int64_t micro_size = 1;
+  bool sum_loss = false;
+};
+inline void add_accumulation_flags(CLI::App& app, Accumulation& a) {
+  app.add_option("--micro-size", a.micro_size, "split each batch into N micro batches (1: off)")
+      ->check(in_range<int64_t>(1, kMaxBatch));
+  app.add_flag("--sum-loss", a.sum_loss, "with --micro-size: the sum of micro losses, as MindSpore");
+}
+// After parse, before the data loads: every batch would be short; an
+// epoch's last one may be (GradAccumulation then takes it one sample per
+// micro batch).
+inline void check_accumulation(const Flags& f, const Accumulation& a) {
+  MINIDL_CHECK(a.micro_size <= f.batch, "--micro-size: ", a.micro_size,
+               " micro batches need a --batch of at least ", a.micro_size, " samples, got ",
+               f.batch);
+}
+
 inline void parse(CLI::App& app, int argc, char** argv, const Flags& f) {
   parse(app, argc, argv);
   for (const CLI::Option* o : f.refused)

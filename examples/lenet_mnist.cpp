@@ -7,6 +7,7 @@
 //   build/bin/lenet_mnist --dataset fashion    # Fashion-MNIST from dataset-fashion-mnist
 //   build/bin/lenet_mnist --augment shift:2    # random shifts of up to 2 pixels each epoch
 //   build/bin/lenet_mnist --parallel data --nprocs 2   # data parallel on 2 ranks (or under mpirun)
+//   build/bin/lenet_mnist --micro-size 4       # each batch as 4 micro batches (GradAccumulation)
 #include <memory>
 
 #include "common.h"
@@ -22,11 +23,14 @@ void program(int argc, char** argv) {
   std::string model_name = "lenet";
   CLI::App app{"Train LeNet-5 on MNIST"};
   example::add_flags(app, flags, "lenet_mnist");
+  example::Accumulation acc;
+  example::add_accumulation_flags(app, acc);  // --micro-size, --sum-loss
   app.add_option("--model", model_name,
                  "lenet, or lenet-bn (BatchNorm2d after each conv; SyncBatchNorm with "
                  "--parallel data)")
       ->check(CLI::IsMember({"lenet", "lenet-bn"}));
   example::parse(app, argc, argv, flags);
+  example::check_accumulation(flags, acc);
   const Device device = example::prepare(flags);  // output paths, --threads, --device
   const bool data_parallel = flags.parallel == "data";
 
@@ -44,14 +48,18 @@ void program(int argc, char** argv) {
   //    and std (MNIST 0.1307/0.3081, Fashion-MNIST 0.2860/0.3530), shuffled
   //    each epoch, with --augment shift:K moved by up to K pixels (a new draw
   //    per image and epoch, made on the prefetch thread), in batches (Model
-  //    gives each rank its shard).
+  //    gives each rank its shard; with micro batches, each rank takes its own).
   const example::Normalization norm = example::normalization(flags);
   data::Dataset train_set = data::MnistDataset(example::data_dir(flags), data::Usage::Train)
                                 .map(data::Rescale(1.0 / 255, 0))
                                 .map(data::Normalize(norm.mean, norm.std));
   if (!flags.no_shuffle) train_set = train_set.shuffle(flags.seed);
   train_set = example::augment(flags, train_set);  // --augment: data::RandomShift
-  data::BatchDataset train = train_set.batch(flags.batch);
+  const bool accumulate = acc.micro_size > 1;
+  data::BatchDataset train =
+      (accumulate && data_parallel ? train_set.shard(parallel::rank(), parallel::world_size())
+                                   : train_set)
+          .batch(flags.batch);
   data::BatchDataset test = data::MnistDataset(example::data_dir(flags), data::Usage::Test)
                                 .map(data::Rescale(1.0 / 255, 0))
                                 .map(data::Normalize(norm.mean, norm.std))
@@ -62,12 +70,24 @@ void program(int argc, char** argv) {
   example::print_setup(flags, train_set.size(), test.size(), device);
 
   // 3. Loss, optimizer (sgd, momentum or adam), and the Model that drives them;
-  //    with --parallel data it wraps the net in DataParallel.
+  //    with --parallel data it wraps the net in DataParallel. With micro
+  //    batches Model drives GradAccumulation instead, around the net or its
+  //    DataParallel (which then communicates once per batch).
   nn::CrossEntropyLoss loss;
   std::unique_ptr<optim::Optimizer> opt = example::make_optimizer(flags, *net);
-  Model model(*net, loss, *opt,
+  std::unique_ptr<parallel::DataParallel> dp;
+  std::unique_ptr<parallel::GradAccumulation> ga;
+  if (accumulate) {
+    if (data_parallel) dp = std::make_unique<parallel::DataParallel>(*net);
+    ga = std::make_unique<parallel::GradAccumulation>(dp ? static_cast<nn::Cell&>(*dp) : *net,
+                                                      acc.micro_size,
+                                                      parallel::GradAccumulationOptions{
+                                                          .sum_loss = acc.sum_loss});
+  }
+  Model model(ga ? static_cast<nn::Cell&>(*ga) : *net, loss, *opt,
               {.metrics = {"accuracy"},
-               .parallel = data_parallel ? ParallelMode::DataParallel : ParallelMode::StandAlone,
+               .parallel = data_parallel && !ga ? ParallelMode::DataParallel
+                                                : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10,
                .cuda_graph = flags.cuda_graph});
 

@@ -14,23 +14,16 @@ void program(int argc, char** argv) {
   example::Flags flags;
   flags.optimizer = "sgd";
   flags.batch = 32;
-  int64_t micro_size = 1;
-  bool sum_loss = false;
+  example::Accumulation acc;
   CLI::App app{"Train the 784-512-512-10 MLP on MNIST"};
   example::add_flags(app, flags, "mlp_mnist");
-  app.add_option("--micro-size", micro_size, "split each batch into N micro batches (1: off)")
-      ->check(example::in_range<int64_t>(1, example::kMaxBatch));
-  app.add_flag("--sum-loss", sum_loss, "with --micro-size: the sum of micro losses, as MindSpore");
+  example::add_accumulation_flags(app, acc);  // --micro-size, --sum-loss
   example::parse(app, argc, argv, flags);
-  // Every batch would be short; an epoch's last one may be (GradAccumulation
-  // then takes it one sample per micro batch).
-  MINIDL_CHECK(micro_size <= flags.batch, "--micro-size: ", micro_size,
-               " micro batches need a --batch of at least ", micro_size, " samples, got ",
-               flags.batch);
+  example::check_accumulation(flags, acc);
 
   minidl::manual_seed(flags.seed);
   example::MLP net;
-  if (micro_size == 1) {
+  if (acc.micro_size == 1) {
     example::run(flags, net);
     return;
   }
@@ -39,8 +32,8 @@ void program(int argc, char** argv) {
   // the ranks communicate once per batch (DataParallel's no_sync).
   std::unique_ptr<minidl::parallel::DataParallel> dp;
   if (flags.parallel == "data") dp = std::make_unique<minidl::parallel::DataParallel>(net);
-  minidl::parallel::GradAccumulation ga(dp ? static_cast<minidl::nn::Cell&>(*dp) : net, micro_size,
-                                        {.sum_loss = sum_loss});
+  minidl::parallel::GradAccumulation ga(dp ? static_cast<minidl::nn::Cell&>(*dp) : net,
+                                        acc.micro_size, {.sum_loss = acc.sum_loss});
   example::run(flags, net, &ga);
 }
 
