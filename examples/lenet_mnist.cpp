@@ -27,10 +27,18 @@ void program(int argc, char** argv) {
   example::add_accumulation_flags(app, acc);  // --micro-size, --sum-loss
   app.add_option("--model", model_name,
                  "lenet, or lenet-bn (BatchNorm2d after each conv; SyncBatchNorm with "
-                 "--parallel data)")
+                 "--parallel data unless --norm batch)")
       ->check(CLI::IsMember({"lenet", "lenet-bn"}));
+  std::string norm_kind = "sync";
+  auto* norm_flag = app.add_option("--norm", norm_kind,
+                                   "with --model lenet-bn and --parallel data: sync (statistics "
+                                   "over all ranks' samples, SyncBatchNorm) or batch (each rank's own)")
+                        ->check(CLI::IsMember({"batch", "sync"}));
   example::parse(app, argc, argv, flags);
   example::check_accumulation(flags, acc);
+  MINIDL_CHECK(norm_flag->count() == 0 || model_name == "lenet-bn",
+               "--norm: needs --model lenet-bn (plain LeNet-5 has no normalization), got --model ",
+               model_name);
   const Device device = example::prepare(flags);  // output paths, --threads, --device
   const bool data_parallel = flags.parallel == "data";
 
@@ -38,7 +46,7 @@ void program(int argc, char** argv) {
   manual_seed(flags.seed);
   std::unique_ptr<nn::Cell> net;
   if (model_name == "lenet-bn")
-    net = std::make_unique<example::LeNet5BN>(/*sync=*/data_parallel);
+    net = std::make_unique<example::LeNet5BN>(/*sync=*/data_parallel && norm_kind == "sync");
   else
     net = std::make_unique<example::LeNet5>();
   example::load_init(flags, *net);  // a --save file, or a checkpoint's weights

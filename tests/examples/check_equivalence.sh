@@ -1,12 +1,16 @@
 #!/bin/bash
-# lenet_mnist's gradient accumulation (--micro-size): a batch of 32 as 4 micro
-# batches of 8 trains as the batch of 32 in one piece, and 2 ranks with 2
-# micro batches of 8 each as 1 rank with 32: the same per-step losses and
-# final weights, equal up to float32 rounding (sums in another order). With
-# --sum-loss (MindSpore's) the loss and the gradient are the micro batches'
-# sums, 4 times the mean: it trains as the mean with 4 times the lr.
+# lenet_mnist's configurations that must train alike, and one that must not:
+# - --micro-size: a batch of 32 as 4 micro batches of 8 trains as the batch of
+#   32 in one piece, and 2 ranks with 2 micro batches of 8 each as 1 rank with
+#   32: the same per-step losses and final weights up to float32 rounding
+#   (sums in another order). With --sum-loss (MindSpore's) the loss and the
+#   gradient are the micro batches' sums, 4 times the mean: it trains as the
+#   mean with 4 times the lr.
+# - --model lenet-bn --norm sync on 2 ranks of 16 trains as 1 rank of 32
+#   (SyncBatchNorm's statistics span both ranks); --norm batch, each rank's
+#   own statistics, does not.
 # A tiny IDX set is made here.
-# usage: check_micro.sh BIN_DIR MPIEXEC
+# usage: check_equivalence.sh BIN_DIR MPIEXEC
 set -u
 bin=$1 mpiexec=$2
 tmp=$(mktemp -d)
@@ -60,8 +64,23 @@ print(f"{b} against {a}: 4 losses within {worst:.1e}, final weights within {diff
 assert worst <= tol and diff <= tol, (worst, diff)
 PY
 }
+run bn 1 --batch 32 --model lenet-bn
+run bn_sync_np2 2 --batch 16 --model lenet-bn --norm sync
+run bn_batch_np2 2 --batch 16 --model lenet-bn --norm batch
+
 compare whole micro 1 1e-5
 compare whole micro_np2 1 1e-5
 compare lr4 summed 4 1e-5
-[ "$failures" -eq 0 ] && echo "all micro-batch checks passed"
+compare bn bn_sync_np2 1 1e-5
+python3 - "$tmp" <<'PY' || fail "--norm batch on 2 ranks trained as 1 rank: each rank's statistics were not its own"
+import re, sys
+loss = lambda n: [float(x) for x in re.findall(r"loss is (\S+)", open(f"{sys.argv[1]}/{n}.txt").read())]
+one, own = loss("bn"), loss("bn_batch_np2")
+apart = max(abs(a - b) / abs(a) for a, b in zip(one[1:], own[1:]))
+print(f"bn_batch_np2 against bn: losses after the first step apart by up to {apart:.1e}")
+assert len(own) == 4 and apart > 1e-4
+PY
+grep -q "error: --norm: needs --model lenet-bn" <("$bin/lenet_mnist" --norm batch 2>&1) ||
+  fail "--norm without --model lenet-bn was not refused"
+[ "$failures" -eq 0 ] && echo "all equivalence checks passed"
 exit $((failures > 0))
