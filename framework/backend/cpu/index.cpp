@@ -84,17 +84,25 @@ void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, con
 // out [sel.n] = cond ? a : b
 void where(const Select& s, const void* cond, DType ct, const float* a, const float* b,
            float* out) {
+  // rows of the innermost dim: the outer offsets once per row (a division per
+  // dim), then strides along the row
+  const int last = s.nd - 1;
+  const int64_t inner = s.nd > 0 ? s.size[last] : 1, rows = inner > 0 ? s.n / inner : 0;
+  const int64_t ic = s.nd > 0 ? s.stride_c[last] : 0, ia = s.nd > 0 ? s.stride_a[last] : 0,
+                ib = s.nd > 0 ? s.stride_b[last] : 0;
 #pragma omp parallel for if (s.n > 65536)
-  for (int64_t e = 0; e < s.n; ++e) {
-    int64_t rem = e, oc = 0, oa = 0, ob = 0;
-    for (int d = s.nd - 1; d >= 0; --d) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rem = r, oc = 0, oa = 0, ob = 0;
+    for (int d = last - 1; d >= 0; --d) {
       const int64_t idx = rem % s.size[d];
       rem /= s.size[d];
       oc += idx * s.stride_c[d];
       oa += idx * s.stride_a[d];
       ob += idx * s.stride_b[d];
     }
-    out[e] = cond_at(cond, ct, oc) != 0.f ? a[oa] : b[ob];
+    float* o = out + r * inner;
+    for (int64_t j = 0; j < inner; ++j)
+      o[j] = cond_at(cond, ct, oc + j * ic) != 0.f ? a[oa + j * ia] : b[ob + j * ib];
   }
 }
 

@@ -15,6 +15,12 @@ void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x
 #pragma omp parallel for if (outer * r * inner > 65536 && outer > 1)
     for (int64_t o = 0; o < outer; ++o) {
       float* dst = out + o * inner;
+      if (inner == 1) {  // along a row: in a register, in the same order
+        float acc = init;
+        for (int64_t k = 0; k < r; ++k) acc = f(acc, x[o * r + k]);
+        dst[0] = acc;
+        continue;
+      }
       for (int64_t k = 0; k < r; ++k) {
         const float* src = x + (o * r + k) * inner;
         for (int64_t i = 0; i < inner; ++i) dst[i] = f(dst[i], src[i]);
