@@ -16,7 +16,7 @@ using Inputs = std::vector<Tensor>;
 // sigmoid 1/2, 3/4, tanh 1/2, sigmoid 1/2: c' = 3/4 * 2 + 1/2 * 1/2 = 1.75,
 // h = tanh(1.75) / 2.
 TEST_CASE("lstm_cell_pointwise by hand") {
-  Tensor gates = Tensor::of({0, std::log(3.0), std::atanh(0.5), 0}, {1, 4});
+  Tensor gates = Tensor::of({0.f, std::log(3.f), std::atanh(0.5f), 0.f}, {1, 4});
   auto [h, c] = lstm_cell_pointwise(gates, Tensor::of({2}, {1, 1}));
   check_values(c, {1.75}, 1e-6);
   check_values(h, {std::tanh(1.75) / 2}, 1e-6);
