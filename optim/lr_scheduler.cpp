@@ -1,5 +1,6 @@
 #include "optim/lr_scheduler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -117,6 +118,37 @@ Settings CosineAnnealingLR::settings() const {
 double CosineAnnealingLR::lr_at(double base_lr, int64_t epoch) const {
   return eta_min_ + (base_lr - eta_min_) *
                         (1 + std::cos(std::numbers::pi * double(epoch) / double(t_max_))) / 2;
+}
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
+                   int64_t total_iters, SchedulerOptions options)
+    : LRScheduler(optimizer, options, "LinearLR"),
+      start_factor_(start_factor),
+      end_factor_(end_factor),
+      total_iters_(total_iters) {
+  if (!(start_factor > 0 && start_factor <= 1))
+    throw std::invalid_argument(
+        cat("LinearLR: invalid start_factor ", start_factor, " (expected in (0, 1])"));
+  if (!(end_factor >= 0 && end_factor <= 1))
+    throw std::invalid_argument(
+        cat("LinearLR: invalid end_factor ", end_factor, " (expected in [0, 1])"));
+  if (total_iters < 1)
+    throw std::invalid_argument(
+        cat("LinearLR: invalid total_iters ", total_iters, " (expected >= 1)"));
+  apply();
+}
+
+Settings LinearLR::settings() const {
+  Settings s = LRScheduler::settings();
+  s.emplace_back("start_factor", exact_text(start_factor_));
+  s.emplace_back("end_factor", exact_text(end_factor_));
+  s.emplace_back("total_iters", std::to_string(total_iters_));
+  return s;
+}
+
+double LinearLR::lr_at(double base_lr, int64_t epoch) const {
+  const double t = static_cast<double>(std::min(epoch, total_iters_));
+  return base_lr * (start_factor_ + (end_factor_ - start_factor_) * t / total_iters_);
 }
 
 }  // namespace minidl::optim

@@ -104,4 +104,22 @@ class CosineAnnealingLR : public LRScheduler {
   double eta_min_;
 };
 
+// lr = base_lr * (start_factor + (end_factor - start_factor) * min(epoch, total_iters) / total_iters)
+// (PyTorch's LinearLR in closed form): a linear ramp over total_iters
+// periods, then flat. With {.interval = Interval::Step} and start_factor
+// 1/k it is the linear scaling rule's warm-up from the k-times-smaller lr.
+// Throws std::invalid_argument for start_factor outside (0, 1], end_factor
+// outside [0, 1] or total_iters < 1.
+class LinearLR : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
+           int64_t total_iters = 5, SchedulerOptions options = {});
+  double lr_at(double base_lr, int64_t epoch) const override;
+  Settings settings() const override;
+
+ private:
+  double start_factor_, end_factor_;
+  int64_t total_iters_;
+};
+
 }  // namespace minidl::optim

@@ -79,3 +79,46 @@ TEST_CASE("linear warm-up, then the schedule counted from the warm-up's end") {
                        "StepLR: invalid warmup_start 0 (expected 0 < warmup_start <= 1)",
                        std::invalid_argument);
 }
+
+// PyTorch 1.13's LinearLR, stepped after each optimizer step, gave these
+// rates (torch.optim.lr_scheduler.LinearLR, printed before each step):
+//   lr 0.1, start 0.25, end 1, total_iters 4: 0.025, 0.04375, 0.0625, 0.08125, 0.1, 0.1, 0.1
+//   lr 0.2, start 1, end 0.5, total_iters 3:  0.2, 0.1666667, 0.1333333, 0.1, 0.1
+TEST_CASE("LinearLR ramps from start_factor to end_factor over total_iters, then stays") {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  optim::SGD up_opt({p}, 0.1), down_opt({p}, 0.2);
+  optim::LinearLR up(up_opt, /*start_factor=*/0.25, /*end_factor=*/1.0, /*total_iters=*/4,
+                     {.interval = optim::Interval::Step});
+  optim::LinearLR down(down_opt, 1.0, 0.5, 3);
+  const std::vector<double> want_up{0.025, 0.04375, 0.0625, 0.08125, 0.1, 0.1, 0.1};
+  const std::vector<double> want_down{0.2, 0.1666667, 0.1333333, 0.1, 0.1};
+  for (size_t t = 0; t < want_up.size(); ++t) {
+    INFO("period " << t);
+    CHECK(up_opt.lr() == doctest::Approx(want_up[t]).epsilon(1e-12));
+    if (t < want_down.size()) CHECK(down_opt.lr() == doctest::Approx(want_down[t]).epsilon(1e-6));
+    up.step();
+    down.step();
+  }
+  CHECK(up.interval() == optim::Interval::Step);
+  CHECK_THROWS_WITH_AS(optim::LinearLR(up_opt, 0.0), "LinearLR: invalid start_factor 0 (expected in (0, 1])",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(optim::LinearLR(up_opt, 0.5, 1.5), "LinearLR: invalid end_factor 1.5 (expected in [0, 1])",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(optim::LinearLR(up_opt, 0.5, 1.0, 0), "LinearLR: invalid total_iters 0 (expected >= 1)",
+                       std::invalid_argument);
+}
+
+// A LinearLR resumed from its state_dict goes on with the same rates.
+TEST_CASE("LinearLR's state resumes its ramp") {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  optim::SGD a_opt({p}, 0.1), b_opt({p}, 0.1);
+  optim::LinearLR a(a_opt, 0.25, 1.0, 4);
+  a.step(), a.step();
+  optim::LinearLR b(b_opt, 0.25, 1.0, 4);
+  b.load_state_dict(a.state_dict());
+  CHECK(b.last_epoch() == 2);
+  CHECK(b_opt.lr() == a_opt.lr());  // 0.0625
+  a.step(), b.step();
+  CHECK(b_opt.lr() == a_opt.lr());  // 0.08125
+  CHECK(a.settings() == b.settings());
+}
