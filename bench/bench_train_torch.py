@@ -143,20 +143,27 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(self.blocks(self.wte(ids) + self.wpe(pos))))
 
 
+def supervised_step(net, opt, inputs, targets, clip=False):
+    """A step of mean cross entropy on logits [..., C] against targets [...], with
+    clip_grad_norm_(1.0) first when `clip` (the text models)."""
+    def step():
+        loss = F.cross_entropy(net(inputs).flatten(0, -2), targets.flatten())
+        opt.zero_grad()
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        return loss
+    return step
+
+
 def zoo_step(model, batch, dev):
     """The model's training step on one fixed random batch, as zoo::make_workload's."""
     if model == "resnet":
         net = ResNet8().to(dev)
         x, labels = torch.randn(batch, 1, 28, 28, device=dev), torch.randint(0, 10, [batch], device=dev)
         opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-
-        def step():
-            loss = F.cross_entropy(net(x), labels)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return step
+        return supervised_step(net, opt, x, labels)
     if model == "dcgan":
         g, d = generator().to(dev), discriminator().to(dev)
         g_opt = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
@@ -189,15 +196,7 @@ def zoo_step(model, batch, dev):
         no_decay = [p for p in net.parameters() if p.dim() < 2]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                  {"params": no_decay, "weight_decay": 0.0}], lr=3e-3, betas=(0.9, 0.95))
-
-    def step():
-        loss = F.cross_entropy(net(ids).reshape(-1, VOCAB), targets.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        return loss
-    return step
+    return supervised_step(net, opt, ids, targets, clip=True)
 
 
 def main():
@@ -235,13 +234,7 @@ def main():
         labels = torch.randint(0, 10, [a.batch], device=dev)
         net = (LeNet5() if a.model == "lenet" else MLP()).to(dev)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-
-        def step():
-            opt.zero_grad()
-            loss = F.cross_entropy(net(x), labels)
-            loss.backward()
-            opt.step()
-            return loss
+        step = supervised_step(net, opt, x, labels)
 
     first = step().item()
     for _ in range(1, a.warmup):
