@@ -46,16 +46,11 @@ Tensor rnn_step(const Tensor& gx, const Tensor& gh, bool relu_) {
   return relu_ ? relu(add(gx, gh)) : tanh(add(gx, gh));
 }
 
-// gates i, f, g, o; returns h, updates c: float32 by the fused op, else composed
+// gates i, f, g, o (the fused op; float32, as linear's gx and gh); returns h, updates c
 Tensor lstm_step(const Tensor& gx, const Tensor& gh, Tensor& c) {
-  if (gx.dtype() == kFloat32 && gh.dtype() == kFloat32 && c.dtype() == kFloat32) {
-    auto [h, c_next] = lstm_cell_pointwise(add(gx, gh), c);
-    c = c_next;
-    return h;
-  }
-  const std::vector<Tensor> g = chunk(add(gx, gh), 4, 1);
-  c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
-  return mul(sigmoid(g[3]), tanh(c));
+  auto [h, c_next] = lstm_cell_pointwise(add(gx, gh), c);
+  c = c_next;
+  return h;
 }
 
 // gates r, z, n; n = tanh(gx_n + r * gh_n)
