@@ -209,6 +209,24 @@ inline void check_accumulation(const Flags& f, const Accumulation& a) {
                f.batch);
 }
 
+// With --micro-size > 1: GradAccumulation around net, or around its
+// DataParallel under --parallel data (each rank accumulates its shard's micro
+// batches and the ranks communicate once per batch: DataParallel's no_sync);
+// both null otherwise. The cell to train is *ga where it is set.
+struct Accumulator {
+  std::unique_ptr<parallel::DataParallel> dp;
+  std::unique_ptr<parallel::GradAccumulation> ga;
+};
+inline Accumulator accumulator(const Flags& f, const Accumulation& a, nn::Cell& net) {
+  Accumulator out;
+  if (a.micro_size == 1) return out;
+  if (f.parallel == "data") out.dp = std::make_unique<parallel::DataParallel>(net);
+  out.ga = std::make_unique<parallel::GradAccumulation>(
+      out.dp ? static_cast<nn::Cell&>(*out.dp) : net, a.micro_size,
+      parallel::GradAccumulationOptions{.sum_loss = a.sum_loss});
+  return out;
+}
+
 inline void parse(CLI::App& app, int argc, char** argv, const Flags& f) {
   parse(app, argc, argv);
   for (const CLI::Option* o : f.refused)

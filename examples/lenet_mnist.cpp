@@ -63,9 +63,9 @@ void program(int argc, char** argv) {
                                 .map(data::Normalize(norm.mean, norm.std));
   if (!flags.no_shuffle) train_set = train_set.shuffle(flags.seed);
   train_set = example::augment(flags, train_set);  // --augment: data::RandomShift
-  const bool accumulate = acc.micro_size > 1;
+  example::Accumulator wrapped = example::accumulator(flags, acc, *net);  // --micro-size
   data::BatchDataset train =
-      (accumulate && data_parallel ? train_set.shard(parallel::rank(), parallel::world_size())
+      (wrapped.ga && data_parallel ? train_set.shard(parallel::rank(), parallel::world_size())
                                    : train_set)
           .batch(flags.batch);
   data::BatchDataset test = data::MnistDataset(example::data_dir(flags), data::Usage::Test)
@@ -83,19 +83,10 @@ void program(int argc, char** argv) {
   //    DataParallel (which then communicates once per batch).
   nn::CrossEntropyLoss loss;
   std::unique_ptr<optim::Optimizer> opt = example::make_optimizer(flags, *net);
-  std::unique_ptr<parallel::DataParallel> dp;
-  std::unique_ptr<parallel::GradAccumulation> ga;
-  if (accumulate) {
-    if (data_parallel) dp = std::make_unique<parallel::DataParallel>(*net);
-    ga = std::make_unique<parallel::GradAccumulation>(dp ? static_cast<nn::Cell&>(*dp) : *net,
-                                                      acc.micro_size,
-                                                      parallel::GradAccumulationOptions{
-                                                          .sum_loss = acc.sum_loss});
-  }
-  Model model(ga ? static_cast<nn::Cell&>(*ga) : *net, loss, *opt,
+  Model model(wrapped.ga ? static_cast<nn::Cell&>(*wrapped.ga) : *net, loss, *opt,
               {.metrics = {"accuracy"},
-               .parallel = data_parallel && !ga ? ParallelMode::DataParallel
-                                                : ParallelMode::StandAlone,
+               .parallel = data_parallel && !wrapped.ga ? ParallelMode::DataParallel
+                                                        : ParallelMode::StandAlone,
                .bucket_bytes = static_cast<size_t>(flags.bucket_kb) << 10,
                .cuda_graph = flags.cuda_graph});
 

@@ -23,18 +23,8 @@ void program(int argc, char** argv) {
 
   minidl::manual_seed(flags.seed);
   example::MLP net;
-  if (acc.micro_size == 1) {
-    example::run(flags, net);
-    return;
-  }
-
-  // With --parallel data, each rank accumulates its shard's micro batches and
-  // the ranks communicate once per batch (DataParallel's no_sync).
-  std::unique_ptr<minidl::parallel::DataParallel> dp;
-  if (flags.parallel == "data") dp = std::make_unique<minidl::parallel::DataParallel>(net);
-  minidl::parallel::GradAccumulation ga(dp ? static_cast<minidl::nn::Cell&>(*dp) : net,
-                                        acc.micro_size, {.sum_loss = acc.sum_loss});
-  example::run(flags, net, &ga);
+  example::Accumulator wrapped = example::accumulator(flags, acc, net);  // --micro-size
+  example::run(flags, net, wrapped.ga.get());
 }
 
 int main(int argc, char** argv) {
