@@ -240,10 +240,11 @@ void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, 
 }  // namespace
 
 // x [N, C, H, W], w [OC, C/G, KH, KW], b [OC] or null -> y [N, OC, OH, OW]:
-// the direct kernel or cuDNN where the plan says, else per sample group and
-// channel group cg y_s[cg rows] [OC/G, L] = w_cg [OC/G, CKK] col_s [CKK, L] as one batched
-// GEMM (weight stride 0); then the bias. A 1x1 kernel with stride 1, no
-// padding and OH, OW = H, W reads x itself as the columns.
+// the direct kernel (the bias in it) or cuDNN where the plan says, else per
+// sample group and channel group cg y_s[cg rows] [OC/G, L] = w_cg [OC/G, CKK]
+// col_s [CKK, L] as one batched GEMM (weight stride 0); then the bias. A 1x1
+// kernel with stride 1, no padding and OH, OW = H, W reads x itself as the
+// columns.
 void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                     float* y) {
   const int64_t L = g.OH * g.OW, chw = g.C * g.H * g.W;
