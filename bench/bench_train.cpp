@@ -3,7 +3,7 @@
 // synthetic data, on the same thread count, each in its best configuration;
 // or one of the model zoo's (bench/zoo_models.h: resnet, dcgan, char_lstm,
 // tiny_gpt), each with its example's optimizer and step, on one fixed random
-// batch (--parallel none and --graph off only).
+// batch (one rank, --parallel none).
 //
 //   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N]
 //               [--warmup W] [--threads T] [--twin on|off]
@@ -31,7 +31,8 @@
 // over chunks of the ratio of the two chunks timed side by side;
 // --bucket-kb sets DataParallel's bucket size (default 25 MiB).
 // --graph on (CUDA only, one rank) captures the step as a CUDA graph
-// (parallel::GraphedStep) after the warm-up's first step and replays it, and
+// (parallel::GraphedStep; a zoo model's whole step, its optimizers' included,
+// with cuda::Graph) after the warm-up's first step and replays it, and
 // prints `kernels_per_step=K`, the launches an eager step makes one by one;
 // --graph both times eager and captured steps in turns, as --parallel both
 // does, and prints each and graph/eager.
@@ -266,10 +267,8 @@ int main(int argc, char** argv) {
                  "--warmup >= 0\n");
     return 2;
   }
-  if (zoo_model && (mode != "none" || graph != "off" || parallel::world_size() > 1)) {
-    std::fprintf(stderr,
-                 "bench_train: --model %s runs on one rank with --parallel none and "
-                 "--graph off\n",
+  if (zoo_model && (mode != "none" || parallel::world_size() > 1)) {
+    std::fprintf(stderr, "bench_train: --model %s runs on one rank with --parallel none\n",
                  model.c_str());
     return 2;
   }
@@ -314,11 +313,25 @@ int main(int argc, char** argv) {
     int64_t count = 0;
     for (const Tensor& p : work->params) count += p.numel();
     std::printf("# parameters %lld\n", static_cast<long long>(count));
-    const double first = work->step().item();  // the first warm-up step, as the twin's
+    work->set_to_none = styles.back() != "graph";  // eager steps beside a graph keep its gradients
+    const double first = work->step().item();     // the first warm-up step, as the twin's
     Tensor last;  // detached, so that each step's graph goes with it
-    auto step = [&](const std::string&) { last = work->step().detach(); };
+    cuda::Graph captured;
+    Tensor graph_loss;  // the graph's output, made before its capture
+    auto step = [&](const std::string& style) {
+      if (style != "graph") return (void)(last = work->step().detach());
+      if (!captured.captured()) {
+        graph_loss = Tensor::empty({}, kFloat32, device);
+        captured.capture([&] { graph_loss.copy_(work->step()); });  // replayed below
+      } else {
+        captured.feed([&] { work->feed(); });
+      }
+      captured.replay();
+    };
     rates = time_chunks(styles, step, batch, device, std::max(0L, warmup - 1), steps);
-    std::printf("# loss first=%.4f last=%.4f\n", first, last.item());
+    kernels_per_step = captured.kernel_launches();
+    std::printf("# loss first=%.4f last=%.4f\n", first,
+                (styles.back() == "graph" ? graph_loss : last).item());
   } else if (model == "lenet") {
     example::LeNet5 net;
     net.to(device);

@@ -15,12 +15,13 @@ need a libtorch built for the GPU:
   python3 bench/bench_train_torch.py --device cuda --model lenet --batch 64   # GPU machine
 
 --graph (CUDA) times PyTorch's whole-step CUDA graph instead: forward, backward and
-the optimizer's step captured once (torch.cuda.graph, after a warm-up on a side
-stream) and replayed each step, as bench_train --graph on does minidl's.
+the optimizers' steps (Adam and AdamW with capturable=True) captured once
+(torch.cuda.graph, after a warm-up on a side stream) and replayed each step, as
+bench_train --graph on does minidl's.
 
 --model resnet|dcgan|char_lstm|tiny_gpt: the model zoo's steps as bench_train's
-(bench/zoo_models.h, the same layers, optimizers and fixed random batch; eager
-only), for the GPU machine, where bench_train_torch.cpp's libtorch is not built.
+(bench/zoo_models.h, the same layers, optimizers and fixed random batch), for
+the GPU machine, where bench_train_torch.cpp's libtorch is not built.
 """
 import argparse
 import math
@@ -157,17 +158,18 @@ def supervised_step(net, opt, inputs, targets, clip=False):
     return step
 
 
-def zoo_step(model, batch, dev):
-    """The model's training step on one fixed random batch, as zoo::make_workload's."""
+def zoo_step(model, batch, dev, capturable=False):
+    """The model's training step on one fixed random batch, as zoo::make_workload's,
+    and its modules. capturable: Adam's and AdamW's, for a CUDA graph."""
     if model == "resnet":
         net = ResNet8().to(dev)
         x, labels = torch.randn(batch, 1, 28, 28, device=dev), torch.randint(0, 10, [batch], device=dev)
         opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-        return supervised_step(net, opt, x, labels)
+        return supervised_step(net, opt, x, labels), [net]
     if model == "dcgan":
         g, d = generator().to(dev), discriminator().to(dev)
-        g_opt = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        d_opt = torch.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        g_opt = torch.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999), capturable=capturable)
+        d_opt = torch.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999), capturable=capturable)
         real = torch.rand(batch, 1, 28, 28, device=dev) * 2 - 1
         noise = torch.randn(batch, 100, 1, 1, device=dev)
         real_target = torch.rand(batch, device=dev) * 0.2 + 0.8
@@ -184,19 +186,20 @@ def zoo_step(model, batch, dev):
             g_loss.backward()
             g_opt.step()
             return d_loss
-        return step
+        return step, [g, d]
     seq = 35 if model == "char_lstm" else 64
     net = (CharLSTM() if model == "char_lstm" else GPT()).to(dev)
     ids = torch.randint(0, VOCAB, [batch, seq], device=dev)
     targets = torch.randint(0, VOCAB, [batch, seq], device=dev)
     if model == "char_lstm":
-        opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+        opt = torch.optim.Adam(net.parameters(), lr=3e-3, capturable=capturable)
     else:
         decay = [p for p in net.parameters() if p.dim() >= 2]
         no_decay = [p for p in net.parameters() if p.dim() < 2]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                                 {"params": no_decay, "weight_decay": 0.0}], lr=3e-3, betas=(0.9, 0.95))
-    return supervised_step(net, opt, ids, targets, clip=True)
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=3e-3, betas=(0.9, 0.95),
+                                capturable=capturable)
+    return supervised_step(net, opt, ids, targets, clip=True), [net]
 
 
 def main():
@@ -215,8 +218,6 @@ def main():
     if a.graph and a.device != "cuda":
         p.error("--graph needs --device cuda")
     zoo = a.model not in ("lenet", "mlp")
-    if a.graph and zoo:
-        p.error(f"--graph: only lenet and mlp, got --model {a.model}")
     if min(a.batch, a.steps, a.warmup, a.threads) < 1:
         p.error("--batch, --steps, --warmup and --threads must be >= 1")
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -227,14 +228,14 @@ def main():
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     if zoo:
-        step = zoo_step(a.model, a.batch, dev)
+        step, nets = zoo_step(a.model, a.batch, dev, capturable=a.graph)
     else:
         shape = [a.batch, 1, 28, 28] if a.model == "lenet" else [a.batch, 784]
         x = torch.randn(shape, device=dev)
         labels = torch.randint(0, 10, [a.batch], device=dev)
         net = (LeNet5() if a.model == "lenet" else MLP()).to(dev)
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        step = supervised_step(net, opt, x, labels)
+        step, nets = supervised_step(net, opt, x, labels), [net]
 
     first = step().item()
     for _ in range(1, a.warmup):
@@ -248,11 +249,10 @@ def main():
                 step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
+        for net in nets:  # the graph's backward makes the gradients in its own pool
+            net.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
-            captured = F.cross_entropy(net(x), labels)
-            captured.backward()
-            opt.step()
+            captured = step()
 
         def step():  # noqa: F811  the replayed step
             graph.replay()

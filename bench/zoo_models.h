@@ -10,6 +10,11 @@
 //
 //   auto w = zoo::make_workload("resnet", /*batch=*/128, Device::CPU);
 //   Tensor loss = w->step();  // forward, loss, backward, optimizer step(s)
+//
+// On CUDA a step can be captured as a CUDA graph (framework/cuda_graph.h):
+// set_to_none = false first (the graph's gradients must stay), then
+//   graph.capture([&] { loss.copy_(w->step()); });  // recorded
+//   graph.feed([&] { w->feed(); }); graph.replay();  // each later step
 #pragma once
 #include <minidl/minidl.h>
 
@@ -28,7 +33,9 @@ inline constexpr int64_t kVocab = 62;  // the KJV's distinct characters (scripts
 struct Workload {
   virtual ~Workload() = default;
   virtual Tensor step() = 0;   // returns the loss (dcgan: the discriminator's)
+  virtual void feed() = 0;     // the step's optimizer steps alone, in order, for Graph::feed
   std::vector<Tensor> params;  // what the optimizers update (their count checks the twin's)
+  bool set_to_none = true;     // zero_grad's, as PyTorch's default
 };
 
 // ---- resnet: ResNet-8 (resnet_fashion.cpp), x [N, 1, 28, 28] -> logits [N, 10] ----
@@ -93,11 +100,12 @@ struct ResNetStep : Workload {
   }
   Tensor step() override {
     Tensor loss = cross_entropy(net(x), labels);
-    opt->zero_grad();
+    opt->zero_grad(set_to_none);
     loss.backward();
     opt->step();
     return loss;
   }
+  void feed() override { opt->step(); }
 };
 
 // ---- dcgan (dcgan_mnist.cpp, width w = 64) ----
@@ -176,14 +184,18 @@ struct DcganStep : Workload {
     Tensor fake = g(noise);
     Tensor d_loss =
         binary_cross_entropy(d(real), real_target) + binary_cross_entropy(d(fake.detach()), zeros);
-    d_opt->zero_grad();
+    d_opt->zero_grad(set_to_none);
     d_loss.backward();
     d_opt->step();
     Tensor g_loss = binary_cross_entropy(d(fake), ones);
-    g_opt->zero_grad();
+    g_opt->zero_grad(set_to_none);
     g_loss.backward();
     g_opt->step();
     return d_loss;
+  }
+  void feed() override {
+    d_opt->step();
+    g_opt->step();
   }
 };
 
@@ -243,7 +255,7 @@ struct GPT : nn::Cell {
         {{"wte", wte}, {"wpe", wpe}, {"h0", h0}, {"h1", h1}, {"ln_f", ln_f}, {"lm_head", lm_head}});
   }
   Tensor forward(const Tensor& ids) override {
-    Tensor pos = Tensor::arange(ids.size(1), kInt64).to(ids.device());
+    Tensor pos = Tensor::arange(ids.size(1), kInt64, ids.device());
     return lm_head(ln_f(h1(h0(wte(ids) + wpe(pos)))));
   }
 };
@@ -274,12 +286,13 @@ struct TextStep : Workload {
   }
   Tensor step() override {
     Tensor loss = lm_loss(net(ids), targets);
-    opt->zero_grad();
+    opt->zero_grad(set_to_none);
     loss.backward();
     optim::clip_grad_norm_(net, /*max_norm=*/1.0);
     opt->step();
     return loss;
   }
+  void feed() override { opt->step(); }
 };
 
 // "resnet", "dcgan", "char_lstm" (bptt 35) or "tiny_gpt" (64 tokens); null otherwise.

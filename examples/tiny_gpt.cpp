@@ -83,7 +83,7 @@ struct GPT : nn::Cell {
     register_cells({{"transformer", transformer}, {"lm_head", lm_head}});
   }
   Tensor forward(const Tensor& ids) override {
-    Tensor pos = Tensor::arange(ids.size(1), kInt64).to(ids.device());
+    Tensor pos = Tensor::arange(ids.size(1), kInt64, ids.device());
     Tensor x = transformer.wte(ids) + transformer.wpe(pos);  // [B, T, C] + [T, C]
     for (size_t i = 0; i < transformer.h.size(); ++i) x = transformer.h[i](x);
     return lm_head(transformer.ln_f(x));

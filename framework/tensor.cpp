@@ -169,13 +169,15 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
   return t;
 }
 
-Tensor Tensor::arange(int64_t n, DType dtype) { return arange(0, static_cast<double>(n), 1, dtype); }
-Tensor Tensor::arange(double start, double end, double step, DType dtype) {
+Tensor Tensor::arange(int64_t n, DType dtype, Device device) {
+  return arange(0, static_cast<double>(n), 1, dtype, device);
+}
+Tensor Tensor::arange(double start, double end, double step, DType dtype, Device device) {
   MINIDL_CHECK(step != 0, "arange: step must be non-zero");
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(start + i * step);
-  return from_vector(v).to(dtype);
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  Tensor t = empty({n}, dtype, device);
+  kernels(device).fill(dtype, n, start, step, t.raw_data_ptr());  // on the device: no host copy
+  return t;
 }
 
 template <class T>
@@ -298,7 +300,9 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
-void Tensor::fill_(double value) { kernels(device()).fill(dtype(), numel(), value, raw_data_ptr()); }
+void Tensor::fill_(double value) {
+  kernels(device()).fill(dtype(), numel(), value, /*step=*/0, raw_data_ptr());
+}
 
 void Tensor::copy_(const Tensor& src) {
   MINIDL_CHECK(src.numel() == numel(), "copy_: source ", src.shape(), " and destination ",

@@ -88,8 +88,11 @@ class Tensor {
   // for CUDA: .to(for_device) then queues the copy and returns at once); for
   // the CPU, an ordinary empty tensor.
   static Tensor empty_pinned(const Shape& shape, DType dtype, Device for_device);
-  static Tensor arange(int64_t n, DType dtype = kFloat32);  // 0, 1, ..., n-1
-  static Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32);
+  // 0, 1, ..., n-1; start, start + step, ... (< end), each start + i * step
+  // computed in double, then converted; made on `device` (no host copy)
+  static Tensor arange(int64_t n, DType dtype = kFloat32, Device device = Device::CPU);
+  static Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32,
+                       Device device = Device::CPU);
   // The rest make CPU tensors (move them with .to(device)).
   // Copies values; the shape defaults to [values.size()].
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape = {});

@@ -1,5 +1,6 @@
 #include "nn/embedding.h"
 
+#include "framework/cuda_graph.h"
 #include "framework/ops.h"
 #include "nn/init.h"
 
@@ -46,20 +47,20 @@ Tensor Embedding::forward(const Tensor& ids) {
                embedding_dim, "): expected ids of dtype int32 or int64, got ",
                dtype_name(ids.dtype()), " of shape ", ids.shape());
   const Tensor flat = ids.reshape({-1});
-  const std::vector<int64_t> host = flat.cpu().to(kInt64).to_vector<int64_t>();
-  for (size_t i = 0; i < host.size(); ++i)
-    MINIDL_CHECK(host[i] >= 0 && host[i] < num_embeddings, "Embedding(", num_embeddings, ", ",
-                 embedding_dim, "): id ", host[i], " at flat position ", i, " of ids ", ids.shape(),
-                 " is outside [0, ", num_embeddings, ")");
+  if (!cuda::is_capturing()) {  // a capture cannot read back (the header says what happens)
+    const std::vector<int64_t> host = flat.cpu().to(kInt64).to_vector<int64_t>();
+    for (size_t i = 0; i < host.size(); ++i)
+      MINIDL_CHECK(host[i] >= 0 && host[i] < num_embeddings, "Embedding(", num_embeddings, ", ",
+                   embedding_dim, "): id ", host[i], " at flat position ", i, " of ids ",
+                   ids.shape(), " is outside [0, ", num_embeddings, ")");
+  }
   Shape out_shape = ids.shape();
   out_shape.push_back(embedding_dim);
   Tensor rows = index_select(weight, 0, flat);  // [N, DIM]
   if (padding_idx) {
     // The padding row's value comes through the detached weight: no gradient.
-    std::vector<float> keep(host.size());
-    for (size_t i = 0; i < host.size(); ++i) keep[i] = host[i] == *padding_idx ? 0.f : 1.f;
-    const Tensor k = Tensor::from_vector(keep, {flat.numel(), 1}).to(weight.device());
-    rows = where(k, rows, index_select(weight.detach(), 0, flat));
+    const Tensor keep = cast(ne(flat, static_cast<double>(*padding_idx)), kFloat32);
+    rows = where(keep.reshape({flat.numel(), 1}), rows, index_select(weight.detach(), 0, flat));
   }
   return rows.reshape(out_shape);
 }

@@ -14,6 +14,8 @@ namespace minidl::nn {
 // negative (counted from NUM); outside [-NUM, NUM) throws minidl::Error.
 // An id outside [0, NUM) throws minidl::Error naming the id and its position
 // (the ids are checked on the host: ids on a GPU are copied back first).
+// Inside a CUDA graph capture, which cannot read back, they go unchecked:
+// the GPU's lookup gives a row of NaN for such an id.
 class Embedding : public Cell {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim,

@@ -18,7 +18,7 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
 
 }  // namespace
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   if (!(max_norm >= 0))
     throw std::invalid_argument(cat("clip_grad_norm_: invalid max_norm ", max_norm,
@@ -28,26 +28,30 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
                                     " (expected > 0, or kInf)"));
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = grads_of(params);
-  if (grads.empty()) return 0;
+  if (grads.empty()) return Tensor::zeros({}, kFloat32);
   // the norm of the gradients' norms, on the first gradient's device
   std::vector<Tensor> norms;
   for (const Tensor& g : grads)
     norms.push_back(reshape(norm(g, norm_type), {1}).to(grads[0].device()));
-  const float total = static_cast<float>(norm(concat(norms), norm_type).item());
-  MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm_: the total norm of "
-               "order ", norm_type, " of the gradients of ", grads.size(), " parameter(s) is ",
-               total, ", so it cannot be clipped (with error_if_nonfinite = false the gradients "
-               "are scaled by it anyway)");
-  // in float32, as torch: max_norm / (total + 1e-6), clamped to 1
-  const float coef = std::fmin(static_cast<float>(max_norm) / (total + 1e-6f), 1.f);
+  const Tensor total = norm(concat(norms), norm_type);
+  if (error_if_nonfinite) {
+    const double t = total.item();
+    MINIDL_CHECK(std::isfinite(t), "clip_grad_norm_: the total norm of order ", norm_type,
+                 " of the gradients of ", grads.size(), " parameter(s) is ", t, ", so it cannot "
+                 "be clipped (with error_if_nonfinite = false the gradients are scaled by it "
+                 "anyway)");
+  }
+  // in float32 on the device, as torch: min(max_norm / (total + 1e-6), 1)
+  const Tensor coef =
+      clamp(div(scalar_like(max_norm, total), add(total, scalar_like(1e-6, total))), {}, 1.0);
   for (const Tensor& g : grads) {
     Tensor target = g;
-    target.copy_(mul(g, scalar_like(coef, g)));
+    target.copy_(mul(g, coef.to(g.device())));
   }
   return total;
 }
 
-double clip_grad_norm_(const nn::Cell& cell, double max_norm, double norm_type,
+Tensor clip_grad_norm_(const nn::Cell& cell, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   return clip_grad_norm_(cell.trainable_params(), max_norm, norm_type, error_if_nonfinite);
 }

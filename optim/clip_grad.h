@@ -7,7 +7,8 @@
 //
 // Both change, in place and outside autograd, the gradients that exist and
 // skip parameters without one; they are composed from ops, so they run on
-// the gradients' devices (clip_grad_norm_ reads one scalar back).
+// the gradients' devices, without reading back to the host (unless
+// error_if_nonfinite asks), so a CUDA graph can capture them.
 #pragma once
 #include <limits>
 #include <vector>
@@ -21,13 +22,14 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // total = the norm_type-norm of all gradients together (the norm of their
 // norms; kInf: the largest |g|); every gradient is scaled by
-// min(1, max_norm / (total + 1e-6)) (in float32, as PyTorch). Returns total
-// (0 when no parameter has a gradient). Throws std::invalid_argument for
+// min(1, max_norm / (total + 1e-6)) (in float32, as PyTorch). Returns total,
+// a 0-d float32 tensor on the first gradient's device (0 on the CPU when no
+// parameter has a gradient). Throws std::invalid_argument for
 // max_norm < 0 or norm_type not > 0, and minidl::Error when total is NaN or
 // infinite and error_if_nonfinite is set (the gradients are then unchanged).
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2,
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2,
                        bool error_if_nonfinite = false);
-double clip_grad_norm_(const nn::Cell& cell, double max_norm, double norm_type = 2,
+Tensor clip_grad_norm_(const nn::Cell& cell, double max_norm, double norm_type = 2,
                        bool error_if_nonfinite = false);  // its trainable_params()
 
 // Clamps every gradient element into [-clip_value, clip_value] (NaN stays NaN).

@@ -101,7 +101,8 @@ struct Select {
 
 struct Kernels {
   // ---- data movement, any dtype ----
-  void (*fill)(DType dtype, int64_t n, double value, void* dst);
+  // dst [n] = start + i * step, converted to dtype (step 0: a fill; arange's)
+  void (*fill)(DType dtype, int64_t n, double start, double step, void* dst);
   void (*cast)(DType from, DType to, int64_t n, const void* src, void* dst);
 
   // ---- float32 elementwise and reductions ----

@@ -191,12 +191,12 @@ namespace {
 Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
   require_f32(op, x);
   MINIDL_CHECK(x.dim() >= 2, op, ": expected an input of at least 2 dims, got shape ", x.shape());
+  // column - row [R, C], made on x's device (a CUDA graph can capture it; exact below 2^24)
   const int64_t rows = x.size(-2), cols = x.size(-1);
-  Tensor mask = Tensor::empty({rows, cols}, kInt32);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      mask.data<int32_t>()[i * cols + j] = lower ? j - i <= diagonal : j - i >= diagonal;
-  return where(mask.to(x.device()), x, scalar_like(0, x));
+  const Tensor offset = sub(Tensor::arange(cols, kFloat32, x.device()).reshape({1, cols}),
+                            Tensor::arange(rows, kFloat32, x.device()).reshape({rows, 1}));
+  const double d = static_cast<double>(diagonal);
+  return where(lower ? le(offset, d) : ge(offset, d), x, scalar_like(0, x));
 }
 }  // namespace
 

@@ -18,11 +18,16 @@
 #include "framework/random.h"
 #include "check_close.h"
 #include "helpers.h"
+#include "nn/attention.h"
 #include "nn/conv.h"
 #include "nn/dense.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
 #include "nn/loss.h"
 #include "nn/norm.h"
+#include "nn/rnn.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "parallel/train/graphed_step.h"
@@ -193,6 +198,87 @@ GRAPH_CASE("GraphedStep captures anew after zero_grad() or load_state_dict() rep
   // replayed: steps 1, 2, 4 and 6 to 9 (from 0); 0 warms up, 3 and 5 run
   // eagerly, 4 and 6 capture anew
   CHECK(replays == 7);
+}
+
+GRAPH_CASE("arange and triu are made on the device, so a capture holds them") {
+  USE_DEVICE();
+  Tensor pos = Tensor::zeros({4}, kInt64, kDev), upper = Tensor::zeros({2, 3}, kFloat32, kDev);
+  Tensor x = Tensor::full({2, 3}, 5.f).to(kDev);
+  cuda::Graph graph;
+  graph.capture([&] {
+    pos.copy_(Tensor::arange(2.0, 10.0, 2.0, kInt64, kDev));
+    upper.copy_(triu(x, 1));
+  });
+  graph.replay();
+  CHECK(pos.cpu().to_vector<int64_t>() == std::vector<int64_t>{2, 4, 6, 8});
+  CHECK(upper.cpu().to_float_vector() == std::vector<float>{0, 5, 5, 0, 0, 5});
+}
+
+// The model zoo's text layers in one small net: embedding, a 2-layer LSTM,
+// layer norm, causal attention, gelu. ids [B, T] -> logits [B, T, 7]
+struct TextNet : nn::Cell {
+  nn::Embedding embed{7, 6};
+  nn::LSTM rnn{6, 8, {.num_layers = 2, .batch_first = true}};
+  nn::LayerNorm ln{8};
+  nn::Dense qkv{8, 3 * 8}, head{8, 7};
+  TextNet() {
+    register_cells({{"embed", embed}, {"rnn", rnn}, {"ln", ln}, {"qkv", qkv}, {"head", head}});
+  }
+  Tensor forward(const Tensor& ids) override {
+    Tensor h = ln(rnn(embed(ids)).first);
+    const int64_t b = h.size(0), t = h.size(1);
+    std::vector<Tensor> m = chunk(qkv(h), 3, /*dim=*/2);
+    for (Tensor& x : m) x = x.reshape({b, t, 2, 4}).transpose(1, 2);  // 2 heads of 4
+    Tensor y = scaled_dot_product_attention(m[0], m[1], m[2], {}, 0, /*is_causal=*/true);
+    return head(gelu(h + y.transpose(1, 2).reshape({b, t, 8})));
+  }
+};
+
+GRAPH_CASE("a whole text-model step (LSTM, attention, clip_grad_norm_, AdamW) replays as eager") {
+  USE_DEVICE();
+  auto run = [](bool graphed) {
+    manual_seed(5);
+    TextNet net;
+    net.to(kDev);
+    std::vector<Tensor> decay, no_decay;
+    for (const Tensor& p : net.trainable_params()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    optim::AdamW opt(std::vector<optim::ParamGroup>{{decay, {.weight_decay = 0.1}},
+                                                    {no_decay, {.weight_decay = 0.0}}},
+                     optim::GroupOptions{.lr = 3e-2, .betas = std::pair{0.9, 0.95}});
+    Tensor ids = Tensor::randint(0, 7, {3, 5}).to(kDev), targets = Tensor::randint(0, 7, {3, 5}).to(kDev);
+    auto step = [&] {
+      opt.zero_grad(/*set_to_none=*/false);
+      Tensor logits = net(ids);
+      Tensor loss = cross_entropy(logits.reshape({-1, 7}), targets.reshape({-1}));
+      loss.backward();
+      optim::clip_grad_norm_(net, /*max_norm=*/0.5);  // clips: the gradients' norm is larger
+      opt.step();
+      return loss;
+    };
+    std::vector<Tensor> losses{step().detach().cpu()};  // makes the gradients and Adam's state
+    cuda::Graph graph;
+    Tensor loss = Tensor::zeros({}, kFloat32, kDev);
+    if (graphed) graph.capture([&] { loss.copy_(step()); });
+    for (int s = 1; s < 8; ++s) {
+      if (!graphed) {
+        losses.push_back(step().detach().cpu());
+        continue;
+      }
+      if (s > 1) graph.feed([&] { opt.step(); });
+      graph.replay();
+      losses.push_back(loss.cpu());
+    }
+    losses.push_back(net.state_dict().at("rnn.weight_hh_l1").cpu());
+    losses.push_back(net.state_dict().at("qkv.weight").cpu());
+    return losses;
+  };
+  const std::vector<Tensor> eager = run(false), graphed = run(true);
+  REQUIRE(eager.size() == graphed.size());
+  CHECK(eager[7].item() < eager[0].item() - 0.1);  // it learns
+  for (size_t i = 0; i < eager.size(); ++i) {
+    INFO("loss of step " << i << " (the last two: weights)");
+    CHECK(same_bits(graphed[i], eager[i]));
+  }
 }
 
 GRAPH_CASE("GraphedStep refuses a network on the CPU") {

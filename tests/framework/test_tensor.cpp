@@ -49,6 +49,9 @@ TEST_CASE("arange counts from start to end by step") {
   CHECK(i.dtype() == kInt64);
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(Tensor::arange(0).numel() == 0);
+  // int64 past float32's 2^24: each value start + i * step in double, exact
+  Tensor big = Tensor::arange(16777216.0, 16777220.0, 1.0, kInt64);
+  CHECK(big.to_vector<int64_t>() == std::vector<int64_t>{16777216, 16777217, 16777218, 16777219});
 }
 
 TEST_CASE("of, of_ints and from_vector copy values with a default 1-D shape") {

@@ -117,7 +117,10 @@ TEST_CASE("PyTorch reference: clip_grad_norm_ returns PyTorch's total norm and c
       params.push_back(Tensor::zeros(shape, kFloat32, kReferenceDevice).requires_grad_());
       params.back().set_grad(on_device(c.at("grads")[i], c.at("shapes")[i]));
     }
-    const double total = optim::clip_grad_norm_(params, c.at("max_norm"), norm_type);
+    const Tensor norm = optim::clip_grad_norm_(params, c.at("max_norm"), norm_type);
+    CHECK(norm.dim() == 0);
+    CHECK(norm.device() == kReferenceDevice);  // read back only here, by the test
+    const double total = norm.item();
     const double want = c.at("total");
     CHECK(std::abs(total - want) <= 1e-5 * want);
     for (size_t i = 0; i < params.size(); ++i) {

@@ -69,7 +69,7 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
 
 // ---- table entries (see kernels.h for each contract), by file as in backend/cuda ----
 // elementwise.cpp
-void fill(DType t, int64_t n, double value, void* dst);
+void fill(DType t, int64_t n, double start, double step, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);

@@ -178,11 +178,12 @@ void compare(CompareOp op, DType t, const Broadcast& bc, const void* a, const vo
   });
 }
 
-// dst [n] = value, converted to dtype
-void fill(DType t, int64_t n, double value, void* dst) {
+// dst [n] = start + i * step (in double), converted to dtype
+void fill(DType t, int64_t n, double start, double step, void* dst) {
   typed(t, dst, [&](auto* p) {
     using T = std::remove_pointer_t<decltype(p)>;
-    std::fill(p, p + n, convert<T>(value));
+    if (step == 0) return std::fill(p, p + n, convert<T>(start));
+    for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(start + static_cast<double>(i) * step);
   });
 }
 

@@ -303,7 +303,7 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
                col.data(), gs * L, 0, s0 == 0 ? 0.f : 1.f, gw + cg * OCg * CKK, CKK, 0, 1);
         }
       }
-      if (g.N == 0) fill(kFloat32, g.OC * CKK, 0.0, gw);  // no group wrote it
+      if (g.N == 0) fill(kFloat32, g.OC * CKK, 0.0, 0.0, gw);  // no group wrote it
     };
     auto direct = [&] { direct_weight_grad(g, x, gy, gw, gb); };
     gb_done = run_conv(ConvPass::WeightGrad, g, {x, nullptr, gy, gw}, by_im2col,

@@ -40,7 +40,7 @@ int64_t peak_bytes();
 void reset_peak();
 
 // ---- elementwise.cu ----
-void fill(DType t, int64_t n, double value, void* dst);
+void fill(DType t, int64_t n, double start, double step, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);

@@ -52,6 +52,13 @@ __global__ void fill_kernel(int64_t n, T value, T* dst) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) dst[i] = value;
 }
 
+// dst [n] = start + i * step (in double), converted
+template <class T>
+__global__ void arange_kernel(int64_t n, double start, double step, T* dst) {
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    dst[i] = convert<T>(start + static_cast<double>(i) * step);
+}
+
 // src [n] -> dst [n], converted
 template <class From, class To>
 __global__ void cast_kernel(int64_t n, const From* src, To* dst) {
@@ -88,12 +95,16 @@ void broadcast(const Broadcast& bc, const float* a, const float* b, float* out, 
 
 }  // namespace
 
-void fill(DType t, int64_t n, double value, void* dst) {
+void fill(DType t, int64_t n, double start, double step, void* dst) {
   if (n == 0) return;
   typed(t, [&](auto tag) {
     using T = decltype(tag);
-    fill_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, convert<T>(value),
-                                                          static_cast<T*>(dst));
+    if (step == 0)
+      fill_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, convert<T>(start),
+                                                            static_cast<T*>(dst));
+    else
+      arange_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, start, step,
+                                                              static_cast<T*>(dst));
     CUDA_CHECK_LAUNCH();
   });
 }
