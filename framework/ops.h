@@ -360,4 +360,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // nn::LSTM and nn::LSTMCell step with it.
 std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor& c);
 
+// A whole LSTM layer over T steps (nn::LSTM's, without a projection): gx
+// [T, B, 4H] float32, the input path's gates of every step with both biases;
+// w_hh [4H, H]; h0, c0 [B, H]. Step by step (t = T-1 .. 0 with reverse):
+// gates = gx[t] + h w_hh^T, then lstm_cell_pointwise. Returns y [T, B, H] (h
+// of every step, in time order), h_n (the last step's h) and c_n [B, H].
+// Two kernels a step forward and two backward, where the composed steps took
+// a dozen; w_hh's gradient is one GEMM over all steps. Equal to the composed
+// steps up to rounding (tests/framework/test_lstm_cell.cpp).
+struct LstmLayer {
+  Tensor y, h_n, c_n;
+};
+LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
+                     bool reverse = false);
+
 }  // namespace minidl

@@ -146,9 +146,16 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
       const bool fold = bias_ih[j].defined() && std::string_view(kind_) != "GRU";
       const Tensor gx = linear(x.reshape({T * B, x.size(2)}), weight_ih[j],
                                fold ? add(bias_ih[j], bias_hh[j]) : bias_ih[j]);
+      Tensor h = hs[j].reshape({B, P}), c = cs[j].reshape({B, H});
+      if (std::string_view(kind_) == "LSTM" && proj_size == 0) {  // the layer as one op
+        LstmLayer layer = lstm_layer(gx.reshape({T, B, 4 * H}), weight_hh[j], h, c, d == 1);
+        outs.push_back(layer.y);
+        h_n.push_back(layer.h_n);
+        c_n.push_back(layer.c_n);
+        continue;
+      }
       std::vector<Tensor> gx_t;  // T x [B, G*H]
       split_steps(gx, T, gx_t);
-      Tensor h = hs[j].reshape({B, P}), c = cs[j].reshape({B, H});
       std::vector<Tensor> ys(T);
       for (int64_t s = 0; s < T; ++s) {
         const int64_t t = d ? T - 1 - s : s;

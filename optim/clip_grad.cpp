@@ -29,11 +29,13 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = grads_of(params);
   if (grads.empty()) return Tensor::zeros({}, kFloat32);
-  // the norm of the gradients' norms, on the first gradient's device
-  std::vector<Tensor> norms;
-  for (const Tensor& g : grads)
-    norms.push_back(reshape(norm(g, norm_type), {1}).to(grads[0].device()));
-  const Tensor total = norm(concat(norms), norm_type);
+  // Every gradient in one flat copy on the first gradient's device: one norm
+  // (as the norm of the gradients' norms, up to rounding) and one scaling,
+  // where a norm and a scaling per gradient took six kernels each
+  std::vector<Tensor> flat;
+  for (const Tensor& g : grads) flat.push_back(reshape(g, {-1}).to(grads[0].device()));
+  const Tensor all = concat(flat);
+  const Tensor total = norm(all, norm_type);
   if (error_if_nonfinite) {
     const double t = total.item();
     MINIDL_CHECK(std::isfinite(t), "clip_grad_norm_: the total norm of order ", norm_type,
@@ -44,9 +46,12 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   // in float32 on the device, as torch: min(max_norm / (total + 1e-6), 1)
   const Tensor coef =
       clamp(div(scalar_like(max_norm, total), add(total, scalar_like(1e-6, total))), {}, 1.0);
+  const Tensor scaled = mul(all, coef);
+  int64_t at = 0;
   for (const Tensor& g : grads) {
     Tensor target = g;
-    target.copy_(mul(g, coef.to(g.device())));
+    target.copy_(scaled.slice(at, at + g.numel()).reshape(g.shape()));
+    at += g.numel();
   }
   return total;
 }

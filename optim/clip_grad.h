@@ -21,7 +21,8 @@ namespace minidl::optim {
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // total = the norm_type-norm of all gradients together (the norm of their
-// norms; kInf: the largest |g|); every gradient is scaled by
+// norms, up to rounding; kInf: the largest |g|), taken over one flat copy of
+// them (memory for every gradient once more, briefly); every gradient is scaled by
 // min(1, max_norm / (total + 1e-6)) (in float32, as PyTorch). Returns total,
 // a 0-d float32 tensor on the first gradient's device (0 on the CPU when no
 // parameter has a gradient). Throws std::invalid_argument for

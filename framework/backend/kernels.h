@@ -264,14 +264,13 @@ struct Kernels {
   // the backward, which then evaluates no exp or tanh.
   void (*lstm_cell_forward)(int64_t b, int64_t h, const float* a, const float* c, float* act,
                             float* c_out, float* h_out);
-  // The backward of one output, given its gradient gout [B, H]:
-  //   of c' (of_h false): ga [B, 4H] gets i, f, g's parts, o's zero;
-  //                       gc [B, H] = gout sigmoid(f), c's gradient
-  //   of h (of_h true):   ga gets o's part, the others zero; gc = gout
-  //                       sigmoid(o) (1 - tanh(c')^2), c''s gradient (c unread)
-  // ga is overwritten whole; gc may be null (not wanted).
-  void (*lstm_cell_backward)(bool of_h, int64_t b, int64_t h, const float* act, const float* c,
-                             const float* gout, float* ga, float* gc);
+  // The backward from the outputs' gradients gh (of h) and gc_next (of c'),
+  // [B, H], either null for zero: with dc = gc_next + gh sigmoid(o) (1 - tanh(c')^2),
+  //   ga [B, 4H] = dc tanh(g) i (1 - i), dc c f (1 - f), dc i (1 - tanh(g)^2),
+  //                gh tanh(c') o (1 - o)   (i, f, o here their sigmoids)
+  //   gc [B, H] = dc sigmoid(f), c's gradient (null: not wanted; may be gc_next)
+  void (*lstm_cell_backward)(int64_t b, int64_t h, const float* act, const float* c,
+                             const float* gh, const float* gc_next, float* ga, float* gc);
 };
 
 }  // namespace minidl

@@ -20,24 +20,104 @@ std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor&
   Tensor c_out = empty_like(c, {B, H}), h_out = empty_like(c, {B, H});
   kern.lstm_cell_forward(B, H, gates.data_ptr<float>(), c.data_ptr<float>(),
                          act.data_ptr<float>(), c_out.data_ptr<float>(), h_out.data_ptr<float>());
-  // of_h: the output's backward (kernels.h), with c for c''s; the inputs'
-  // requires_grad read when recorded, so that the closures hold no gates
-  auto backward = [act, B, H](bool of_h, bool want_ga, bool want_gc, const Tensor& c) {
+  // each output's backward gives the gates' and c's whole gradients from its
+  // own (kernels.h: gh or gc_next); autograd adds the two. The inputs'
+  // requires_grad read when recorded, so that the closures hold no gates.
+  auto backward = [act, c, B, H](bool of_h, bool want_ga, bool want_gc) {
     return [of_h, want_ga, want_gc, act, c, B, H](const Tensor& g) {
       Tensor ga = empty_like(g, {B, 4 * H});
       Tensor gc = want_gc ? empty_like(g, {B, H}) : Tensor();
+      const float* gout = g.data_ptr<float>();
       kernels(g.device())
-          .lstm_cell_backward(of_h, B, H, act.data_ptr<float>(),
-                              c.defined() ? c.data_ptr<float>() : nullptr, g.data_ptr<float>(),
-                              ga.data_ptr<float>(), want_gc ? gc.data_ptr<float>() : nullptr);
+          .lstm_cell_backward(B, H, act.data_ptr<float>(), c.data_ptr<float>(),
+                              of_h ? gout : nullptr, of_h ? nullptr : gout, ga.data_ptr<float>(),
+                              want_gc ? gc.data_ptr<float>() : nullptr);
       return std::vector<Tensor>{want_ga ? ga : Tensor(), gc};
     };
   };
-  const bool ga = gates.requires_grad();
-  c_out = record(c_out, "lstm_cell_c", {gates, c}, backward(false, ga, c.requires_grad(), c));
-  h_out = record(h_out, "lstm_cell_h", {gates, c_out},
-                 backward(true, ga, c_out.requires_grad(), Tensor()));
+  const bool ga = gates.requires_grad(), gc = c.requires_grad();
+  c_out = record(c_out, "lstm_cell_c", {gates, c}, backward(false, ga, gc));
+  h_out = record(h_out, "lstm_cell_h", {gates, c}, backward(true, ga, gc));
   return {h_out, c_out};
+}
+
+// gx [T, B, 4H], w_hh [4H, H], h0, c0 [B, H] -> y [T, B, H], h_n, c_n [B, H]
+LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
+                     bool reverse) {
+  const char* op = "lstm_layer";
+  require_f32(op, gx, "gx");
+  require_f32(op, w_hh, "w_hh");
+  require_f32(op, h0, "h0");
+  require_f32(op, c0, "c0");
+  MINIDL_CHECK(gx.dim() == 3 && gx.size(2) % 4 == 0 && w_hh.dim() == 2 && h0.dim() == 2 &&
+                   w_hh.size(0) == gx.size(2) && w_hh.size(1) * 4 == gx.size(2) &&
+                   h0.shape() == Shape({gx.size(1), w_hh.size(1)}) && c0.shape() == h0.shape(),
+               op, ": expected gx [T, B, 4H], w_hh [4H, H], h0 and c0 [B, H], got gx ", gx.shape(),
+               ", w_hh ", w_hh.shape(), ", h0 ", h0.shape(), ", c0 ", c0.shape());
+  const int64_t T = gx.size(0), B = gx.size(1), G = gx.size(2), H = G / 4, BH = B * H;
+  MINIDL_CHECK(T > 0, op, ": expected at least one step, got gx ", gx.shape());
+  const Kernels& kern = kernels_for(op, gx, {&w_hh, &h0, &c0});
+  // Step s runs at time t(s); hb [T+1, B, H] holds h in time order with h0
+  // at its end before the first step (0 forward, T reversed), so that y and
+  // the h each step reads are both T contiguous rows of it; cs likewise c.
+  auto time = [T, reverse](int64_t s) { return reverse ? T - 1 - s : s; };
+  const int64_t first = reverse ? T : 0, y_at = reverse ? 0 : 1, prev_at = reverse ? 1 : 0;
+  Tensor gates = gx.detach().clone();  // [T, B, 4H]; each step adds h w_hh^T
+  Tensor hb = empty_like(gx, {T + 1, B, H}), cs = empty_like(gx, {T + 1, B, H});
+  Tensor act = empty_like(gx, {T, B, 5 * H});  // each step's activations, for the backward
+  hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
+  cs.slice(first, first + 1).copy_(c0.reshape({1, B, H}));
+  const Tensor w = w_hh.detach();
+  const float* wp = w.data_ptr<float>();
+  float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>(), *gp = gates.data_ptr<float>();
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = time(s), in = t + prev_at, out = t + y_at;  // rows of hb and cs
+    kern.gemm(false, true, B, G, H, 1.f, hp + in * BH, H, 0, wp, H, 0, 1.f, gp + t * B * G, G, 0,
+              1);  // [B, H] x [H, 4H]
+    kern.lstm_cell_forward(B, H, gp + t * B * G, cp + in * BH, act.data_ptr<float>() + t * 5 * BH,
+                           cp + out * BH, hp + out * BH);
+  }
+  const int64_t last = time(T - 1) + y_at;  // the rows of h_n and c_n
+  Tensor y = hb.slice(y_at, y_at + T), c_n = cs.slice(last, last + 1).reshape({B, H});
+  // Back through time from y's gradient gy [T, B, H] or c_n's gc [B, H] (the
+  // other undefined): gates' gradients ga [T, B, 4H] step by step, each
+  // step's h gradient dh taking the next step's ga w_hh; then w_hh's in one
+  // GEMM over every step, and h0's and c0's.
+  const bool want_w = w_hh.requires_grad(), want_h0 = h0.requires_grad(), want_c0 = c0.requires_grad();
+  const Device dev = gx.device();
+  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, cs, w, want_w, want_h0, want_c0, dev,
+               &kern](const Tensor& gy, const Tensor& gc) {
+    Tensor dh = gy.defined() ? gy.clone() : Tensor::zeros({T, B, H}, kFloat32, dev);
+    Tensor dc = gc.defined() ? gc.clone() : Tensor::zeros({B, H}, kFloat32, dev);
+    Tensor ga = Tensor::empty({T, B, G}, kFloat32, dev);
+    const float *wp = w.data_ptr<float>(), *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
+    float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t t = time(s);
+      if (s + 1 < T)  // dh[t] += ga[t'] w_hh: [B, 4H] x [4H, H]
+        kern.gemm(false, false, B, H, G, 1.f, gap + time(s + 1) * B * G, G, 0, wp, H, 0, 1.f,
+                  dhp + t * BH, H, 0, 1);
+      kern.lstm_cell_backward(B, H, act.data_ptr<float>() + t * 5 * BH, cp + (t + prev_at) * BH,
+                              dhp + t * BH, dcp, gap + t * B * G, dcp);
+    }
+    Tensor gw, gh0;
+    if (want_w) {  // sum over steps of ga[t]^T h[t-1]: [4H, T*B] x [T*B, H]
+      gw = Tensor::empty({G, H}, kFloat32, dev);
+      kern.gemm(true, false, G, H, T * B, 1.f, gap, G, 0, hp + prev_at * BH, H, 0, 0.f,
+                gw.data_ptr<float>(), H, 0, 1);
+    }
+    if (want_h0) {  // the first step's ga w_hh
+      gh0 = Tensor::empty({B, H}, kFloat32, dev);
+      kern.gemm(false, false, B, H, G, 1.f, gap + time(0) * B * G, G, 0, wp, H, 0, 0.f,
+                gh0.data_ptr<float>(), H, 0, 1);
+    }
+    return std::vector<Tensor>{ga, gw, gh0, want_c0 ? dc : Tensor()};
+  };
+  y = record(y, "lstm_layer", {gx, w_hh, h0, c0}, [bptt](const Tensor& g) { return bptt(g, {}); });
+  c_n = record(c_n, "lstm_layer_c", {gx, w_hh, h0, c0},
+               [bptt](const Tensor& g) { return bptt({}, g); });
+  Tensor h_n = reshape(narrow(y, 0, time(T - 1), 1), {B, H});
+  return {y, h_n, c_n};
 }
 
 }  // namespace minidl

@@ -230,7 +230,8 @@ sanitize() {
     return
   fi
   # memcheck over the whole CUDA suite, then racecheck over the kernels that
-  # share memory between threads (reductions, softmax, pooling, the loss)
+  # share memory between threads (reductions, softmax, pooling, the loss, batch
+  # norm, the LSTM layer)
   local t
   t=$(( $(left) / 2 )); [ "$t" -gt 150 ] && t=150
   # (API errors are minidl's checks' business; cuDNN's Find may meet some inside)
@@ -239,7 +240,7 @@ sanitize() {
   t=$(left); [ "$t" -gt 90 ] && t=90
   [ "$t" -gt 30 ] && step racecheck timeout "$t" compute-sanitizer --tool racecheck \
     --error-exitcode 9 "$BUILD/bin/test_cuda" \
-    --test-case='*softmax*,*sum*,*pool*,*cross_entropy*,*dropout*,*direct*'
+    --test-case='*softmax*,*sum*,*pool*,*cross_entropy*,*dropout*,*direct*,*batch_norm*,*lstm*'
   # the captured steps (graphs, their feed slots) under memcheck
   t=$(left); [ "$t" -gt 60 ] && t=60
   [ "$t" -gt 30 ] && step memcheck_graphs timeout "$t" compute-sanitizer --tool memcheck \

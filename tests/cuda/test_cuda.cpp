@@ -162,9 +162,18 @@ TEST_CASE("cuda: sum, mean, max and argmax over dims") {
   CHECK(argmax(rows.cuda()).cpu().to_vector<int64_t>() == argmax(rows).to_vector<int64_t>());
   Tensor tied = Tensor::of({1, 3, 3, 0, 2, 2, 2, 1}, {2, 4});  // the first largest wins
   CHECK(argmax(tied.cuda()).cpu().to_vector<int64_t>() == std::vector<int64_t>{1, 0});
-  // long rows, one warp each
+  // long rows, cut into parts of 2048 (the last short), then one warp each
   check_op("sum of long rows", [](const std::vector<Tensor>& in) { return sum(in[0], {1}); },
            {Tensor::randn({3, 5000})});
+  Tensor big = Tensor::randn({100, 130});
+  check_op("sum of all", [](const std::vector<Tensor>& in) { return sum(in[0]); }, {big});
+  check_op("max of all", [](const std::vector<Tensor>& in) { return max(in[0]); }, {big});
+  // few columns over many rows: parts of 64 rows (the last short), then the parts
+  Tensor tall = Tensor::randn({2, 300, 40});
+  check_op("sum of tall columns", [](const std::vector<Tensor>& in) { return sum(in[0], {1}); },
+           {tall});
+  check_op("max of tall columns", [](const std::vector<Tensor>& in) { return max(in[0], {1}); },
+           {tall});
 }
 
 TEST_CASE("cuda: softmax and log_softmax along every dim, large logits included") {
@@ -180,6 +189,9 @@ TEST_CASE("cuda: softmax and log_softmax along every dim, large logits included"
                [dim](const std::vector<Tensor>& in) { return log_softmax(in[0], dim); }, {x});
     }
   }
+  // rows longer than a warp (the backward takes a warp per row)
+  check_op("softmax of long rows", [](const std::vector<Tensor>& in) { return softmax(in[0], 1); },
+           {Tensor::randn({5, 100})});
 }
 
 TEST_CASE("cuda: matmul, linear and transpose") {

@@ -42,6 +42,14 @@ TEST_CASE("cuda: batch_norm forward and backward, training and evaluation") {
   check_op("batch_norm [N, C, 9, 9]",
            [](const In& in) { return batch_norm(in[0], in[1], in[2], {}, {}, /*training=*/true); },
            {Tensor::randn({4, 3, 9, 9}) * 2.0 + 1.0, Tensor::randn({3}), Tensor::randn({3})});
+  // channels summed in parts of whole samples: 4 samples of 1024 a part (the
+  // last part 2), and a sample of 4900 a part
+  for (const Shape& shape : {Shape{10, 2, 32, 32}, Shape{3, 2, 70, 70}}) {
+    CAPTURE(shape);
+    check_op("batch_norm in parts",
+             [](const In& in) { return batch_norm(in[0], in[1], in[2], {}, {}, true); },
+             {Tensor::randn(shape) * 2.0 + 1.0, Tensor::randn({2}), Tensor::randn({2})});
+  }
 }
 
 TEST_CASE("cuda: the fused LSTM cell, each output and both") {
@@ -57,4 +65,15 @@ TEST_CASE("cuda: the fused LSTM cell, each output and both") {
              return h * c;
            },
            in);
+  // the whole layer, both directions, y and c_n both used
+  for (bool reverse : {false, true}) {
+    CAPTURE(reverse);
+    check_op("lstm_layer",
+             [reverse](const In& x) {
+               LstmLayer l = lstm_layer(x[0], x[1], x[2], x[3], reverse);
+               return cat({l.y.reshape({-1}), l.c_n.reshape({-1})}, 0);
+             },
+             {Tensor::randn({4, 3, 8}), Tensor::randn({8, 2}), Tensor::randn({3, 2}),
+              Tensor::randn({3, 2})});
+  }
 }

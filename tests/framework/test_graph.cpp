@@ -8,6 +8,7 @@
 // on it instead (CUDA graphs proper; scripts/gpu/session.sh runs them).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -277,7 +278,16 @@ GRAPH_CASE("a whole text-model step (LSTM, attention, clip_grad_norm_, AdamW) re
   CHECK(eager[7].item() < eager[0].item() - 0.1);  // it learns
   for (size_t i = 0; i < eager.size(); ++i) {
     INFO("loss of step " << i << " (the last two: weights)");
-    CHECK(same_bits(graphed[i], eager[i]));
+    if (emulated) {
+      CHECK(same_bits(graphed[i], eager[i]));
+    } else {
+      // On a GPU the embedding's backward (index_add) adds with atomicAdd, in
+      // an order that varies from run to run, eager or not: equal up to
+      // rounding (on the first GPU run 3 of these 10 tensors differed)
+      const std::vector<float> g = graphed[i].to_float_vector(), e = eager[i].to_float_vector();
+      for (size_t k = 0; k < e.size(); ++k)
+        CHECK(std::abs(g[k] - e[k]) <= 1e-4 * (1 + std::abs(e[k])));
+    }
   }
 }
 

@@ -30,28 +30,24 @@ MINIDL_CLONES void lstm_cell_forward(int64_t b, int64_t h, const float* a, const
   }
 }
 
-// act [B, 5H], c and gout [B, H] -> ga [B, 4H], gc [B, H] or null (kernels.h)
-MINIDL_CLONES void lstm_cell_backward(bool of_h, int64_t b, int64_t h, const float* act,
-                                      const float* c, const float* gout, float* ga, float* gc) {
+// act [B, 5H], c, gh, gc_next [B, H] (gh, gc_next null: zero) -> ga [B, 4H],
+// gc [B, H] or null (kernels.h; gc may be gc_next)
+MINIDL_CLONES void lstm_cell_backward(int64_t b, int64_t h, const float* act, const float* c,
+                                      const float* gh, const float* gc_next, float* ga,
+                                      float* gc) {
   for (int64_t r = 0; r < b; ++r) {
     const float* s = act + r * 5 * h;
-    const float* go = gout + r * h;
     float* gr = ga + r * 4 * h;
-    float* gcr = gc ? gc + r * h : nullptr;
 #pragma omp simd
     for (int64_t j = 0; j < h; ++j) {
       const float i = s[j], f = s[h + j], g = s[2 * h + j], o = s[3 * h + j], t = s[4 * h + j];
-      if (of_h) {  // h = o tanh(c')
-        gr[j] = gr[h + j] = gr[2 * h + j] = 0.f;
-        gr[3 * h + j] = go[j] * t * o * (1.f - o);
-        if (gcr) gcr[j] = go[j] * o * (1.f - t * t);
-      } else {  // c' = f c + i g
-        gr[j] = go[j] * g * i * (1.f - i);
-        gr[h + j] = go[j] * c[r * h + j] * f * (1.f - f);
-        gr[2 * h + j] = go[j] * i * (1.f - g * g);
-        gr[3 * h + j] = 0.f;
-        if (gcr) gcr[j] = go[j] * f;
-      }
+      const float dh = gh ? gh[r * h + j] : 0.f;
+      const float dc = (gc_next ? gc_next[r * h + j] : 0.f) + dh * o * (1.f - t * t);
+      gr[j] = dc * g * i * (1.f - i);
+      gr[h + j] = dc * c[r * h + j] * f * (1.f - f);
+      gr[2 * h + j] = dc * i * (1.f - g * g);
+      gr[3 * h + j] = dh * t * o * (1.f - o);
+      if (gc) gc[r * h + j] = dc * f;
     }
   }
 }

@@ -142,7 +142,7 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
 // ---- the LSTM cell's pointwise part (issue 23): rnn.{cpp,cu} ----
 void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, float* act,
                        float* c_out, float* h_out);
-void lstm_cell_backward(bool of_h, int64_t b, int64_t h, const float* act, const float* c,
-                        const float* gout, float* ga, float* gc);
+void lstm_cell_backward(int64_t b, int64_t h, const float* act, const float* c,
+                        const float* gh, const float* gc_next, float* ga, float* gc);
 
 }  // namespace minidl::cuda

@@ -1,7 +1,10 @@
 // CUDA kernels for reductions over [outer, R, inner], argmax over rows and
 // softmax / log-softmax along a dim. Rows that are contiguous (inner == 1) get
 // one warp each; strided columns get one thread each, reading neighbouring
-// columns side by side.
+// columns side by side. Where that leaves most of the GPU idle (a few long
+// rows, as a whole-tensor sum; a few columns over many rows, as a bias
+// gradient), R is cut into parts that blocks fold side by side, and a second
+// pass folds the parts: in a fixed order both times (deterministic).
 #include <cfloat>
 
 #include "framework/backend/cuda/device.cuh"
@@ -40,17 +43,21 @@ __global__ void reduce_rows_kernel(int64_t rows, int64_t r, const float* x, floa
 // columns, then warp 0 folds the 8 partials in order (deterministic). One
 // thread per column folded all R rows in one chain of loads: 13 us for a
 // [64, 120] bias gradient on an H200.
+// With parts: x holds `rows` rows in all per outer index of the caller's
+// (rows = r otherwise), outer counting its parts of r rows, the last cut short.
 template <ReduceOp Op>
 __global__ void reduce_columns_kernel(int64_t outer, int64_t r, int64_t inner, const float* x,
-                                      float* out) {
+                                      float* out, int64_t rows) {
   __shared__ float partial[kThreads];  // [warp][lane]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t tiles = (inner + 31) / 32;
+  const int64_t tiles = (inner + 31) / 32, parts = (rows + r - 1) / r;
   for (int64_t t = blockIdx.x; t < outer * tiles; t += gridDim.x) {
     const int64_t o = t / tiles, c = t % tiles * 32 + lane;
+    const int64_t first = o % parts * r, n = first + r < rows ? r : rows - first;  // rows of part
+    const float* xo = x + (o / parts * rows + first) * inner;
     float acc = Op == ReduceOp::Sum ? 0.f : -INFINITY;
     if (c < inner)
-      for (int64_t k = warp; k < r; k += kWarpsPerBlock) acc = fold<Op>(acc, x[(o * r + k) * inner + c]);
+      for (int64_t k = warp; k < n; k += kWarpsPerBlock) acc = fold<Op>(acc, xo[k * inner + c]);
     partial[threadIdx.x] = acc;
     __syncthreads();
     if (warp == 0 && c < inner) {
@@ -61,13 +68,60 @@ __global__ void reduce_columns_kernel(int64_t outer, int64_t r, int64_t inner, c
   }
 }
 
+// x [rows, R] -> out [rows, parts], block (row, p) folding x[row, p * kRowPart ..]
+// (a whole-tensor sum of 12,288 floats took one warp 50 us on an H200)
+constexpr int64_t kRowPart = 2048;
+template <ReduceOp Op>
+__global__ void reduce_row_parts_kernel(int64_t rows, int64_t r, int64_t parts, const float* x,
+                                        float* out) {
+  __shared__ float warps[kWarpsPerBlock];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t bp = blockIdx.x; bp < rows * parts; bp += gridDim.x) {
+    const int64_t row = bp / parts, begin = bp % parts * kRowPart;
+    const int64_t end = begin + kRowPart < r ? begin + kRowPart : r;
+    float acc = Op == ReduceOp::Sum ? 0.f : -INFINITY;
+    for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) acc = fold<Op>(acc, x[row * r + k]);
+    acc = warp_fold<Op>(acc);
+    if (lane == 0) warps[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kWarpsPerBlock; ++w) acc = fold<Op>(acc, warps[w]);
+      out[bp] = acc;
+    }
+    __syncthreads();  // warps is reused by the next part
+  }
+}
+
+// Columns of [outer, R, inner] cut into parts of kColumnPart rows when fewer
+// than kFewTiles blocks would cover them (a [1024, 64] bias gradient: 2 blocks)
+constexpr int64_t kColumnPart = 64, kFewTiles = 128;
+
 template <ReduceOp Op>
 void reduce_as(int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
+  const int64_t tiles = (inner + 31) / 32;
+  if (inner == 1 && outer < 1024 && r >= 2 * kRowPart) {
+    const int64_t parts = (r + kRowPart - 1) / kRowPart;
+    Scratch<float> part(outer * parts);
+    reduce_row_parts_kernel<Op><<<blocks_for(outer * parts, 1), kThreads, 0, stream()>>>(
+        outer, r, parts, x, part.data());
+    CUDA_CHECK_LAUNCH();
+    return reduce_as<Op>(outer, parts, 1, part.data(), out);
+  }
+  if (inner > 1 && outer * tiles < kFewTiles && r >= 2 * kColumnPart) {
+    // [outer, R, inner] as [outer * parts, kColumnPart, inner] (the last part
+    // padded by nothing: its block stops at R), then [outer, parts, inner]
+    const int64_t parts = (r + kColumnPart - 1) / kColumnPart;
+    Scratch<float> part(outer * parts * inner);
+    reduce_columns_kernel<Op><<<blocks_for(outer * parts * tiles, 1), kThreads, 0, stream()>>>(
+        outer * parts, kColumnPart, inner, x, part.data(), r);
+    CUDA_CHECK_LAUNCH();
+    return reduce_as<Op>(outer, parts, inner, part.data(), out);
+  }
   if (inner == 1) {
     reduce_rows_kernel<Op><<<blocks_for(outer * 32), kThreads, 0, stream()>>>(outer, r, x, out);
   } else {
     reduce_columns_kernel<Op>
-        <<<blocks_for(outer * ((inner + 31) / 32), 1), kThreads, 0, stream()>>>(outer, r, inner, x, out);
+        <<<blocks_for(outer * tiles, 1), kThreads, 0, stream()>>>(outer, r, inner, x, out, r);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -155,6 +209,36 @@ __global__ void softmax_backward_kernel(bool log, int64_t outer, int64_t d, int6
   }
 }
 
+// y, gy [rows, D] -> gx, one warp per row (the attention's [B, heads, T, T]
+// scores took a thread per row 50 us on an H200); the sums in double, folded
+// across the warp in a fixed order
+__global__ void softmax_backward_rows_kernel(bool log, int64_t rows, int64_t d, const float* y,
+                                             const float* gy, float* gx) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const int64_t off = row * d;
+    double sum_g = 0, sum_gy = 0, sum_y = 0;
+    for (int64_t k = lane; k < d; k += 32) {
+      const double g = gy[off + k], yk = y[off + k];
+      sum_g += g;
+      sum_gy += g * yk;
+      sum_y += yk;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      sum_g += __shfl_xor_sync(0xffffffffu, sum_g, offset);
+      sum_gy += __shfl_xor_sync(0xffffffffu, sum_gy, offset);
+      sum_y += __shfl_xor_sync(0xffffffffu, sum_y, offset);
+    }
+    const double dot = sum_gy / sum_y;
+    for (int64_t k = lane; k < d; k += 32) {
+      const int64_t j = off + k;
+      gx[j] = log ? static_cast<float>(gy[j] - exp(static_cast<double>(y[j])) * sum_g)
+                  : static_cast<float>(y[j] * (gy[j] - dot));
+    }
+  }
+}
+
 }  // namespace
 
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
@@ -183,8 +267,12 @@ void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, 
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx) {
   if (outer * d * inner == 0) return;
-  softmax_backward_kernel<<<blocks_for(outer * inner), kThreads, 0, stream()>>>(log, outer, d,
-                                                                                inner, y, gy, gx);
+  if (inner == 1)
+    softmax_backward_rows_kernel<<<blocks_for(outer * 32), kThreads, 0, stream()>>>(log, outer, d,
+                                                                                    y, gy, gx);
+  else
+    softmax_backward_kernel<<<blocks_for(outer * inner), kThreads, 0, stream()>>>(log, outer, d,
+                                                                                  inner, y, gy, gx);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -23,27 +23,22 @@ __global__ void lstm_cell_forward_kernel(int64_t b, int64_t h, const float* a, c
   }
 }
 
-// act [B, 5H], c and gout [B, H] -> ga [B, 4H], gc [B, H] or null (kernels.h)
-__global__ void lstm_cell_backward_kernel(bool of_h, int64_t b, int64_t h, const float* act,
-                                          const float* c, const float* gout, float* ga,
-                                          float* gc) {
+// act [B, 5H], c, gh, gc_next [B, H] (gh, gc_next null: zero) -> ga [B, 4H], gc [B, H] or null
+__global__ void lstm_cell_backward_kernel(int64_t b, int64_t h, const float* act,
+                                          const float* c, const float* gh,
+                                          const float* gc_next, float* ga, float* gc) {
   for (int64_t k = thread_index(); k < b * h; k += thread_count()) {
     const int64_t r = k / h, j = k % h;
     const float* s = act + r * 5 * h;
     float* gr = ga + r * 4 * h;
     const float i = s[j], f = s[h + j], g = s[2 * h + j], o = s[3 * h + j], t = s[4 * h + j];
-    const float go = gout[k];
-    if (of_h) {  // h = o tanh(c')
-      gr[j] = gr[h + j] = gr[2 * h + j] = 0.f;
-      gr[3 * h + j] = go * t * o * (1.f - o);
-      if (gc) gc[k] = go * o * (1.f - t * t);
-    } else {  // c' = f c + i g
-      gr[j] = go * g * i * (1.f - i);
-      gr[h + j] = go * c[k] * f * (1.f - f);
-      gr[2 * h + j] = go * i * (1.f - g * g);
-      gr[3 * h + j] = 0.f;
-      if (gc) gc[k] = go * f;
-    }
+    const float dh = gh ? gh[k] : 0.f;
+    const float dc = (gc_next ? gc_next[k] : 0.f) + dh * o * (1.f - t * t);
+    gr[j] = dc * g * i * (1.f - i);
+    gr[h + j] = dc * c[k] * f * (1.f - f);
+    gr[2 * h + j] = dc * i * (1.f - g * g);
+    gr[3 * h + j] = dh * t * o * (1.f - o);
+    if (gc) gc[k] = dc * f;
   }
 }
 
@@ -57,11 +52,11 @@ void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, flo
   CUDA_CHECK_LAUNCH();
 }
 
-void lstm_cell_backward(bool of_h, int64_t b, int64_t h, const float* act, const float* c,
-                        const float* gout, float* ga, float* gc) {
+void lstm_cell_backward(int64_t b, int64_t h, const float* act, const float* c,
+                        const float* gh, const float* gc_next, float* ga, float* gc) {
   if (b * h == 0) return;
-  lstm_cell_backward_kernel<<<blocks_for(b * h), kThreads, 0, stream()>>>(of_h, b, h, act, c,
-                                                                          gout, ga, gc);
+  lstm_cell_backward_kernel<<<blocks_for(b * h), kThreads, 0, stream()>>>(b, h, act, c, gh,
+                                                                          gc_next, ga, gc);
   CUDA_CHECK_LAUNCH();
 }
 
