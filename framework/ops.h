@@ -357,7 +357,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 //   c' = sigmoid(f) c + sigmoid(i) tanh(g),  h = sigmoid(o) tanh(c')
 // One kernel computes both and keeps the activations [B, 5H]; each
 // output's backward is one kernel, reading them (not differentiable twice).
-// nn::LSTM and nn::LSTMCell step with it.
+// nn::LSTMCell steps with it, as does nn::LSTM with a projection.
 std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor& c);
 
 // A whole LSTM layer over T steps (nn::LSTM's, without a projection): gx

@@ -30,6 +30,9 @@
 //         z = sigmoid(gx_z + gh_z), n = tanh(gx_n + r * gh_n), h_t = (1 - z) n + z h_{t-1}
 // Cost: per layer and direction one GEMM for the input path of all steps
 // ([T*B, I] x [I, G*H]) and one GEMM per step for the hidden path ([B, H] x [H, G*H]).
+// LSTM without a projection runs each layer and direction as one op,
+// lstm_layer (framework/ops.h): two kernels a step each way, W_hh's gradient
+// one GEMM over all steps.
 //
 // Errors (minidl::Error, naming the layer and both shapes): an input that is
 // not [T, B, I] / [T, I]; a state that is not [D*L, B, H] (h with proj_size:

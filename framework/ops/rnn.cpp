@@ -1,6 +1,8 @@
 // The LSTM cell's pointwise part as one op (issue 23): one kernel for both
 // outputs where the composed step took ten ops, and one per output backward,
-// which reads the activations the forward kept.
+// which reads the activations the forward kept. And a whole LSTM layer as one
+// op, its steps driving the kernels directly: a GEMM and the cell each step,
+// forward and back.
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
