@@ -4,6 +4,11 @@
 # in order, in one shell, from the repository root; fails on the first that
 # fails. The commands name programs as build/bin/NAME (an in-tree build);
 # with --bin DIR they run DIR/NAME instead (ctest passes its own build's).
+# A `#> TEXT` line after a command is what it must print: some line of its
+# output holds TEXT, its numbers as printed or, with `#> ~TOL TEXT`, within a
+# relative TOL; `?` is any number (scripts/check_expect.py). Other `#` lines
+# are comments. A line ending in `\` goes on on the next. A command ending in
+# `# refused` must fail (exit non-zero), and its `#>` lines are its error's.
 set -euo pipefail
 bin=build/bin
 if [[ ${1:-} == --bin ]]; then
@@ -11,12 +16,25 @@ if [[ ${1:-} == --bin ]]; then
   bin=$(cd "$2" && pwd)
   shift 2
 fi
-cd "$(dirname "$0")/.."
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/.."
 doc=${1:-docs/data-parallel.md}
-commands=$(awk '/^```sh$/ {on=1; next} /^```$/ {on=0} on && !/^#/ && NF' "$doc")
+commands=$(awk '/^```sh$/ {on=1; next} /^```$/ {on=0; next} !on {next}
+  { line = buf $0; buf = "" }
+  line ~ /\\$/ { sub(/\\$/, " ", line); buf = line; next }
+  (line ~ /^#> / || line !~ /^#/) && NF { print line }' "$doc")
 [[ -n "$commands" ]] || { echo "check_tutorial: no commands in $doc" >&2; exit 1; }
-n=0
+log=/tmp/minidl-tutorial-$$.log
+n=0 checked=0
 while IFS= read -r cmd; do
+  if [[ $cmd == "#> "* ]]; then  # what the command before it printed
+    if ! python3 "$here/check_expect.py" "$log" "${cmd#"#> "}"; then
+      echo "check_tutorial: command $n did not print what $doc says after it" >&2
+      exit 1
+    fi
+    checked=$((checked + 1))
+    continue
+  fi
   n=$((n + 1))
   cmd=${cmd//build\/bin\//$bin/}
   echo "==> $cmd"
@@ -24,12 +42,17 @@ while IFS= read -r cmd; do
     eval "$cmd"
     continue
   fi
-  if ! eval "timeout 300 $cmd" < /dev/null > /tmp/minidl-tutorial-$$.log 2>&1; then
-    tail -20 /tmp/minidl-tutorial-$$.log
+  if [[ $cmd == *"# refused" ]]; then
+    if eval "timeout 300 $cmd" < /dev/null > "$log" 2>&1; then
+      echo "check_tutorial: command $n was to be refused, and ran: $cmd" >&2
+      exit 1
+    fi
+  elif ! eval "timeout 300 $cmd" < /dev/null > "$log" 2>&1; then
+    tail -20 "$log"
     echo "check_tutorial: command $n failed: $cmd" >&2
     exit 1
   fi
-  tail -2 /tmp/minidl-tutorial-$$.log
+  tail -2 "$log"
 done <<< "$commands"
-rm -f /tmp/minidl-tutorial-$$.log
-echo "check_tutorial: all $n commands ran"
+rm -f "$log"
+echo "check_tutorial: all $n commands ran, $checked printed line(s) as the text says"
