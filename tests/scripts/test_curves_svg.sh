@@ -64,7 +64,11 @@ got=$("$python" "$script" --report a="$tmp/a.csv" b="$tmp/b.csv" "a again=$tmp/a
 if [ -n "$docs" ]; then
   for svg in "$docs"/lab/*.svg; do
     [ -e "$svg" ] || continue
-    # first line: <!-- curves_svg.py ARGS --> with ARGS relative to DOCS/lab
+    # well-formed XML (a browser or GitHub shows nothing otherwise)
+    "$python" -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$svg" ||
+      fail "$svg is not well-formed XML"
+    # first line: <!-- curves_svg.py ARGS --> with ARGS relative to DOCS/lab,
+    # each hyphen written \- (an XML comment may not hold --)
     args=$(head -n 1 "$svg" | sed -n 's/^<!-- curves_svg.py \(.*\) -->$/\1/p')
     [ -n "$args" ] || { fail "$svg: no '<!-- curves_svg.py ARGS -->' first line"; continue; }
     (cd "$docs/lab" && eval "\"$python\" \"$script\" $args") > "$tmp/redrawn.svg" ||
