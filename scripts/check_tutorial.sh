@@ -43,11 +43,11 @@ while IFS= read -r cmd; do
     continue
   fi
   if [[ $cmd == *"# refused" ]]; then
-    if eval "timeout 300 $cmd" < /dev/null > "$log" 2>&1; then
+    if timeout 300 bash -c "$cmd" < /dev/null > "$log" 2>&1; then
       echo "check_tutorial: command $n was to be refused, and ran: $cmd" >&2
       exit 1
     fi
-  elif ! eval "timeout 300 $cmd" < /dev/null > "$log" 2>&1; then
+  elif ! timeout 300 bash -c "$cmd" < /dev/null > "$log" 2>&1; then
     tail -20 "$log"
     echo "check_tutorial: command $n failed: $cmd" >&2
     exit 1
