@@ -41,10 +41,11 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
 export OMPI_MCA_mca_base_component_disable_dlclose=1
 # Not here: consumer builds a plain project against the instrumented library
-# (checked in scripts/test.sh's build), docs_tutorial trains full runs, and
+# (checked in scripts/test.sh's build), docs_tutorial and docs_lab train full
+# runs (and the lab times bench_train, which this build leaves out), and
 # examples_portable_cpu runs the examples under qemu (too slow with ASan).
 timed "ctest under ASan+UBSan" bash -c "cd '$build' && ctest --output-on-failure --timeout 900 \
-  -E '^(consumer|docs_tutorial|examples_portable_cpu)\$' $*"
+  -E '^(consumer|docs_tutorial|docs_lab|examples_portable_cpu)\$' $*"
 
 for target in idx safetensors checkpoint; do
   work=$(mktemp -d)
