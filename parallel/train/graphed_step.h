@@ -19,7 +19,8 @@
 // replaced (zero_grad() with set_to_none, net.to(), load_state_dict): the
 // next call captures anew.
 // Every call leaves the same bits as eager steps would (tests/framework/
-// test_graph.cpp). The outputs are the graph's tensors, overwritten
+// test_graph.cpp), on a GPU wherever the kernels are deterministic: index_add
+// (Embedding's backward) adds with atomics there, eager or captured. The outputs are the graph's tensors, overwritten
 // by the next call: clone what you keep.
 // Throws minidl::Error when the parameters are not on a device that can
 // capture graphs, or when the step cannot be captured (dropout in training
