@@ -59,7 +59,7 @@ Tensor Embedding::forward(const Tensor& ids) {
   Tensor rows = index_select(weight, 0, flat);  // [N, DIM]
   if (padding_idx) {
     // The padding row's value comes through the detached weight: no gradient.
-    const Tensor keep = cast(ne(flat, static_cast<double>(*padding_idx)), kFloat32);
+    const Tensor keep = ne(flat, static_cast<double>(*padding_idx));  // float32 0 or 1
     rows = where(keep.reshape({flat.numel(), 1}), rows, index_select(weight.detach(), 0, flat));
   }
   return rows.reshape(out_shape);

@@ -115,6 +115,9 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
     }
     return std::vector<Tensor>{ga, gw, gh0, want_c0 ? dc : Tensor()};
   };
+  // Two nodes: a loss that reaches both y (or h_n) and c_n goes back through
+  // time twice, once from each (their sum is the gradient); one reaching y
+  // alone, as nn::LSTM's output usually does, once.
   y = record(y, "lstm_layer", {gx, w_hh, h0, c0}, [bptt](const Tensor& g) { return bptt(g, {}); });
   c_n = record(c_n, "lstm_layer_c", {gx, w_hh, h0, c0},
                [bptt](const Tensor& g) { return bptt({}, g); });
