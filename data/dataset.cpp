@@ -33,6 +33,7 @@ Tensor gather_rows(const Tensor& src, const int64_t* index, int64_t count, Devic
 Dataset::Dataset(Tensor data, Tensor labels) : data_(std::move(data)), labels_(std::move(labels)) {
   MINIDL_CHECK(data_.defined() && labels_.defined(),
                "Dataset: data and labels must be defined tensors");
+  data_ = data_.contiguous(), labels_ = labels_.contiguous();  // batches copy whole rows
   MINIDL_CHECK(data_.dim() >= 1 && labels_.dim() == 1 && data_.size(0) == labels_.size(0),
                "Dataset: expected data [N, ...] and labels [N], got data ", data_.shape(),
                " and labels ", labels_.shape());

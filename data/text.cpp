@@ -45,7 +45,7 @@ Tensor CharCorpus::encode(const std::string& text) const {
 std::string CharCorpus::decode(const Tensor& ids) const {
   MINIDL_CHECK(ids.dtype() == kInt64 || ids.dtype() == kInt32,
                "CharCorpus::decode: expected int32 or int64 ids, got ", dtype_name(ids.dtype()));
-  const Tensor host = ids.to(kInt64).cpu();
+  const Tensor host = ids.contiguous().to(kInt64).cpu();
   std::string text;
   for (int64_t i = 0; i < host.numel(); ++i) {
     const int64_t id = host.data<int64_t>()[i];
@@ -64,7 +64,8 @@ Batch random_windows(const Tensor& ids, int64_t batch, int64_t steps, uint64_t s
   MINIDL_CHECK(batch > 0 && steps > 0 && steps < n, "random_windows: batch ", batch, " and steps ",
                steps, ": expected batch > 0 and 0 < steps < ", n, " (the ids' length)");
   Tensor data = Tensor::empty({batch, steps}, kInt64), labels = Tensor::empty({batch, steps}, kInt64);
-  const int64_t* src = ids.data<int64_t>();
+  const Tensor ic = ids.contiguous();
+  const int64_t* src = ic.data<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
     uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index * batch + b + 1);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -11,7 +11,7 @@ namespace {
 // True when nothing else can see x's values, so a transform may overwrite them
 // (a pipeline's map on a temporary dataset then needs no second copy).
 bool sole_owner(const Tensor& x) {
-  return x.impl_ptr().use_count() == 1 && x.impl().storage.use_count() == 1 &&
+  return x.is_contiguous() && x.impl_ptr().use_count() == 1 && x.impl().storage.use_count() == 1 &&
          x.impl().storage->owned && !x.requires_grad() && x.impl().grad_fn == nullptr;
 }
 
@@ -21,7 +21,8 @@ Tensor Rescale::operator()(Tensor x) const {
   MINIDL_CHECK(x.defined(), "Rescale: undefined data tensor");
   if (x.dtype() != kFloat32) x = x.to(kFloat32).detach();
   Tensor out = sole_owner(x) ? x : Tensor::empty(x.shape());
-  const float* in = x.data<float>();
+  const Tensor xc = x.contiguous();
+  const float* in = xc.data<float>();
   float* o = out.data<float>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = static_cast<float>(in[i] * scale + shift);
   return out;
@@ -45,7 +46,8 @@ Tensor Normalize::operator()(Tensor x) const {
                  ", ...] (channels first), got ", x.shape());
   if (x.dtype() != kFloat32) x = x.to(kFloat32).detach();
   Tensor out = sole_owner(x) ? x : Tensor::empty(x.shape());
-  const float* in = x.data<float>();
+  const Tensor xc = x.contiguous();
+  const float* in = xc.data<float>();
   float* o = out.data<float>();
   // Samples are [C, inner]: one (mean, std) per run of `inner` values.
   const int64_t runs = channels > 1 ? x.size(0) * channels : 1;
@@ -75,7 +77,8 @@ Tensor HWC2CHW::operator()(Tensor x) const {
                x.defined() ? to_string(x.shape()) : "an undefined tensor");
   const int64_t n = x.size(0), h = x.size(1), w = x.size(2), c = x.size(3);
   Tensor out = Tensor::empty({n, c, h, w}, x.dtype());
-  const char* in = static_cast<const char*>(x.raw_data());
+  const Tensor xc = x.contiguous();
+  const char* in = static_cast<const char*>(xc.raw_data());
   char* o = static_cast<char*>(out.raw_data());
   switch (dtype_size(x.dtype())) {
     case 2:
@@ -121,7 +124,8 @@ Tensor RandomShift::operator()(Tensor batch, int64_t epoch, std::span<const int6
   const int64_t b = batch.size(0), h = batch.size(-2), w = batch.size(-1);
   const int64_t planes = b ? batch.numel() / (b * h * w) : 0;  // per sample
   Tensor out = Tensor::empty(batch.shape());
-  const float* in = batch.data<float>();
+  const Tensor bc = batch.contiguous();
+  const float* in = bc.data<float>();
   float* o = out.data<float>();
   const float f = static_cast<float>(fill);
   for (int64_t s = 0; s < b; ++s) {

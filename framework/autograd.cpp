@@ -135,6 +135,7 @@ static void accumulate(Tensor& slot, Tensor g) {
 static void finish_leaf(TensorImpl* leaf, Tensor g) {
   if (!g.defined()) return;
   if (g.dtype() != leaf->dtype) g = cast(g, leaf->dtype);
+  g = g.contiguous();  // a view's backward may hand out a view
   Tensor grad(leaf->grad);
   if (grad.defined() && grad.dtype() == kFloat32 && g.dtype() == kFloat32 &&
       grad.device() == g.device()) {
@@ -193,7 +194,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     if (g.defined()) {
       ScopeGuard scope(node->scope);
       if (node_observer) node_observer(node->name, true);
-      gin = node->backward(g);
+      gin = node->backward(g.contiguous());  // backward closures read g row-major
       if (node_observer) node_observer(node->name, false);
       if (anomaly_mode.load(std::memory_order_relaxed))
         for (size_t i = 0; i < gin.size(); ++i)

@@ -52,6 +52,7 @@ Tensor argmax(const Tensor& x);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [N, IN] . w[OUT, IN]^T + b [OUT] -> [N, OUT] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+// x with dims d0 and d1 swapped (a view)
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 
 // ---- softmax family, along `dim` (numerically stable) ----
@@ -94,8 +95,10 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t p
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
 
 // ---- shape ops ----
+// x's elements in row-major order with `shape` (one dim may be -1): a view
+// when x's strides allow it (always for a contiguous x), else a copy
 Tensor reshape(const Tensor& x, const Shape& shape);
-// dims start_dim..end_dim merged into one (a view)
+// dims start_dim..end_dim merged into one (as reshape)
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor concat(const std::vector<Tensor>& xs);  // along dim 0
 Tensor slice(const Tensor& x, int64_t start, int64_t end);  // rows of dim 0
@@ -115,16 +118,19 @@ Tensor dropout(const Tensor& x, double p);
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 
 // ---- shape and indexing ops, any dim (issue 22) ----
-// Negative dims count from the end. Views share storage (reshape-like ops,
-// and narrow/slice where the block is contiguous); the rest copy. Errors name
-// the op, the shapes and what was expected.
-// x [d0, ..., dn] -> [d_dims[0], ..., d_dims[n]] (a copy)
+// Negative dims count from the end. Views share storage, as in PyTorch:
+// permute, transpose, narrow/slice, split/chunk, expand, squeeze/unsqueeze,
+// and reshape/flatten/unflatten where the strides allow (else a copy); cat,
+// stack and pad copy. Errors name the op, the shapes and what was expected.
+// x -> x itself when contiguous, else a row-major copy (gradient: identity)
+Tensor contiguous(const Tensor& x);
+// x [d0, ..., dn] -> [d_dims[0], ..., d_dims[n]] (a view)
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
-// x [.., D, ..] -> [.., length, ..] from `start` (negative: from the end); a
-// view when every dim before `dim` has size 1, else a copy (torch.narrow)
+// x [.., D, ..] -> [.., length, ..] from `start` (negative: from the end), a
+// view (torch.narrow)
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // elements [start, end) of dim, negative counted from the end and clamped to
-// [0, size] like a Python slice (step 1); view or copy as narrow
+// [0, size] like a Python slice (step 1); a view
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end);
 // pieces of split_size along dim, the last one smaller if need be
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
@@ -146,7 +152,8 @@ Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x);
 // x [.., D, ..] -> [.., sizes.., ..] with prod(sizes) = D (one may be -1); a view
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
-// x broadcast to shape (-1 keeps a dim; new dims lead); a copy, backward sums
+// x broadcast to shape (-1 keeps a dim; new dims lead); a view with stride 0
+// on the broadcast dims (not writable), backward sums
 Tensor expand(const Tensor& x, const Shape& shape);
 // x [.., D, ..], index [I] int32/int64 in [0, D) -> [.., I, ..]; backward adds
 // the gradient rows back at their indices (index_add)

@@ -200,7 +200,7 @@ void save_safetensors(const std::string& path, const TensorDict& tensors,
          std::fwrite(len, 1, 8, raw) == 8 &&
          std::fwrite(text.data(), 1, text.size(), raw) == text.size();
     for (const auto& item : tensors) {
-      const Tensor t = item.second.device() == Device::CPU ? item.second : item.second.detach().cpu();
+      const Tensor t = item.second.detach().contiguous().cpu();  // a view's own elements
       if (ok && t.nbytes()) ok = std::fwrite(t.raw_data(), 1, t.nbytes(), raw) == t.nbytes();
     }
     ok = ok && std::fflush(raw) == 0 && ::fsync(::fileno(raw)) == 0;

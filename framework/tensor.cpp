@@ -7,6 +7,7 @@
 #include "framework/backend/backend.h"
 #include "framework/backend/float_to_int.h"
 #include "framework/ops.h"
+#include "framework/ops/util.h"
 #include "framework/random.h"
 
 namespace minidl {
@@ -78,8 +79,11 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, size_t n) {
   allocator(sd).copy(dst, src, n, CopyKind::DeviceToHost);
 }
 
-// t itself on the CPU, else a host copy.
-Tensor on_host(const Tensor& t) { return t.device() == Device::CPU ? t : t.detach().cpu(); }
+// t itself on the CPU, else a host copy; contiguous either way.
+Tensor on_host(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return c.device() == Device::CPU ? c : c.detach().cpu();
+}
 
 }  // namespace
 
@@ -95,8 +99,29 @@ int64_t Tensor::size(int64_t d) const {
 }
 int64_t Tensor::numel() const { return numel_of(shape()); }
 
+std::vector<int64_t> Tensor::strides() const {
+  if (!impl().strides.empty()) return impl().strides;
+  const Shape& s = shape();
+  std::vector<int64_t> st(s.size(), 1);
+  for (int64_t d = static_cast<int64_t>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
+  return st;
+}
+bool Tensor::is_contiguous() const {
+  const std::vector<int64_t>& st = impl().strides;
+  if (st.empty() || numel() == 0) return true;
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (shape()[d] == 1) continue;
+    if (st[d] != expected) return false;
+    expected *= shape()[d];
+  }
+  return true;
+}
+
 void* Tensor::raw_data_ptr() const {
-  return static_cast<char*>(impl().storage->data) + impl().offset;
+  MINIDL_CHECK(is_contiguous(), "data: tensor ", shape(), " with strides ", Shape(strides()),
+               " is a non-contiguous view; call .contiguous() first");
+  return view_ptr(*this);
 }
 void* Tensor::raw_data() const {
   MINIDL_CHECK(device() == Device::CPU, "raw_data: tensor ", shape(), " is on ",
@@ -248,26 +273,18 @@ static double read_as_double(const Tensor& t, int64_t i) {
   return 0;
 }
 
-static void write_double(const Tensor& t, int64_t i, double v) {
-  void* p = t.raw_data();
-  switch (t.dtype()) {
-    case kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case kFloat16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
-    case kInt32: static_cast<int32_t*>(p)[i] = float_to_int<int32_t>(v); break;  // as cast
-    case kInt64: static_cast<int64_t*>(p)[i] = float_to_int<int64_t>(v); break;
-  }
-}
-
-static int64_t flat_index(const Tensor& t, std::initializer_list<int64_t> index, const char* op) {
+// Byte address (on t's device) of t[index], through t's strides.
+static char* element_ptr(const Tensor& t, std::initializer_list<int64_t> index, const char* op) {
   MINIDL_CHECK(static_cast<int64_t>(index.size()) == t.dim(), op, ": ", index.size(),
                " indices for a tensor of shape ", t.shape());
-  int64_t flat = 0, d = 0;
+  const std::vector<int64_t> st = t.strides();
+  int64_t at = 0, d = 0;
   for (int64_t i : index) {
     MINIDL_CHECK(i >= 0 && i < t.shape()[d], op, ": index ", i, " out of range for dim ", d,
                  " of size ", t.shape()[d], " (shape ", t.shape(), ")");
-    flat = flat * t.shape()[d++] + i;
+    at += i * st[d++];
   }
-  return flat;
+  return view_ptr(t) + at * dtype_size(t.dtype());
 }
 
 double Tensor::item() const {
@@ -275,14 +292,15 @@ double Tensor::item() const {
   return read_as_double(on_host(*this), 0);
 }
 double Tensor::at(std::initializer_list<int64_t> index) const {
-  return read_as_double(on_host(*this), flat_index(*this, index, "at"));
+  const char* p = element_ptr(*this, index, "at");
+  Tensor one = Tensor::empty({}, dtype());  // one element through the host
+  copy_bytes(one.raw_data(), Device::CPU, p, device(), dtype_size(dtype()));
+  return read_as_double(one, 0);
 }
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
-  const int64_t i = flat_index(*this, index, "set");
-  if (device() == Device::CPU) return write_double(*this, i, value);
+  char* p = element_ptr(*this, index, "set");
   Tensor one = Tensor::full({}, value, dtype());  // one element through the host
-  const size_t es = dtype_size(dtype());
-  copy_bytes(static_cast<char*>(raw_data_ptr()) + i * es, device(), one.raw_data(), Device::CPU, es);
+  copy_bytes(p, device(), one.raw_data(), Device::CPU, dtype_size(dtype()));
 }
 std::vector<float> Tensor::to_float_vector() const {
   Tensor h = on_host(*this);
@@ -301,14 +319,18 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 void Tensor::fill_(double value) {
-  kernels(device()).fill(dtype(), numel(), value, /*step=*/0, raw_data_ptr());
+  if (is_contiguous()) return kernels(device()).fill(dtype(), numel(), value, /*step=*/0, raw_data_ptr());
+  copy_(Tensor::full(shape(), value, dtype(), device()));
 }
 
 void Tensor::copy_(const Tensor& src) {
   MINIDL_CHECK(src.numel() == numel(), "copy_: source ", src.shape(), " and destination ",
                shape(), " differ in size");
-  Tensor c = src.dtype() == dtype() ? src : src.detach().to(dtype());
-  copy_bytes(raw_data_ptr(), device(), c.raw_data_ptr(), c.device(), nbytes());
+  Tensor c = src.dtype() == dtype() ? src.detach() : src.detach().to(dtype());
+  if (is_contiguous() && c.is_contiguous())
+    return copy_bytes(raw_data_ptr(), device(), c.raw_data_ptr(), c.device(), nbytes());
+  if (c.device() != device() || c.shape() != shape()) c = c.contiguous().to(device()).reshape(shape());
+  copy_view(c, *this);
 }
 
 // ---- views ----
@@ -328,6 +350,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
   return minidl::chunk(*this, chunks, d);
 }
 Tensor Tensor::expand(const Shape& shape) const { return minidl::expand(*this, shape); }
+Tensor Tensor::contiguous() const { return minidl::contiguous(*this); }
 Tensor Tensor::clone() const {
   if (is_floating(dtype())) return *this * 1.0;
   Tensor t = empty(shape(), dtype(), device());  // integers: no autograd, a plain copy
@@ -339,6 +362,7 @@ Tensor Tensor::to(DType t) const { return cast(*this, t); }
 // x -> the same values on `d`; the gradient goes back to x's device
 Tensor Tensor::to(Device d) const {
   if (device() == d) return *this;
+  if (!is_contiguous()) return contiguous().to(d);
   Tensor out;
   const Allocator& a = allocator(d);
   if (impl().storage->pinned_for == d && a.upload && !capturing(d)) {
@@ -364,6 +388,7 @@ Tensor Tensor::detach() const {
   impl->storage = this->impl().storage;
   impl->offset = this->impl().offset;
   impl->shape = shape();
+  impl->strides = this->impl().strides;
   impl->dtype = dtype();
   impl->device = device();
   return Tensor(std::move(impl));

@@ -1,11 +1,15 @@
-// Tensor: an n-dimensional, contiguous, reference-counted array on a device
+// Tensor: an n-dimensional, strided, reference-counted array on a device
 // (the CPU, or a CUDA GPU when minidl is built with CUDA; see device.h).
 //
 // A Tensor is a handle: copies share the same impl (like torch::Tensor).
-// Storage is shared between views: reshape/view/flatten/squeeze/unsqueeze and
-// slice along dim 0 never copy, nor does narrow where the block stays
-// contiguous; transpose, permute, expand, cat and concat materialise a new
-// contiguous tensor.
+// Views share storage, as PyTorch's do: transpose, permute, expand, narrow,
+// slice, split, chunk, squeeze, unsqueeze, and reshape/view/flatten where the
+// strides allow (else reshape copies). A write through a view (copy_, fill_,
+// set) lands in the base; an expanded view (stride 0) cannot be written.
+// Factories and ops return contiguous (row-major) tensors; ops accept views
+// and read them through a contiguous copy where their kernel needs one.
+// data<T>() and data_ptr<T>() hand out row-major memory only: on a
+// non-contiguous view they throw (call .contiguous() first).
 // Autograd state (requires_grad, grad, the node that produced the tensor)
 // lives in the impl; see autograd.h.
 // Device: factories take one (the CPU by default); .to(device), .cuda() and
@@ -62,6 +66,9 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   size_t offset = 0;  // in bytes
   Shape shape;
+  // Element strides, one per dim; empty means row-major contiguous (what
+  // every factory and op output has). Never negative.
+  std::vector<int64_t> strides;
   DType dtype = kFloat32;
   Device device = Device::CPU;
   // autograd
@@ -119,12 +126,15 @@ class Tensor {
   Device device() const { return impl().device; }
   bool is_pinned() const;  // in a host block from empty_pinned for a device other than the CPU
   size_t nbytes() const { return numel() * dtype_size(dtype()); }
+  std::vector<int64_t> strides() const;  // in elements; row-major ones when contiguous
+  bool is_contiguous() const;  // row-major (dims of size 1 may have any stride)
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
   // ---- raw data (checked dtype) ----
-  // Host code: throws for a tensor that is not on the CPU.
+  // Host code: throws for a tensor that is not on the CPU. Both throw for a
+  // non-contiguous view.
   template <class T> T* data() const;
   void* raw_data() const;
   // Kernels: a pointer on the tensor's own device.
@@ -142,23 +152,26 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  // one dim may be -1; shares storage
   Tensor view(const Shape& shape) const { return reshape(shape); }
   Tensor flatten(int64_t start_dim = 0) const;  // dims start_dim.. merged
-  Tensor transpose(int64_t d0, int64_t d1) const;  // copies
+  Tensor transpose(int64_t d0, int64_t d1) const;  // a view
   Tensor t() const { return transpose(0, 1); }
-  Tensor slice(int64_t start, int64_t end) const;  // rows [start, end) of dim 0; shares storage
-  // ---- shape ops of issue 22 (ops.h has the contracts) ----
-  Tensor permute(const std::vector<int64_t>& dims) const;  // copies
-  Tensor unsqueeze(int64_t d) const;                        // views
+  Tensor slice(int64_t start, int64_t end) const;  // rows [start, end) of dim 0; a view
+  // ---- shape ops of issue 22 (ops.h has the contracts), all views ----
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor unsqueeze(int64_t d) const;
   Tensor squeeze(int64_t d) const;
-  Tensor narrow(int64_t d, int64_t start, int64_t length) const;  // view where contiguous
+  Tensor narrow(int64_t d, int64_t start, int64_t length) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t d = 0) const;
-  Tensor expand(const Shape& shape) const;  // copies
-  Tensor clone() const;                            // a copy, in the graph
+  Tensor expand(const Shape& shape) const;
+  Tensor contiguous() const;  // itself when contiguous, else a row-major copy (in the graph)
+  Tensor clone() const;                            // a contiguous copy, in the graph
   Tensor detach() const;                           // same storage, out of the graph
   Tensor to(DType dtype) const;                    // cast (ops.h: float to int saturates)
   Tensor to(Device device) const;                  // copy (autograd through float types)
   Tensor cuda() const { return to(Device::CUDA); }
   Tensor cpu() const { return to(Device::CPU); }
-  void copy_(const Tensor& src);  // in-place, no autograd; same numel; any dtypes and devices
+  // In-place, no autograd; same numel (elements in row-major order); any
+  // dtypes and devices; through a view into its base.
+  void copy_(const Tensor& src);
   void fill_(double value);                        // in-place, no autograd
 
   // ---- math (see ops.h for the full list) ----

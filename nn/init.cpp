@@ -10,14 +10,15 @@
 namespace minidl::nn::init {
 namespace {
 
-// Writes f() into every element of t (float32 directly, float16 through a copy).
+// Writes f() into every element of t (float32 directly, float16 or a view
+// through a copy).
 template <class F>
 void fill_with(Tensor& t, const char* what, F f) {
   MINIDL_CHECK(t.defined() && is_floating(t.dtype()), "init::", what,
                ": expected a float tensor, got ",
                t.defined() ? dtype_name(t.dtype()) : "undefined");
   NoGradGuard no_grad;
-  Tensor dst = t.dtype() == kFloat32 ? t : Tensor::empty(t.shape());
+  Tensor dst = t.dtype() == kFloat32 && t.is_contiguous() ? t : Tensor::empty(t.shape());
   float* p = dst.data<float>();
   for (int64_t i = 0; i < dst.numel(); ++i) p[i] = static_cast<float>(f());
   if (!dst.same(t)) t.copy_(dst);

@@ -37,7 +37,7 @@ inline GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Te
   for (int64_t i = 0; i < r.numel(); ++i) r.data<float>()[i] = static_cast<float>(gen.uniform() + 0.5);
   auto objective = [&](const std::vector<Tensor>& xs) {  // double-precision sum(f * R)
     NoGradGuard ng;
-    Tensor y = f(xs).to(kFloat32);
+    Tensor y = f(xs).to(kFloat32).contiguous();  // a view op's result too
     double s = 0;
     for (int64_t i = 0; i < y.numel(); ++i) s += double(y.data<float>()[i]) * r.data<float>()[i];
     return s;

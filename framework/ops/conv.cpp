@@ -92,13 +92,14 @@ Tensor conv2d_as(const char* op, const Tensor& x, const Tensor& w, const Tensor&
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args) {
-  return conv2d_as("conv2d", x, w, b, args);
+  return conv2d_as("conv2d", contiguous(x), contiguous(w), contiguous(b), args);
 }
 
 // x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> [N, OC, OH/pool, OW/pool]: one
 // fused kernel for pool 2 where the device has it, else the three ops
-Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dArgs args,
-                              int64_t pool) {
+Tensor conv2d_relu_max_pool2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
+                              Conv2dArgs args, int64_t pool) {
+  const Tensor x = contiguous(x_in), w = contiguous(w_in), b = contiguous(b_in);
   const ConvGeometry geo = conv_geometry("conv2d_relu_max_pool2d", x, w, b, args);
   const Kernels& kern = kernels_for("conv2d_relu_max_pool2d", x, {&w, &b});
   const int64_t bytes = pool == 2 && kern.conv2d_relu_pool_state_bytes
@@ -125,8 +126,10 @@ Tensor conv2d_relu_max_pool2d(const Tensor& x, const Tensor& w, const Tensor& b,
 // OC, geo.H = OH, geo.OC = C, geo.OH = H). Forward: conv2d_backward's gx
 // (col2im); backward: gx = conv2d forward of g, gw = conv2d's weight gradient
 // with g as its input and x as its output gradient; the bias is an add.
-Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b, ConvTranspose2dArgs a) {
+Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b,
+                        ConvTranspose2dArgs a) {
   const char* op = "conv_transpose2d";
+  const Tensor x = contiguous(x_in), w = contiguous(w_in);
   check_conv_args(op, x, w, a.stride, a.padding, a.dilation, a.groups);
   const Size2 s = a.stride, p = a.padding, d = a.dilation, q = a.output_padding;
   MINIDL_CHECK(q.h >= 0 && q.w >= 0 && (q.h < s.h || q.h < d.h) && (q.w < s.w || q.w < d.w), op,
@@ -165,8 +168,8 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b, ConvT
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, Conv1dArgs a) {
   require_dim("conv1d", x, 3);
   require_dim("conv1d", w, 3, "weight");
-  Tensor y = conv2d_as("conv1d", reshape(x, {x.size(0), x.size(1), 1, x.size(2)}),
-                       reshape(w, {w.size(0), w.size(1), 1, w.size(2)}), b,
+  Tensor y = conv2d_as("conv1d", contiguous(reshape(x, {x.size(0), x.size(1), 1, x.size(2)})),
+                       contiguous(reshape(w, {w.size(0), w.size(1), 1, w.size(2)})), contiguous(b),
                        {.stride = {1, a.stride}, .padding = {0, a.padding},
                         .dilation = {1, a.dilation}, .groups = a.groups});
   return reshape(y, {y.size(0), y.size(1), y.size(3)});
@@ -196,7 +199,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
   auto geo = pool_geometry("max_pool2d", x, kernel, stride, padding);
   Tensor y = empty_like(x, {x.size(0), x.size(1), geo.OH, geo.OW});
   Tensor arg = Tensor::empty(y.shape(), kInt32, x.device());
-  kernels(x.device()).max_pool_forward(geo, x.data_ptr<float>(), y.data_ptr<float>(),
+  kernels(x.device()).max_pool_forward(geo, dense(x).data_ptr<float>(), y.data_ptr<float>(),
                                        arg.data_ptr<int32_t>());
   Shape xs = x.shape();
   return record(y, "max_pool2d", {x}, [geo, arg, xs](const Tensor& g) {
@@ -211,7 +214,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   auto geo = pool_geometry("avg_pool2d", x, kernel, stride, padding);
   Tensor y = empty_like(x, {x.size(0), x.size(1), geo.OH, geo.OW});
-  kernels(x.device()).avg_pool_forward(geo, x.data_ptr<float>(), y.data_ptr<float>());
+  kernels(x.device()).avg_pool_forward(geo, dense(x).data_ptr<float>(), y.data_ptr<float>());
   Shape xs = x.shape();
   return record(y, "avg_pool2d", {x}, [geo, xs](const Tensor& g) {
     Tensor gx = empty_like(g, xs);

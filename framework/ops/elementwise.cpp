@@ -72,13 +72,13 @@ Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryO
   Shape out_shape = broadcast_shape(a.shape(), b.shape(), name);
   Tensor out = empty_like(a, out_shape);
   Broadcast bc = broadcast_index(a.shape(), b.shape(), out_shape, name);
-  k.binary(op, bc, a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>());
+  k.binary(op, bc, dense(a).data_ptr<float>(), dense(b).data_ptr<float>(), out.data_ptr<float>());
   return out;
 }
 
 Tensor unary_map(const Tensor& x, UnaryOp op, float s) {
   Tensor out = empty_like(x, x.shape());
-  kernels(x.device()).unary(op, s, x.numel(), x.data_ptr<float>(), out.data_ptr<float>());
+  kernels(x.device()).unary(op, s, x.numel(), dense(x).data_ptr<float>(), out.data_ptr<float>());
   return out;
 }
 
@@ -224,7 +224,8 @@ namespace {
 // offset 0); its gradient is the same masking of g (the op is linear in x).
 Tensor masked(const Tensor& x, float keep, uint64_t seed) {
   Tensor out = empty_like(x, x.shape());
-  kernels(x.device()).dropout(seed, 0, keep, x.numel(), x.data_ptr<float>(), out.data_ptr<float>());
+  kernels(x.device()).dropout(seed, 0, keep, x.numel(), dense(x).data_ptr<float>(),
+                              out.data_ptr<float>());
   return record(out, "dropout", {x}, [keep, seed](const Tensor& g) {
     return std::vector<Tensor>{masked(g, keep, seed)};
   });
@@ -264,8 +265,8 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* name, CompareOp op)
   Tensor cb = b.dtype() == t ? b.detach() : cast(b.detach(), t);
   Shape out_shape = broadcast_shape(a.shape(), b.shape(), name);
   Tensor out = empty_like(a, out_shape);
-  k.compare(op, t, broadcast_index(a.shape(), b.shape(), out_shape, name), ca.raw_data_ptr(),
-            cb.raw_data_ptr(), out.data_ptr<float>());
+  k.compare(op, t, broadcast_index(a.shape(), b.shape(), out_shape, name), dense(ca).raw_data_ptr(),
+            dense(cb).raw_data_ptr(), out.data_ptr<float>());
   return out;
 }
 

@@ -21,8 +21,9 @@ void require_index_dtype(const char* op, const Tensor& index, const char* what =
 // first that does not, its position, and the dim it indexes.
 void check_index(const char* op, const Tensor& index, int64_t size, int64_t dim, const Tensor& x) {
   if (index.device() != Device::CPU) return;
-  for (int64_t i = 0; i < index.numel(); ++i) {
-    const int64_t v = index.dtype() == kInt64 ? index.data<int64_t>()[i] : index.data<int32_t>()[i];
+  const Tensor idx = dense(index);
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    const int64_t v = idx.dtype() == kInt64 ? idx.data<int64_t>()[i] : idx.data<int32_t>()[i];
     MINIDL_CHECK(v >= 0 && v < size, op, ": index ", v, " at position ", i, " out of range [0, ",
                  size, ") for dim ", dim, " of input ", x.shape());
   }
@@ -39,15 +40,12 @@ Around around(const Shape& s, int64_t dim) {
   return a;
 }
 
-// strides of t (contiguous) broadcast to out shape os: 0 where t's dim is 1 or absent
-void broadcast_strides(const Shape& ts, const Shape& os, int64_t* st) {
-  const int64_t lead = os.size() - ts.size();
-  int64_t acc = 1;
-  for (int64_t d = static_cast<int64_t>(os.size()) - 1; d >= 0; --d) {
-    const int64_t have = d < lead ? 1 : ts[d - lead];
-    st[d] = have == 1 ? 0 : acc;
-    acc *= have;
-  }
+// t's strides (a view's own) broadcast to out shape os: 0 where t's dim is 1 or absent
+void broadcast_strides(const Tensor& t, const Shape& os, int64_t* st) {
+  const int64_t lead = os.size() - t.dim();
+  const std::vector<int64_t> ts = t.strides();
+  for (int64_t d = 0; d < static_cast<int64_t>(os.size()); ++d)
+    st[d] = d < lead || t.shape()[d - lead] == 1 ? 0 : ts[d - lead];
 }
 
 }  // namespace
@@ -62,6 +60,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   dim = normalize_dim(dim, x.dim(), "index_select");
   const Kernels& kern = kernels_for("index_select", x, {&index});
   check_index("index_select", index, x.size(dim), dim, x);
+  if (!all_contiguous({x, index})) return index_select(contiguous(x), dim, contiguous(index));
   if (x.dtype() == kFloat16 && x.requires_grad())  // the backward adds in float32
     return cast(index_select(cast(x, kFloat32), dim, index), kFloat16);
   const Around ar = around(x.shape(), dim);
@@ -97,12 +96,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   sel.n = numel_of(os);
   sel.nd = static_cast<int>(os.size());
   std::copy(os.begin(), os.end(), sel.size);
-  broadcast_strides(cond.shape(), os, sel.stride_c);
-  broadcast_strides(a.shape(), os, sel.stride_a);
-  broadcast_strides(b.shape(), os, sel.stride_b);
+  broadcast_strides(cond, os, sel.stride_c);  // views are read through their strides
+  broadcast_strides(a, os, sel.stride_a);
+  broadcast_strides(b, os, sel.stride_b);
   Tensor out = empty_like(a, os);
-  kern.where(sel, cond.raw_data_ptr(), cond.dtype(), a.data_ptr<float>(), b.data_ptr<float>(),
-             out.data_ptr<float>());
+  kern.where(sel, view_ptr(cond), cond.dtype(), reinterpret_cast<const float*>(view_ptr(a)),
+             reinterpret_cast<const float*>(view_ptr(b)), out.data_ptr<float>());
   const Tensor c = cond.detach();
   const Shape sa = a.shape(), sb = b.shape();
   return record(out, "where", {a, b}, [c, sa, sb](const Tensor& g) {
@@ -127,6 +126,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   MINIDL_CHECK(index.dim() == x.dim() && x.dim() >= 1, "gather: index ", index.shape(),
                " and input ", x.shape(), ": expected the same number of dims (at least 1)");
   dim = normalize_dim(dim, x.dim(), "gather");
+  if (!index.is_contiguous()) return gather(x, dim, contiguous(index));
   Tensor xn = x;  // x cut to index's size outside dim
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (d == dim) continue;
@@ -134,6 +134,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                  x.shape(), ": index larger than the input in dim ", d);
     if (index.size(d) < x.size(d)) xn = narrow(xn, d, 0, index.size(d));
   }
+  xn = contiguous(xn);
   const Kernels& kern = kernels_for("gather", x, {&index});
   check_index("gather", index, x.size(dim), dim, x);
   const Around ar = around(xn.shape(), dim);
@@ -161,6 +162,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                "scatter_add: input ", x.shape(), ", index ", index.shape(), " and src ",
                src.shape(), ": expected the same number of dims (at least 1)");
   dim = normalize_dim(dim, x.dim(), "scatter_add");
+  if (!index.is_contiguous()) return scatter_add(x, dim, contiguous(index), src);
   Tensor sn = src;              // src cut to index's shape
   Shape block = index.shape();  // x's block that index addresses: D along dim
   block[dim] = x.size(dim);
@@ -173,6 +175,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     pads.push_back(0);
     pads.push_back(x.size(d) - block[d]);
   }
+  sn = contiguous(sn);
   const Kernels& kern = kernels_for("scatter_add", x, {&index, &src});
   check_index("scatter_add", index, x.size(dim), dim, x);
   const Around ar = around(block, dim);
@@ -206,7 +209,7 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diag
 // ids [S] int32/int64 in [0, C) -> [S, C] int64, 1 at ids (built on the host)
 Tensor one_hot(const Tensor& ids, int64_t num_classes) {
   require_index_dtype("one_hot", ids, "ids");
-  const Tensor host = ids.cpu().to(kInt64);
+  const Tensor host = ids.contiguous().cpu().to(kInt64);
   const int64_t* v = host.data<int64_t>();
   int64_t c = num_classes;
   if (c < 0) {

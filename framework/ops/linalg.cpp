@@ -51,6 +51,31 @@ Tensor matmul_broadcast(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return reshape(out, os);
 }
 
+// A GEMM operand as the kernel reads it: row-major matrices of `ld`
+// elements a row, `batch` elements apart, read transposed or not. A view
+// with unit stride along its last dim goes in as it is (a narrow of the
+// columns: ld is the full row); one with unit stride along the dim before
+// (a transpose) goes in as the other layout, read the other way; any other
+// view is copied first.
+struct Operand {
+  Tensor held;  // keeps a copy alive
+  const float* p;
+  bool trans;
+  int64_t ld, batch;
+};
+Operand operand(const Tensor& t, bool trans) {
+  const int64_t r = t.size(-2), c = t.size(-1);
+  const std::vector<int64_t> st = t.strides();
+  const int64_t sr = st[st.size() - 2], sc = st.back(), sb = t.dim() == 3 ? st[0] : 0;
+  const float* p = reinterpret_cast<const float*>(view_ptr(t));
+  if ((sc == 1 || c == 1) && (r == 1 || sr >= std::max<int64_t>(c, 1)))
+    return {t, p, trans, r == 1 ? std::max<int64_t>(c, 1) : sr, sb};
+  if ((sr == 1 || r == 1) && (c == 1 || sc >= std::max<int64_t>(r, 1)))
+    return {t, p, !trans, c == 1 ? std::max<int64_t>(r, 1) : sc, sb};
+  Tensor d = dense(t);
+  return {d, d.data_ptr<float>(), trans, c, r * c};
+}
+
 }  // namespace
 
 // op(a) [B, M, K] x op(b) [B, K, N] -> [B, M, N] (B = 1 for 2-D operands); the
@@ -81,8 +106,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   }
   const Kernels& kern = kernels_for("matmul", a, {&b});
   Tensor out = empty_like(a, batched ? Shape{batch, m, n} : Shape{m, n});
-  kern.gemm(ta, tb, m, n, k, 1.f, a.data_ptr<float>(), a.size(-1), m * k, b.data_ptr<float>(),
-            b.size(-1), k * n, 0.f, out.data_ptr<float>(), n, m * n, batch);
+  const Operand oa = operand(a, ta), ob = operand(b, tb);
+  kern.gemm(oa.trans, ob.trans, m, n, k, 1.f, oa.p, oa.ld, oa.batch, ob.p, ob.ld, ob.batch, 0.f,
+            out.data_ptr<float>(), n, m * n, batch);
   return record(out, "matmul", {a, b}, [a, b, ta, tb](const Tensor& g) {
     Tensor ga, gb;
     if (a.requires_grad()) ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
@@ -107,8 +133,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   }
   const Kernels& kern = kernels_for("linear", x, {&w, &b});
   Tensor out = empty_like(x, {n, out_f});
-  kern.linear(n, in, out_f, x.data_ptr<float>(), w.data_ptr<float>(),
-              b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>());
+  kern.linear(n, in, out_f, dense(x).data_ptr<float>(), dense(w).data_ptr<float>(),
+              b.defined() ? dense(b).data_ptr<float>() : nullptr, out.data_ptr<float>());
   return record(out, "linear", {x, w, b}, [x, w, b](const Tensor& g) {
     Tensor gx, gw, gb;
     if (x.requires_grad()) gx = matmul(g, w);                   // [N, OUT] x [OUT, IN]
@@ -118,34 +144,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   });
 }
 
-// x [..., A, ..., B, ...] -> [..., B, ..., A, ...] (a contiguous copy)
+// x [..., A, ..., B, ...] -> [..., B, ..., A, ...] (a view)
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   d0 = normalize_dim(d0, x.dim(), "transpose");
   d1 = normalize_dim(d1, x.dim(), "transpose");
-  if (d0 == d1 || x.dim() < 2) return x.clone();
-  const int64_t nd = x.dim(), rows = x.shape()[nd - 2], cols = x.shape()[nd - 1];
-  if (x.numel() != 0 && !(x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2)) {
-    std::vector<int64_t> dims(nd);  // any dtype, any two dims: permute's strided copy
-    std::iota(dims.begin(), dims.end(), 0);
-    std::swap(dims[d0], dims[d1]);
-    return permute(x, dims);
-  }
-  Shape os = x.shape();
-  std::swap(os[d0], os[d1]);
-  Tensor out = Tensor::empty(os, x.dtype(), x.device());
-  const Kernels& kern = kernels(x.device());
-  if (x.numel() == 0) {
-    // nothing to copy; the dims may be huge, and products of them (rows * cols,
-    // strides) need not fit an int64
-  } else if (x.dtype() == kFloat32 && std::min(d0, d1) == nd - 2) {
-    // [batch, rows, cols] -> [batch, cols, rows]: the tiled kernel per matrix
-    // (rows * cols <= numel here, so it cannot overflow)
-    kern.transpose(x.numel() / (rows * cols), rows, cols, x.data_ptr<float>(),
-                   out.data_ptr<float>());
-  }
-  return record(out, "transpose", {x}, [d0, d1](const Tensor& g) {
-    return std::vector<Tensor>{transpose(g, d0, d1)};
-  });
+  std::vector<int64_t> dims(x.dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  if (x.dim() > 0) std::swap(dims[d0], dims[d1]);
+  return permute(x, dims);
 }
 
 }  // namespace minidl

@@ -22,6 +22,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   MINIDL_CHECK(N > 0 && C > 0, "cross_entropy: empty logits ", logits.shape());
   MINIDL_CHECK(labels.shape() == Shape{N}, "cross_entropy: logits ", logits.shape(), " and labels ",
                labels.shape(), ": expected labels [", N, "]");
+  if (!all_contiguous({logits, labels})) return cross_entropy(contiguous(logits), contiguous(labels));
   const Kernels& kern = kernels_for("cross_entropy", logits, {&labels});
   if (labels.device() == Device::CPU) check_labels("cross_entropy", labels, logits, "logits");
   const bool want_grad = needs_grad({&logits});

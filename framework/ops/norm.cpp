@@ -27,6 +27,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
     return cast(batch_norm(cast(x, kFloat32), weight, bias, running_mean, running_var, training,
                            momentum, eps),
                 kFloat16);
+  if (!all_contiguous({x, weight, bias}))
+    return batch_norm(contiguous(x), contiguous(weight), contiguous(bias), running_mean,
+                      running_var, training, momentum, eps);
   require_f32("batch_norm", x);
   MINIDL_CHECK(x.dim() >= 2 && x.numel() > 0, "batch_norm: expected a non-empty input [N, C] or ",
                "[N, C, *], got ", x.shape());

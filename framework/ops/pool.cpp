@@ -89,7 +89,7 @@ Tensor upsample_nearest2d(const Tensor& x, Size2 size, std::array<double, 2> sca
   Tensor maps = Tensor::from_vector(all).to(x.device());
   const int32_t* m = maps.data_ptr<int32_t>();
   Tensor y = empty_like(x, {N, C, OH, OW});
-  kernels(x.device()).upsample_nearest_forward(N * C, H, W, OH, OW, m, m + OH, x.data_ptr<float>(),
+  kernels(x.device()).upsample_nearest_forward(N * C, H, W, OH, OW, m, m + OH, dense(x).data_ptr<float>(),
                                                y.data_ptr<float>());
   const Shape xs = x.shape();
   return record(y, op, {x}, [xs, maps, OH, OW](const Tensor& g) {

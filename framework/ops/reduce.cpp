@@ -42,7 +42,7 @@ Tensor reduce_block(const Tensor& x, int64_t first, int64_t last, ReduceOp op) {
   Shape os = s;
   for (int64_t d = first; d <= last; ++d) os[d] = 1;
   Tensor out = empty_like(x, os);
-  kernels(x.device()).reduce(op, outer, r, inner, x.data_ptr<float>(), out.data_ptr<float>());
+  kernels(x.device()).reduce(op, outer, r, inner, dense(x).data_ptr<float>(), out.data_ptr<float>());
   return out;
 }
 
@@ -106,7 +106,7 @@ Tensor argmax(const Tensor& x) {
   Shape s = x.shape();
   s.pop_back();
   Tensor out = Tensor::empty(s, kInt64, x.device());
-  kernels(x.device()).argmax(n, c, xf.data_ptr<float>(), out.data_ptr<int64_t>());
+  kernels(x.device()).argmax(n, c, dense(xf).data_ptr<float>(), out.data_ptr<int64_t>());
   return out;
 }
 

@@ -16,6 +16,7 @@ std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor&
                    gates.size(1) == 4 * c.size(1),
                "lstm_cell_pointwise: expected gates [B, 4H] and c [B, H], got ", gates.shape(),
                " and ", c.shape());
+  if (!all_contiguous({gates, c})) return lstm_cell_pointwise(contiguous(gates), contiguous(c));
   const int64_t B = c.size(0), H = c.size(1);
   const Kernels& kern = kernels_for("lstm_cell_pointwise", gates, {&c});
   Tensor act = empty_like(c, {B, 5 * H});  // the activations, for the backward (kernels.h)
@@ -69,7 +70,7 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   Tensor act = empty_like(gx, {T, B, 5 * H});  // each step's activations, for the backward
   hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
   cs.slice(first, first + 1).copy_(c0.reshape({1, B, H}));
-  const Tensor w = w_hh.detach();
+  const Tensor w = dense(w_hh.detach());
   const float* wp = w.data_ptr<float>();
   float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>(), *gp = gates.data_ptr<float>();
   for (int64_t s = 0; s < T; ++s) {

@@ -1,9 +1,11 @@
 // Shape ops (reshape, flatten, concat, slice, and issue 22's permute, narrow,
 // cat, stack, split, squeeze, expand, pad), gather by label, and cast. Views
-// share storage where the elements stay contiguous; the rest are one strided
-// copy (the device's strided_copy kernel), and so are their backwards.
+// share storage and carry strides; copies (contiguous, cat, pad, a reshape
+// the strides do not allow) are the device's strided_copy kernel.
 #include <algorithm>
+#include <cassert>
 #include <numeric>
+#include <optional>
 
 #include "framework/ops.h"
 #include "framework/ops/util.h"
@@ -11,18 +13,67 @@
 namespace minidl {
 namespace {
 
-// A tensor sharing x's storage with another shape and byte offset.
-Tensor alias(const Tensor& x, const Shape& shape, size_t offset) {
+// A tensor sharing x's storage with another shape, element strides (empty:
+// row-major) and byte offset.
+Tensor alias(const Tensor& x, const Shape& shape, std::vector<int64_t> strides, size_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = x.impl().storage;
   impl->offset = offset;
   impl->shape = shape;
+  impl->strides = std::move(strides);
   impl->dtype = x.dtype();
   impl->device = x.device();
   return Tensor(std::move(impl));
 }
 
+// x's block [.., start:start + length, ..] along dim, a view (no autograd)
+Tensor window(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  Shape s = x.shape();
+  s[dim] = length;
+  const std::vector<int64_t> st = x.strides();
+  return alias(x, s, st, x.impl().offset + start * st[dim] * dtype_size(x.dtype()));
+}
+
+// Strides that show x's elements (row-major order) with `shape`, if any:
+// x's dims are cut into runs that are contiguous among themselves, and each
+// run must be covered by whole dims of `shape` (PyTorch's view rule).
+std::optional<std::vector<int64_t>> view_strides(const Tensor& x, const Shape& shape) {
+  const Shape& xs = x.shape();
+  const std::vector<int64_t> xst = x.strides();
+  std::vector<int64_t> st(shape.size(), 1);
+  int64_t v = static_cast<int64_t>(shape.size()) - 1;
+  int64_t run = 1, covered = 1, base = xst.back();
+  for (int64_t d = x.dim() - 1; d >= 0; --d) {
+    run *= xs[d];
+    const bool run_ends = d == 0 || (xs[d - 1] != 1 && xst[d - 1] != run * base);
+    if (!run_ends) continue;
+    for (; v >= 0 && (covered < run || shape[v] == 1); --v) {
+      st[v] = covered * base;
+      covered *= shape[v];
+    }
+    if (covered != run) return std::nullopt;
+    if (d > 0) base = xst[d - 1], run = 1, covered = 1;
+  }
+  if (v != -1) return std::nullopt;
+  return st;
+}
+
 }  // namespace
+
+bool all_contiguous(std::initializer_list<Tensor> ts) {
+  return std::all_of(ts.begin(), ts.end(),
+                     [](const Tensor& t) { return !t.defined() || t.is_contiguous(); });
+}
+
+Tensor dense(const Tensor& t) { return !t.defined() || t.is_contiguous() ? t : contiguous(t.detach()); }
+
+// x -> x itself when contiguous, else a row-major copy
+Tensor contiguous(const Tensor& x) {
+  if (!x.defined() || x.is_contiguous()) return x;
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  copy_view(x, out);
+  return record(out, "contiguous", {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
 
 // x -> the same elements viewed with `shape` (one dim may be -1)
 Tensor reshape(const Tensor& x, const Shape& shape_in) {
@@ -45,7 +96,14 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
   }
   MINIDL_CHECK(numel_of(shape) == x.numel(), "reshape: ", x.shape(), " (", x.numel(),
                " elements) -> ", shape_in, " (", numel_of(shape), " elements)");
-  Tensor out = alias(x, shape, x.impl().offset);
+  Tensor out;
+  if (x.is_contiguous()) {
+    out = alias(x, shape, {}, x.impl().offset);
+  } else if (auto st = view_strides(x, shape)) {
+    out = alias(x, shape, *st, x.impl().offset);
+  } else {
+    return reshape(contiguous(x), shape);  // the strides allow no view: a copy
+  }
   Shape xs = x.shape();
   return record(out, "reshape", {x}, [xs](const Tensor& g) {
     return std::vector<Tensor>{reshape(g, xs)};
@@ -107,16 +165,7 @@ Tensor slice(const Tensor& x, int64_t start, int64_t end) {
   const int64_t n = x.size(0);
   MINIDL_CHECK(0 <= start && start <= end && end <= n, "slice: rows [", start, ", ", end,
                ") out of range for shape ", x.shape());
-  Shape s = x.shape();
-  s[0] = end - start;
-  const size_t row_bytes = (n ? x.nbytes() / n : 0);
-  Tensor out = alias(x, s, x.impl().offset + start * row_bytes);
-  Shape xs = x.shape();
-  return record(out, "slice", {x}, [xs, start](const Tensor& g) {
-    Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
-    gx.slice(start, start + g.size(0)).copy_(g);
-    return std::vector<Tensor>{gx};
-  });
+  return narrow(x, 0, start, end - start);
 }
 
 // x [N, C], labels [N] -> out [N], out[i] = x[i, labels[i]]
@@ -131,18 +180,19 @@ Tensor gather(const Tensor& x, const Tensor& labels) {
   if (labels.device() == Device::CPU) check_labels("gather", labels, x, "input");
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = empty_like(x, {n});
-  kern.gather(n, c, x.data_ptr<float>(), labels.raw_data_ptr(), labels.dtype(),
+  kern.gather(n, c, dense(x).data_ptr<float>(), dense(labels).raw_data_ptr(), labels.dtype(),
               out.data_ptr<float>());
   Shape xs = x.shape();
   return record(out, "gather", {x}, [xs, labels, n, c](const Tensor& g) {
     Tensor gx = empty_like(g, xs);
-    kernels(g.device()).gather_backward(n, c, g.data_ptr<float>(), labels.raw_data_ptr(),
+    kernels(g.device()).gather_backward(n, c, g.data_ptr<float>(), dense(labels).raw_data_ptr(),
                                         labels.dtype(), gx.data_ptr<float>());
     return std::vector<Tensor>{gx};
   });
 }
 
-void check_labels(const char* op, const Tensor& labels, const Tensor& x, const char* what) {
+void check_labels(const char* op, const Tensor& labels_in, const Tensor& x, const char* what) {
+  const Tensor labels = dense(labels_in);
   const int64_t c = x.size(1);
   for (int64_t i = 0; i < labels.numel(); ++i) {
     const int64_t v = labels.dtype() == kInt64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
@@ -155,7 +205,7 @@ void check_labels(const char* op, const Tensor& labels, const Tensor& x, const c
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
-  kernels(x.device()).cast(x.dtype(), dtype, x.numel(), x.raw_data_ptr(), out.raw_data_ptr());
+  kernels(x.device()).cast(x.dtype(), dtype, x.numel(), dense(x).raw_data_ptr(), out.raw_data_ptr());
   if (!is_floating(dtype)) return out;
   DType from = x.dtype();
   return record(out, "cast", {x}, [from](const Tensor& g) {
@@ -164,25 +214,32 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 // ---- shape ops (issue 22) ----
-namespace {
-
-// Row-major element strides of a contiguous tensor of `shape`.
-std::vector<int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    st[d] = st[d + 1] * shape[d + 1];
-  return st;
-}
-
-// dst (from element dst_off, strides dst_st) <- src (from src_off, strides
-// src_st) over `size`: the device's strided_copy, dims of size 1 dropped and
-// neighbours that are contiguous on both sides merged.
-void copy_strided(const char* op, const Tensor& src, int64_t src_off,
-                  const std::vector<int64_t>& src_st, const Tensor& dst, int64_t dst_off,
-                  const std::vector<int64_t>& dst_st, const Shape& size) {
-  if (numel_of(size) == 0) return;
-  StridedCopy m;
-  for (size_t d = 0; d < size.size(); ++d) {
+void copy_view(const Tensor& src, const Tensor& dst) {
+  assert(src.shape() == dst.shape() && src.dtype() == dst.dtype());
+  const Shape& size = dst.shape();
+  const std::vector<int64_t> src_st = src.strides(), dst_st = dst.strides();
+  for (int64_t d = 0; d < dst.dim(); ++d)
+    MINIDL_CHECK(dst_st[d] != 0 || size[d] == 1, "copy_: destination ", size, " with strides ",
+                 Shape(dst_st), " is an expanded view: several of its elements share one "
+                 "memory location (clone it first)");
+  if (dst.numel() == 0) return;
+  const Kernels& kern = kernels_for("copy_", dst, {&src});
+  const char* from = view_ptr(src);
+  char* to = view_ptr(dst);
+  const int64_t nd = dst.dim();
+  auto swapped = [nd](auto v) {  // the last two dims exchanged
+    std::swap(v[nd - 1], v[nd - 2]);
+    return v;
+  };
+  if (nd >= 2 && src.dtype() == kFloat32 && dst.is_contiguous() && !src.is_contiguous() &&
+      alias(src, swapped(size), swapped(src_st), 0).is_contiguous()) {
+    // [batch, rows, cols] read as [batch, cols, rows]: the tiled transpose kernel
+    const int64_t rows = size[nd - 1], cols = size[nd - 2];
+    return kern.transpose(dst.numel() / (rows * cols), rows, cols,
+                          reinterpret_cast<const float*>(from), reinterpret_cast<float*>(to));
+  }
+  StridedCopy m;  // dims of size 1 dropped, neighbours contiguous on both sides merged
+  for (int64_t d = 0; d < nd; ++d) {
     if (size[d] == 1) continue;
     if (m.nd > 0 && m.src_stride[m.nd - 1] == src_st[d] * size[d] &&
         m.dst_stride[m.nd - 1] == dst_st[d] * size[d]) {
@@ -191,37 +248,16 @@ void copy_strided(const char* op, const Tensor& src, int64_t src_off,
       m.dst_stride[m.nd - 1] = dst_st[d];
       continue;
     }
-    MINIDL_CHECK(m.nd < kMaxDims, op, ": shape ", size, " has more than ", kMaxDims,
-                 " dims that cannot be merged");
+    MINIDL_CHECK(m.nd < kMaxDims, "copy_: shape ", size, " with strides ", Shape(src_st), " and ",
+                 Shape(dst_st), " has more than ", kMaxDims, " dims that cannot be merged");
     m.size[m.nd] = size[d];
     m.src_stride[m.nd] = src_st[d];
     m.dst_stride[m.nd++] = dst_st[d];
   }
-  const size_t es = dtype_size(src.dtype());
-  kernels_for(op, dst, {&src})
-      .strided_copy(es, m, static_cast<const char*>(src.raw_data_ptr()) + src_off * es,
-                    static_cast<char*>(dst.raw_data_ptr()) + dst_off * es);
+  kern.strided_copy(dtype_size(src.dtype()), m, from, to);
 }
 
-// dst's block [.., start:start + src.size(dim), ..] along dim <- src (no autograd)
-void copy_into(const char* op, const Tensor& dst, int64_t dim, int64_t start, const Tensor& src) {
-  const std::vector<int64_t> st = contiguous_strides(dst.shape());
-  copy_strided(op, src, 0, contiguous_strides(src.shape()), dst, start * st[dim], st, src.shape());
-}
-
-// x's block [.., start:start + length, ..] along dim, copied (no autograd)
-Tensor copy_out(const char* op, const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  Shape os = x.shape();
-  os[dim] = length;
-  Tensor out = Tensor::empty(os, x.dtype(), x.device());
-  const std::vector<int64_t> st = contiguous_strides(x.shape());
-  copy_strided(op, x, start * st[dim], st, out, 0, contiguous_strides(os), os);
-  return out;
-}
-
-}  // namespace
-
-// x [d0, ..., dn] -> [d_dims[0], ..., d_dims[n]] (a copy)
+// x [d0, ..., dn] -> [d_dims[0], ..., d_dims[n]] (a view)
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   const int64_t nd = x.dim();
   MINIDL_CHECK(static_cast<int64_t>(dims.size()) == nd, "permute: ", dims.size(),
@@ -232,21 +268,19 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     MINIDL_CHECK(inverse[norm[i]] < 0, "permute: dim ", dims[i], " repeated for shape ", x.shape());
     inverse[norm[i]] = i;
   }
-  const std::vector<int64_t> xst = contiguous_strides(x.shape());
+  const std::vector<int64_t> xst = x.strides();
   Shape os(nd);
-  std::vector<int64_t> src_st(nd);
+  std::vector<int64_t> st(nd);
   for (int64_t i = 0; i < nd; ++i) {
     os[i] = x.shape()[norm[i]];
-    src_st[i] = xst[norm[i]];
+    st[i] = xst[norm[i]];
   }
-  Tensor out = Tensor::empty(os, x.dtype(), x.device());
-  copy_strided("permute", x, 0, src_st, out, 0, contiguous_strides(os), os);
+  Tensor out = alias(x, os, st, x.impl().offset);
   return record(out, "permute", {x},
                 [inverse](const Tensor& g) { return std::vector<Tensor>{permute(g, inverse)}; });
 }
 
-// x [.., D, ..] -> [.., length, ..], elements start.. of dim (a view when the
-// block is contiguous: every dim before `dim` has size 1; else a copy)
+// x [.., D, ..] -> [.., length, ..], elements start.. of dim (a view)
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   MINIDL_CHECK(x.dim() >= 1, "narrow: expected a tensor of at least 1 dim, got shape ", x.shape());
   dim = normalize_dim(dim, x.dim(), "narrow");
@@ -256,18 +290,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
                " and length ", length, " out of range for dim ", dim, " of shape ", x.shape(),
                " (size ", size, ")");
   const Shape xs = x.shape();
-  Tensor out;
-  if (numel_of(Shape(xs.begin(), xs.begin() + dim)) <= 1) {
-    Shape os = xs;
-    os[dim] = length;
-    out =
-        alias(x, os, x.impl().offset + from * contiguous_strides(xs)[dim] * dtype_size(x.dtype()));
-  } else {
-    out = copy_out("narrow", x, dim, from, length);
-  }
-  return record(out, "narrow", {x}, [xs, dim, from](const Tensor& g) {
+  return record(window(x, dim, from, length), "narrow", {x}, [xs, dim, from](const Tensor& g) {
     Tensor gx = Tensor::zeros(xs, g.dtype(), g.device());
-    copy_into("narrow", gx, dim, from, g);
+    copy_view(g, window(gx, dim, from, g.size(dim)));
     return std::vector<Tensor>{gx};
   });
 }
@@ -347,18 +372,16 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   Shape os = first.shape();
   os[dim] = total;
   Tensor out = Tensor::empty(os, first.dtype(), first.device());
-  std::vector<int64_t> starts;
+  std::vector<int64_t> starts, lengths;
   for (int64_t at = 0; const Tensor& t : xs) {
-    copy_into("cat", out, dim, at, t);
+    copy_view(t, window(out, dim, at, t.size(dim)));
     starts.push_back(at);
+    lengths.push_back(t.size(dim));
     at += t.size(dim);
   }
-  std::vector<int64_t> lengths;
-  for (const Tensor& t : xs) lengths.push_back(t.size(dim));
   return record(out, "cat", xs, [starts, lengths, dim](const Tensor& g) {
-    std::vector<Tensor> gs;
-    for (size_t i = 0; i < starts.size(); ++i)
-      gs.push_back(copy_out("cat", g, dim, starts[i], lengths[i]));
+    std::vector<Tensor> gs;  // views of g
+    for (size_t i = 0; i < starts.size(); ++i) gs.push_back(window(g, dim, starts[i], lengths[i]));
     return gs;
   });
 }
@@ -422,12 +445,13 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   return reshape(x, s);
 }
 
-// x [..] -> [shape] broadcast (-1 keeps a dim; a copy); backward sums
+// x [..] -> [shape] broadcast (-1 keeps a dim; a view, stride 0 where
+// broadcast); backward sums
 Tensor expand(const Tensor& x, const Shape& shape) {
   const int64_t nd = static_cast<int64_t>(shape.size()), lead = nd - x.dim();
   MINIDL_CHECK(lead >= 0, "expand: shape ", shape, " has fewer dims than input ", x.shape());
   Shape os = shape;
-  const std::vector<int64_t> xst = contiguous_strides(x.shape());
+  const std::vector<int64_t> xst = x.strides();
   std::vector<int64_t> src_st(nd, 0);
   for (int64_t d = 0; d < nd; ++d) {
     if (d < lead) {
@@ -442,8 +466,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     if (have == os[d]) src_st[d] = xst[d - lead];
   }
   if (os == x.shape()) return x;
-  Tensor out = Tensor::empty(os, x.dtype(), x.device());
-  copy_strided("expand", x, 0, src_st, out, 0, contiguous_strides(os), os);
+  Tensor out = alias(x, os, src_st, x.impl().offset);
   const Shape xs = x.shape();
   return record(out, "expand", {x},
                 [xs](const Tensor& g) { return std::vector<Tensor>{sum_to(g, xs)}; });
@@ -475,16 +498,14 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   Shape os = cs;
   for (int64_t d = 0; d < x.dim(); ++d) os[d] += left[d] + right[d];
   Tensor out = Tensor::full(os, value, x.dtype(), x.device());
-  const std::vector<int64_t> ost = contiguous_strides(os);
-  int64_t at = 0;
-  for (int64_t d = 0; d < x.dim(); ++d) at += left[d] * ost[d];
-  copy_strided("pad", cropped, 0, contiguous_strides(cs), out, at, ost, cs);
-  return record(out, "pad", {cropped}, [cs, left](const Tensor& g) {
-    Tensor gx = g;
-    for (size_t d = 0; d < cs.size(); ++d)
-      if (gx.size(d) != cs[d]) gx = copy_out("pad", gx, d, left[d], cs[d]);
-    return std::vector<Tensor>{gx.same(g) ? g.clone() : gx};
-  });
+  auto inner = [left, cs](const Tensor& t) {  // t's block where cropped sits
+    Tensor w = t;
+    for (size_t d = 0; d < cs.size(); ++d) w = window(w, d, left[d], cs[d]);
+    return w;
+  };
+  copy_view(cropped, inner(out));
+  return record(out, "pad", {cropped},
+                [inner](const Tensor& g) { return std::vector<Tensor>{inner(g)}; });
 }
 
 }  // namespace minidl

@@ -22,7 +22,8 @@ Layout layout_of(const Tensor& x, int64_t dim) {
 // x [outer, D, inner] -> y, with log = true giving log_softmax
 Tensor softmax_forward(const Tensor& x, const Layout& l, bool log) {
   Tensor y = empty_like(x, x.shape());
-  kernels(x.device()).softmax(log, l.outer, l.d, l.inner, x.data_ptr<float>(), y.data_ptr<float>());
+  kernels(x.device()).softmax(log, l.outer, l.d, l.inner, dense(x).data_ptr<float>(),
+                              y.data_ptr<float>());
   return y;
 }
 

@@ -29,6 +29,22 @@ inline const Kernels& kernels_for(const char* op, const Tensor& a,
   return kernels(a.device());
 }
 
+// t itself when contiguous, else a row-major copy outside autograd: what a
+// kernel reads (the op records t itself, and its backward sees t's shape).
+Tensor dense(const Tensor& t);
+// Whether every defined tensor is contiguous: an op whose kernels read
+// several inputs, in its forward and its backward, calls itself again on
+// contiguous(...) of them otherwise (the copies then sit in the graph).
+bool all_contiguous(std::initializer_list<Tensor> ts);
+// dst <- src elementwise through both tensors' strides (same shape, dtype
+// and device; no autograd). Throws when dst is an expanded view (stride 0).
+void copy_view(const Tensor& src, const Tensor& dst);
+
+// Element 0 of t, view or not, for kernels that take t's strides.
+inline char* view_ptr(const Tensor& t) {
+  return static_cast<char*>(t.impl().storage->data) + t.impl().offset;
+}
+
 // An uninitialised float32 tensor on t's device.
 inline Tensor empty_like(const Tensor& t, const Shape& shape) {
   return Tensor::empty(shape, kFloat32, t.device());

@@ -1,6 +1,7 @@
 // CUDA against the CPU for issue 22's shape and index kernels: strided_copy
-// (permute, narrow, cat, expand and their backwards), index_select/index_add,
-// where, and matmul's broadcasting (composed, so through those kernels).
+// (contiguous copies of views, cat, copy_ into a view, and the backwards),
+// index_select/index_add, where (on strided views too), and matmul's
+// broadcasting and its views read in place (ld and transpose flags).
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
 
@@ -16,7 +17,7 @@ TEST_CASE("cuda: strided copies: permute, narrow, cat, stack, expand, forward an
   Tensor x = Tensor::randn({3, 4, 5});
   check_op("permute", [](const In& in) { return permute(in[0], {2, 0, 1}); }, {x});
   check_op("transpose", [](const In& in) { return transpose(in[0], 0, 2); }, {x});
-  check_op("narrow copy", [](const In& in) { return narrow(in[0], 2, 1, 3); }, {x});
+  check_op("narrow, strided", [](const In& in) { return narrow(in[0], 2, 1, 3); }, {x});
   check_op("narrow view", [](const In& in) { return narrow(in[0], 0, 1, 2); }, {x});
   check_op("cat",
            [](const In& in) {
@@ -36,6 +37,36 @@ TEST_CASE("cuda: strided copies: permute, narrow, cat, stack, expand, forward an
   Tensor halves = x.to(kFloat16);
   CHECK(cat({halves.cuda(), halves.cuda()}, 2).cpu().to_float_vector() ==
         cat({halves, halves}, 2).to_float_vector());
+}
+
+TEST_CASE("cuda: ops on strided views: contiguous, matmul in place, where, copy_ into a view") {
+  Tensor x = Tensor::randn({4, 6}), y = Tensor::randn({6, 5});
+  check_op("contiguous of a transpose", [](const In& in) { return in[0].t().contiguous(); }, {x});
+  check_op("matmul of views",  // a transposed view and a column block, as the GEMM reads them
+           [](const In& in) { return matmul(in[0].t(), in[1].narrow(1, 1, 3).narrow(0, 0, 4)); },
+           {x, y});
+  check_op("batched matmul of chunks",
+           [](const In& in) {
+             auto qk = in[0].chunk(2, -1);
+             return matmul(qk[0], qk[1].transpose(1, 2));
+           },
+           {Tensor::randn({2, 3, 8})});
+  check_op("where on views",
+           [](const In& in) { return where(gt(in[0].t(), 0.0), in[0].t(), in[1].narrow(0, 0, 1)); },
+           {x, Tensor::randn({2, 4})});
+  check_op("softmax of a permute", [](const In& in) { return softmax(permute(in[0], {2, 0, 1}), 1); },
+           {Tensor::randn({3, 4, 5})});
+  Tensor on_gpu = Tensor::zeros({3, 4}).cuda(), on_cpu = Tensor::zeros({3, 4});
+  Tensor src = Tensor::arange(6).reshape({3, 2});
+  on_gpu.narrow(1, 1, 2).copy_(src.cuda());
+  on_cpu.narrow(1, 1, 2).copy_(src);
+  on_gpu.t().narrow(0, 0, 1).fill_(-1);
+  on_cpu.t().narrow(0, 0, 1).fill_(-1);
+  on_gpu.t().set({3, 2}, 9);
+  on_cpu.t().set({3, 2}, 9);
+  CHECK(on_gpu.t().at({3, 2}) == 9);
+  CHECK(on_gpu.cpu().to_vector<float>() == on_cpu.to_vector<float>());
+  CHECK(on_cpu.to_vector<float>() == std::vector<float>{-1, 0, 1, 0, -1, 2, 3, 0, -1, 4, 5, 9});
 }
 
 TEST_CASE("cuda: index_select and its index_add backward, where and masked_fill") {
