@@ -63,10 +63,13 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   // Step s runs at time t(s); hb [T+1, B, H] holds h in time order with h0
   // at its end before the first step (0 forward, T reversed), so that y and
   // the h each step reads are both T contiguous rows of it; cs likewise c.
+  // Both live in one buffer, state [2, T+1, B, H], the op's one output, of
+  // which y, h_n and c_n are views: one node, one pass back through time.
   auto time = [T, reverse](int64_t s) { return reverse ? T - 1 - s : s; };
   const int64_t first = reverse ? T : 0, y_at = reverse ? 0 : 1, prev_at = reverse ? 1 : 0;
   Tensor gates = gx.detach().clone();  // [T, B, 4H]; each step adds h w_hh^T
-  Tensor hb = empty_like(gx, {T + 1, B, H}), cs = empty_like(gx, {T + 1, B, H});
+  Tensor state = empty_like(gx, {2, T + 1, B, H});
+  Tensor hb = state.slice(0, 1).reshape({T + 1, B, H}), cs = state.slice(1, 2).reshape({T + 1, B, H});
   Tensor act = empty_like(gx, {T, B, 5 * H});  // each step's activations, for the backward
   hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
   cs.slice(first, first + 1).copy_(c0.reshape({1, B, H}));
@@ -81,17 +84,15 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
                            cp + out * BH, hp + out * BH);
   }
   const int64_t last = time(T - 1) + y_at;  // the rows of h_n and c_n
-  Tensor y = hb.slice(y_at, y_at + T), c_n = cs.slice(last, last + 1).reshape({B, H});
-  // Back through time from y's gradient gy [T, B, H] or c_n's gc [B, H] (the
-  // other undefined): gates' gradients ga [T, B, 4H] step by step, each
-  // step's h gradient dh taking the next step's ga w_hh; then w_hh's in one
-  // GEMM over every step, and h0's and c0's.
+  // Back through time from y's gradient gy [T, B, H] and c_n's gc [B, H]:
+  // gates' gradients ga [T, B, 4H] step by step, each step's h gradient dh
+  // taking the next step's ga w_hh; then w_hh's in one GEMM over every
+  // step, and h0's and c0's.
   const bool want_w = w_hh.requires_grad(), want_h0 = h0.requires_grad(), want_c0 = c0.requires_grad();
   const Device dev = gx.device();
   auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, cs, w, want_w, want_h0, want_c0, dev,
                &kern](const Tensor& gy, const Tensor& gc) {
-    Tensor dh = gy.defined() ? gy.clone() : Tensor::zeros({T, B, H}, kFloat32, dev);
-    Tensor dc = gc.defined() ? gc.clone() : Tensor::zeros({B, H}, kFloat32, dev);
+    Tensor dh = gy.clone(), dc = gc.clone();
     Tensor ga = Tensor::empty({T, B, G}, kFloat32, dev);
     const float *wp = w.data_ptr<float>(), *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
@@ -116,14 +117,14 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
     }
     return std::vector<Tensor>{ga, gw, gh0, want_c0 ? dc : Tensor()};
   };
-  // Two nodes: a loss that reaches both y (or h_n) and c_n goes back through
-  // time twice, once from each (their sum is the gradient); one reaching y
-  // alone, as nn::LSTM's output usually does, once.
-  y = record(y, "lstm_layer", {gx, w_hh, h0, c0}, [bptt](const Tensor& g) { return bptt(g, {}); });
-  c_n = record(c_n, "lstm_layer_c", {gx, w_hh, h0, c0},
-               [bptt](const Tensor& g) { return bptt({}, g); });
-  Tensor h_n = reshape(narrow(y, 0, time(T - 1), 1), {B, H});
-  return {y, h_n, c_n};
+  // g [2, T+1, B, H]: the views' gradients, zero where no output reached
+  state = record(state, "lstm_layer", {gx, w_hh, h0, c0}, [bptt, T, B, H, y_at, last](const Tensor& g) {
+    return bptt(g.narrow(0, 0, 1).narrow(1, y_at, T).reshape({T, B, H}),
+                g.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H}));
+  });
+  const Tensor y = state.narrow(0, 0, 1).narrow(1, y_at, T).reshape({T, B, H});
+  return {y, reshape(narrow(y, 0, time(T - 1), 1), {B, H}),
+          state.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H})};
 }
 
 }  // namespace minidl

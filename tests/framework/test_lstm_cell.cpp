@@ -136,6 +136,29 @@ TEST_CASE("lstm_layer gradients match finite differences") {
       {gx, w, h0, c0});
 }
 
+TEST_CASE("lstm_layer goes back through time once, whichever outputs the loss reaches") {
+  manual_seed(15);
+  const Tensor gx = Tensor::randn({4, 2, 12}), w = Tensor::randn({12, 3}) * 0.5;
+  const Tensor h0 = Tensor::randn({2, 3}), c0 = Tensor::randn({2, 3});
+  int layer_nodes = 0;
+  set_node_observer([&](const char* name, bool begin) {
+    if (begin && std::string(name) == "lstm_layer") ++layer_nodes;
+  });
+  for (int outputs : {0, 1, 2}) {  // y only, c_n only, y, h_n and c_n
+    CAPTURE(outputs);
+    layer_nodes = 0;
+    Tensor in = gx.clone().requires_grad_();
+    LstmLayer l = lstm_layer(in, w, h0, c0);
+    Tensor loss = outputs == 0   ? l.y.sum()
+                  : outputs == 1 ? l.c_n.sum()
+                                 : l.y.sum() + (l.h_n * 2.0).sum() + l.c_n.sum();
+    loss.backward();
+    CHECK(layer_nodes == 1);
+    CHECK(in.grad().defined());
+  }
+  set_node_observer(nullptr);
+}
+
 TEST_CASE("lstm_layer errors name the op and every shape") {
   CHECK_ERROR(lstm_layer(Tensor::zeros({2, 3, 8}), Tensor::zeros({8, 3}), Tensor::zeros({3, 2}),
                          Tensor::zeros({3, 2})),

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <type_traits>
 
-#include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/float_to_int.h"
@@ -22,9 +21,9 @@ MINIDL_CLONES void map(int64_t n, const float* x, float* out, F f) {
 }
 
 // out [bc.size] = f(a, b) under the coalesced index map; the inner dim has
-// stride 0 or 1 on each side.
-template <class F>
-MINIDL_CLONES void broadcast_map(const Broadcast& bc, const float* pa, const float* pb, float* po, F f) {
+// stride 0 or 1 on each side. T: float32, or any dtype for comparisons.
+template <class T, class F>
+MINIDL_CLONES void broadcast_map(const Broadcast& bc, const T* pa, const T* pb, float* po, F f) {
   const int64_t n = bc.n;
   if (n == 0) return;
   if (bc.nd == 0) {
@@ -45,7 +44,7 @@ MINIDL_CLONES void broadcast_map(const Broadcast& bc, const float* pa, const flo
       ob += idx * bc.stride_b[d];
     }
     float* o = po + r * inner;
-    const float *xa = pa + oa, *xb = pb + ob;
+    const T *xa = pa + oa, *xb = pb + ob;
     if (ia == 1 && ib == 1) {
       for (int64_t i = 0; i < inner; ++i) o[i] = f(xa[i], xb[i]);
     } else if (ia == 1) {
@@ -150,13 +149,9 @@ namespace {
 template <class T>
 void compare_as(CompareOp op, const Broadcast& bc, const T* a, const T* b, float* out) {
   using V = std::conditional_t<std::is_same_v<T, Half>, float, T>;
-  auto run = [&](auto cmp) {
-    const int64_t n = bc.n;
-#pragma omp parallel for if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) {
-      const BroadcastOffsets o = broadcast_offsets(bc, i);
-      out[i] = cmp(convert<V>(a[o.a]), convert<V>(b[o.b])) ? 1.f : 0.f;
-    }
+  auto run = [&](auto cmp) {  // rows, as the float ops (not an index division per element)
+    broadcast_map(bc, a, b, out,
+                  [cmp](T x, T y) { return cmp(convert<V>(x), convert<V>(y)) ? 1.f : 0.f; });
   };
   switch (op) {
     case CompareOp::Eq: return run([](auto x, auto y) { return x == y; });
