@@ -20,20 +20,29 @@ namespace bench {
 
 inline const std::vector<int> kMatmulSizes = {64, 256, 1024};  // square n x n x n
 
-// A LeNet-5 convolution: x [N, C, H, W], w [OC, C, K, K], bias [OC], stride 1.
+// A convolution: x [N, C, H, W], w [OC, C, K, K], bias [OC], padding and
+// stride on both dims.
 struct ConvCase {
   const char* name;
-  int N, C, H, W, OC, K, pad;
-  int OH() const { return H + 2 * pad - K + 1; }
-  int OW() const { return W + 2 * pad - K + 1; }
+  int N, C, H, W, OC, K, pad, stride;
+  int OH() const { return (H + 2 * pad - K) / stride + 1; }
+  int OW() const { return (W + 2 * pad - K) / stride + 1; }
   // Forward multiply-adds times two; the backward pass (input and weight
   // gradients) costs twice this.
   double forward_flops() const { return 2.0 * N * OC * OH() * OW() * C * K * K; }
 };
 
+// LeNet-5's two; ResNet-8's 3x3 at stride 1 and 2 and its 1x1 projection
+// at stride 2 (batch 128, first stages), its last stage's 3x3 at 64
+// channels; the DCGAN discriminator's 4x4 stride-2 middle layer.
 inline const std::vector<ConvCase> kConvCases = {
-    {"conv1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/6, /*K=*/5, /*pad=*/2},
-    {"conv2", /*N=*/64, /*C=*/6, /*H=*/14, /*W=*/14, /*OC=*/16, /*K=*/5, /*pad=*/0},
+    {"conv1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/6, /*K=*/5, /*pad=*/2, /*stride=*/1},
+    {"conv2", /*N=*/64, /*C=*/6, /*H=*/14, /*W=*/14, /*OC=*/16, /*K=*/5, /*pad=*/0, /*stride=*/1},
+    {"res3x3", /*N=*/128, /*C=*/16, /*H=*/28, /*W=*/28, /*OC=*/16, /*K=*/3, /*pad=*/1, /*stride=*/1},
+    {"res3x3s2", /*N=*/128, /*C=*/16, /*H=*/28, /*W=*/28, /*OC=*/32, /*K=*/3, /*pad=*/1, /*stride=*/2},
+    {"res1x1s2", /*N=*/128, /*C=*/16, /*H=*/28, /*W=*/28, /*OC=*/32, /*K=*/1, /*pad=*/0, /*stride=*/2},
+    {"res3x3c64", /*N=*/128, /*C=*/64, /*H=*/7, /*W=*/7, /*OC=*/64, /*K=*/3, /*pad=*/1, /*stride=*/1},
+    {"dc4x4s2", /*N=*/64, /*C=*/64, /*H=*/14, /*W=*/14, /*OC=*/128, /*K=*/4, /*pad=*/1, /*stride=*/2},
 };
 
 // linear (x [N, IN] w [OUT, IN]^T + b), forward only: the MLP's fc1 at two batches.
@@ -59,6 +68,30 @@ inline const std::vector<NormCase> kBatchNormCases = {
     {"bn2d_128x16x28", /*N=*/128, /*C=*/16, /*H=*/28, /*W=*/28},  // ResNet-8's first stage
     {"bn2d_128x32x14", /*N=*/128, /*C=*/32, /*H=*/14, /*W=*/14},  // its second
 };
+
+// The text models' pieces, forward and backward timed together (GFLOP/s of
+// their products; LayerNorm in G elements/s): LayerNorm over C on x [N, C]
+// (tiny GPT's, 16 x 64 tokens), one LSTM cell step on x [B, I] from (h, c)
+// [B, H] (char-LSTM's second layer), causal attention on q, k, v [B, heads,
+// T, hd] (tiny GPT's).
+struct LayerNormCase {
+  const char* name;
+  int64_t N, C;
+  double elements() const { return double(N * C); }
+};
+inline const std::vector<LayerNormCase> kLayerNormCases = {{"ln_1024x64", 1024, 64}};
+struct LstmCase {
+  const char* name;
+  int64_t B, I, H;
+  double flops() const { return 3 * 2.0 * B * 4 * H * (I + H); }  // gates' GEMMs, fwd + bwd
+};
+inline const std::vector<LstmCase> kLstmCases = {{"lstm_b20h128", 20, 128, 128}};
+struct AttentionCase {
+  const char* name;
+  int64_t B, heads, T, hd;
+  double flops() const { return 3 * 4.0 * B * heads * T * T * hd; }  // q k^T and w v, fwd + bwd
+};
+inline const std::vector<AttentionCase> kAttentionCases = {{"attn_16x4x64", 16, 4, 64, 16}};
 
 // ---- the models bench_train and bench_train_torch both train ----
 

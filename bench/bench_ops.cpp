@@ -1,10 +1,11 @@
 // bench_ops: GFLOP/s of minidl's matmul (n = 64, 256, 1024), linear forward
-// (the MLP's fc1 at batch 32 and 256) and conv2d forward and backward at
-// LeNet-5's shapes (batch 64), each the median over repeated runs. When
+// (the MLP's fc1 at batch 32 and 256), conv2d forward and backward at
+// LeNet-5's, ResNet-8's and DCGAN's shapes, BatchNorm2d, LayerNorm, an LSTM
+// cell step and causal attention, each the median over repeated runs. When
 // bench_ops_torch sits in the same folder, it then runs it as a separate
 // process with the same flags (for T > 1 twice: OpenBLAS at 1 and at T
 // threads, keeping libtorch's faster figure per case), then bench_ops_dnnl
-// (oneDNN, the convolution cases) the same way once, and prints the libraries
+// (oneDNN, the convolution cases only) the same way once, and prints the libraries
 // side by side with minidl's ratio to the faster peer. Prints figures only;
 // asserts nothing. The batch norm cases (bn2d_*: BatchNorm2d in training mode,
 // one forward and one backward) give G elements/s (N*C*H*W over the seconds)
@@ -47,7 +48,7 @@ double linear_gflops(const bench::LinearCase& c, double min_time) {
 double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
   Tensor x = Tensor::randn({c.N, c.C, c.H, c.W});
   Tensor w = Tensor::randn({c.OC, c.C, c.K, c.K}), b = Tensor::randn({c.OC});
-  auto conv = [&] { return conv2d(x, w, b, {.padding = c.pad}); };
+  auto conv = [&] { return conv2d(x, w, b, {.stride = c.stride, .padding = c.pad}); };
   if (!backward) {
     NoGradGuard no_grad;
     const double s = bench::median_seconds([] {}, [&] { Tensor y = conv(); }, 21, min_time);
@@ -79,6 +80,44 @@ double batch_norm_gelems(const bench::NormCase& c, double min_time) {
   return c.elements() / s * 1e-9;
 }
 
+// ---- the text models' pieces (issue 23): forward and backward together ----
+// median seconds of body() after setup() (both run per sample)
+template <class Setup, class Body>
+double timed(Setup setup, Body body, double min_time) {
+  return bench::median_seconds(setup, body, 21, min_time);
+}
+
+double layer_norm_gelems(const bench::LayerNormCase& c, double min_time) {
+  Tensor x = Tensor::randn({c.N, c.C}).requires_grad_(true), gy = Tensor::randn({c.N, c.C});
+  Tensor w = Tensor::randn({c.C}).requires_grad_(true), b = Tensor::randn({c.C}).requires_grad_(true);
+  const double s = timed([&] { for (Tensor* t : {&x, &w, &b}) t->zero_grad(); },
+                         [&] { layer_norm(x, {c.C}, w, b).backward(gy); }, min_time);
+  return c.elements() / s * 1e-9;
+}
+
+double lstm_gflops(const bench::LstmCase& c, double min_time) {
+  nn::LSTMCell cell(c.I, c.H);
+  Tensor x = Tensor::randn({c.B, c.I}), h = Tensor::randn({c.B, c.H}), cs = Tensor::randn({c.B, c.H});
+  Tensor gh = Tensor::randn({c.B, c.H}), gc = Tensor::randn({c.B, c.H});
+  const double s = timed([&] { cell.zero_grad(); },
+                         [&] {
+                           auto [h2, c2] = cell(x, {h, cs});
+                           ((h2 * gh).sum() + (c2 * gc).sum()).backward();
+                         },
+                         min_time);
+  return c.flops() / s * 1e-9;
+}
+
+double attention_gflops(const bench::AttentionCase& c, double min_time) {
+  const Shape shape{c.B, c.heads, c.T, c.hd};
+  Tensor q = Tensor::randn(shape).requires_grad_(true), k = Tensor::randn(shape).requires_grad_(true);
+  Tensor v = Tensor::randn(shape).requires_grad_(true), gy = Tensor::randn(shape);
+  const double s = timed([&] { for (Tensor* t : {&q, &k, &v}) t->zero_grad(); },
+                         [&] { scaled_dot_product_attention(q, k, v, {}, 0, true).backward(gy); },
+                         min_time);
+  return c.flops() / s * 1e-9;
+}
+
 // Runs the cases in order whose names start with `only`, calling emit(name,
 // GFLOP/s) after each.
 template <class Emit>
@@ -94,6 +133,9 @@ void run_cases(double min_time, const std::string& only, Emit emit) {
     run(std::string(c.name) + "_bwd", [&] { return conv_gflops(c, /*backward=*/true, min_time); });
   }
   for (const auto& c : bench::kBatchNormCases) run(c.name, [&] { return batch_norm_gelems(c, min_time); });
+  for (const auto& c : bench::kLayerNormCases) run(c.name, [&] { return layer_norm_gelems(c, min_time); });
+  for (const auto& c : bench::kLstmCases) run(c.name, [&] { return lstm_gflops(c, min_time); });
+  for (const auto& c : bench::kAttentionCases) run(c.name, [&] { return attention_gflops(c, min_time); });
 }
 
 // Runs the twin and reads its `name value` lines; '#' lines are kept as notes.

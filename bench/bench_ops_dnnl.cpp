@@ -50,7 +50,7 @@ struct Operand {
 double conv_seconds(const bench::ConvCase& c, bool backward, bool blocked, double min_time) {
   const memory::dims x_dims = {c.N, c.C, c.H, c.W}, w_dims = {c.OC, c.C, c.K, c.K};
   const memory::dims b_dims = {c.OC}, y_dims = {c.N, c.OC, c.OH(), c.OW()};
-  const memory::dims strides = {1, 1}, pad = {c.pad, c.pad};
+  const memory::dims strides = {c.stride, c.stride}, pad = {c.pad, c.pad};
   auto md = [&](const memory::dims& d, tag plain) {
     return memory::desc(d, memory::data_type::f32, blocked ? tag::any : plain);
   };

@@ -37,7 +37,7 @@ double linear_gflops(const bench::LinearCase& c, double min_time) {
 double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
   auto x = torch::randn({c.N, c.C, c.H, c.W});
   auto w = torch::randn({c.OC, c.C, c.K, c.K}), b = torch::randn({c.OC});
-  auto conv = [&] { return torch::conv2d(x, w, b, /*stride=*/1, /*padding=*/c.pad); };
+  auto conv = [&] { return torch::conv2d(x, w, b, /*stride=*/c.stride, /*padding=*/c.pad); };
   if (!backward) {
     torch::NoGradGuard no_grad;
     const double s = bench::median_seconds([] {}, [&] { auto y = conv(); }, 21, min_time);
@@ -67,6 +67,47 @@ double batch_norm_gelems(const bench::NormCase& c, double min_time) {
   const double s = bench::median_seconds(setup, [&] { bn(x).backward(gy); }, 21, min_time);
   std::printf("# %s forward+backward %.3f ms\n", c.name, s * 1e3);
   return c.elements() / s * 1e-9;
+}
+
+// ---- the text models' pieces: forward and backward together ----
+double layer_norm_gelems(const bench::LayerNormCase& c, double min_time) {
+  auto x = torch::randn({c.N, c.C}).requires_grad_(true), gy = torch::randn({c.N, c.C});
+  auto w = torch::randn({c.C}).requires_grad_(true), b = torch::randn({c.C}).requires_grad_(true);
+  const double s = bench::median_seconds(
+      [&] { for (auto* t : {&x, &w, &b}) t->mutable_grad() = torch::Tensor(); },
+      [&] { torch::layer_norm(x, {c.C}, w, b).backward(gy); }, 21, min_time);
+  return c.elements() / s * 1e-9;
+}
+
+double lstm_gflops(const bench::LstmCase& c, double min_time) {
+  torch::nn::LSTMCell cell(c.I, c.H);
+  auto x = torch::randn({c.B, c.I}), h = torch::randn({c.B, c.H}), cs = torch::randn({c.B, c.H});
+  auto gh = torch::randn({c.B, c.H}), gc = torch::randn({c.B, c.H});
+  const double s = bench::median_seconds([&] { cell->zero_grad(); },
+                                         [&] {
+                                           auto [h2, c2] = cell(x, std::make_tuple(h, cs));
+                                           ((h2 * gh).sum() + (c2 * gc).sum()).backward();
+                                         },
+                                         21, min_time);
+  return c.flops() / s * 1e-9;
+}
+
+// nanoGPT's attention as written on PyTorch 1.13 (no scaled_dot_product_attention)
+double attention_gflops(const bench::AttentionCase& c, double min_time) {
+  const std::vector<int64_t> shape{c.B, c.heads, c.T, c.hd};
+  auto q = torch::randn(shape).requires_grad_(true), k = torch::randn(shape).requires_grad_(true);
+  auto v = torch::randn(shape).requires_grad_(true), gy = torch::randn(shape);
+  auto mask = torch::ones({c.T, c.T}).tril().eq(0);
+  const double scale = 1.0 / std::sqrt(double(c.hd));
+  const double s = bench::median_seconds(
+      [&] { for (auto* t : {&q, &k, &v}) t->mutable_grad() = torch::Tensor(); },
+      [&] {
+        auto att = torch::matmul(q, k.transpose(-2, -1)) * scale;
+        att = torch::softmax(att.masked_fill(mask, -INFINITY), -1);
+        torch::matmul(att, v).backward(gy);
+      },
+      21, min_time);
+  return c.flops() / s * 1e-9;
 }
 
 }  // namespace
@@ -111,5 +152,13 @@ int main(int argc, char** argv) {
     std::printf("%s %.3f\n", c.name, batch_norm_gelems(c, min_time));
     std::fflush(stdout);
   }
+  auto emit = [&](const char* name, auto figure) {
+    if (!want(name)) return;
+    std::printf("%s %.3f\n", name, figure());
+    std::fflush(stdout);
+  };
+  for (const auto& c : bench::kLayerNormCases) emit(c.name, [&] { return layer_norm_gelems(c, min_time); });
+  for (const auto& c : bench::kLstmCases) emit(c.name, [&] { return lstm_gflops(c, min_time); });
+  for (const auto& c : bench::kAttentionCases) emit(c.name, [&] { return attention_gflops(c, min_time); });
   return 0;
 }

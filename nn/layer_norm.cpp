@@ -1,16 +1,23 @@
 #include "nn/layer_norm.h"
 
-#include <numeric>
+#include <algorithm>
 
 #include "framework/ops.h"
 
 namespace minidl {
 namespace {
 
-// (x - mean) / sqrt(var + eps), mean and biased variance over x's `dims`
-Tensor normalize(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
-  Tensor d = x - x.mean(dims, /*keepdim=*/true);
-  return d / ((d * d).mean(dims, /*keepdim=*/true) + eps).sqrt();
+// x [R, D] -> (x - mean) / sqrt(var + eps), mean and biased variance of
+// each row: batch_norm's fused kernels on [1, R, D] (a channel per row; two
+// passes forward, two back), composed where a row holds one value (0) or
+// there are none
+Tensor normalize_rows(const Tensor& x, double eps) {
+  if (x.size(1) > 1 && x.size(0) > 0)
+    return batch_norm(x.reshape({1, x.size(0), x.size(1)}), {}, {}, {}, {}, /*training=*/true,
+                      /*momentum=*/0, eps)
+        .reshape(x.shape());
+  Tensor d = x - x.mean({1}, /*keepdim=*/true);
+  return d / ((d * d).mean({1}, /*keepdim=*/true) + eps).sqrt();
 }
 
 void check_affine(const char* op, const Tensor& t, const char* name, const Shape& want) {
@@ -29,9 +36,8 @@ Tensor layer_norm(const Tensor& x, const Shape& shape, const Tensor& weight, con
                shape, "), got ", x.shape());
   check_affine("layer_norm", weight, "weight", shape);
   check_affine("layer_norm", bias, "bias", shape);
-  std::vector<int64_t> dims(k);
-  std::iota(dims.begin(), dims.end(), lead);
-  Tensor y = normalize(x, dims, eps);
+  const int64_t d = numel_of(shape);
+  Tensor y = normalize_rows(x.reshape({x.numel() / std::max<int64_t>(d, 1), d}), eps).reshape(x.shape());
   if (weight.defined()) y = y * weight;
   if (bias.defined()) y = y + bias;
   return y;
@@ -46,7 +52,7 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   const int64_t c = x.size(1);
   check_affine("group_norm", weight, "weight", {c});
   check_affine("group_norm", bias, "bias", {c});
-  Tensor y = normalize(x.reshape({x.size(0), groups, -1}), {2}, eps).reshape(x.shape());
+  Tensor y = normalize_rows(x.reshape({x.size(0) * groups, -1}), eps).reshape(x.shape());
   Shape per_channel(x.dim(), 1);  // [1, C, 1, ...]
   per_channel[1] = c;
   if (weight.defined()) y = y * weight.reshape(per_channel);
