@@ -7,8 +7,10 @@
 // leading index), or over C / G channels and every spatial position (group
 // norm: G groups per sample). Unlike BatchNorm there are no running
 // estimates: training and evaluation compute the same thing. The forwards
-// compose autograd ops (no hand-written backward). Errors name the op, the
-// expected and the got shape.
+// compose autograd ops (no hand-written backward): the normalization is the
+// batch_norm op on the values seen as [1, groups, group size], a channel per
+// group, then weight and bias. Errors name the op, the expected and the got
+// shape.
 #pragma once
 #include "nn/cell.h"
 
