@@ -1,6 +1,8 @@
-// Activations composed from elementwise ops (their gradients follow from the
-// ops'), with the masks of comparisons where PyTorch's gradient at a kink
-// differs from what the composition would give.
+// Activations: leaky ReLU and GELU as one kernel forward and one or two
+// back (backend/activations.h has PyTorch's formulas); the rest composed from
+// elementwise ops (their gradients follow from the ops'), with the masks of
+// comparisons where PyTorch's gradient at a kink differs from what the
+// composition would give.
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -21,8 +23,10 @@ Tensor activation(const char* op, const Tensor& x, F f) {
 // x * (1 where x > 0, else slope): the gradient is that factor (slope at 0)
 Tensor leaky_relu(const Tensor& x, double slope) {
   return activation("leaky_relu", x, [slope](const Tensor& v) {
-    Tensor pos = gt(v, 0.0);
-    return mul(v, add(pos, mul(1.0 - pos, scalar_like(slope, v))));
+    const float s = static_cast<float>(slope);
+    return record(unary_map(v, UnaryOp::LeakyRelu, s), "leaky_relu", {v}, [v, s](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, unary_map(v, UnaryOp::LeakyReluSlope, s))};
+    });
   });
 }
 
@@ -30,11 +34,13 @@ Tensor leaky_relu(const Tensor& x, double slope) {
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   MINIDL_CHECK(approximate == "none" || approximate == "tanh",
                "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
-  return activation("gelu", x, [&approximate](const Tensor& v) {
-    Tensor inner = approximate == "none"
-                       ? erf(v * 0.7071067811865476)
-                       : tanh(add(v, mul(mul(v, v), v) * 0.044715) * 0.7978845608028654);
-    return mul(v * 0.5, inner + 1.0);
+  const bool exact = approximate == "none";
+  return activation("gelu", x, [exact](const Tensor& v) {
+    Tensor y = unary_map(v, exact ? UnaryOp::Gelu : UnaryOp::GeluTanh);
+    return record(y, "gelu", {v}, [v, exact](const Tensor& g) {  // one kernel: g * gelu'(v)
+      return std::vector<Tensor>{
+          broadcast_map(g, v, "gelu", exact ? BinaryOp::GeluGrad : BinaryOp::GeluTanhGrad)};
+    });
   });
 }
 

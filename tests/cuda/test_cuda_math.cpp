@@ -64,10 +64,11 @@ TEST_CASE("cuda: comparisons on every dtype, broadcast") {
   CHECK(eq(i64a.cuda(), i64b.cuda()).to_float_vector() == std::vector<float>{0, 1, 0, 1});
 }
 
-TEST_CASE("cuda: activations, reductions and losses composed from the new kernels") {
+TEST_CASE("cuda: activations (gelu and leaky_relu fused), reductions and losses") {
   manual_seed(24);
   Tensor x = Tensor::randn({4, 6}) * 3.0;
   check_op("gelu", [](const In& in) { return gelu(in[0]); }, {x});
+  check_op("gelu tanh", [](const In& in) { return gelu(in[0], "tanh"); }, {x});
   check_op("elu", [](const In& in) { return elu(in[0]); }, {x});
   check_op("softplus", [](const In& in) { return softplus(in[0], 2, 3); }, {x});
   check_op("log_sigmoid", [](const In& in) { return log_sigmoid(in[0]); }, {x});

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "framework/backend/activations.h"
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/float_to_int.h"
@@ -99,6 +100,11 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Rsqrt: return map(n, x, out, [](float v) { return 1.f / std::sqrt(v); });
     case UnaryOp::Sin: return map(n, x, out, [](float v) { return std::sin(v); });
     case UnaryOp::Cos: return map(n, x, out, [](float v) { return std::cos(v); });
+    case UnaryOp::LeakyRelu: return map(n, x, out, [s](float v) { return act::leaky_relu(v, s); });
+    case UnaryOp::LeakyReluSlope:
+      return map(n, x, out, [s](float v) { return act::leaky_relu_slope(v, s); });
+    case UnaryOp::Gelu: return map(n, x, out, [](float v) { return act::gelu(v); });
+    case UnaryOp::GeluTanh: return map(n, x, out, [](float v) { return act::gelu_tanh(v); });
   }
 }
 
@@ -140,6 +146,10 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
       return broadcast_map(bc, a, b, out, [](float x, float y) { return x > y || x != x ? x : y; });
     case BinaryOp::Minimum:
       return broadcast_map(bc, a, b, out, [](float x, float y) { return x < y || x != x ? x : y; });
+    case BinaryOp::GeluGrad:
+      return broadcast_map(bc, a, b, out, [](float g, float x) { return act::gelu_grad(g, x); });
+    case BinaryOp::GeluTanhGrad:
+      return broadcast_map(bc, a, b, out, [](float g, float x) { return act::gelu_tanh_grad(g, x); });
   }
 }
 

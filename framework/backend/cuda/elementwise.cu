@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "framework/backend/activations.h"
 #include "framework/backend/broadcast_offsets.h"
 #include "framework/backend/cuda/device.cuh"
 #include "framework/backend/float_to_int.h"
@@ -158,6 +159,14 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
       return map(n, x, out, [] __device__(float v) { return sinf(v); });
     case UnaryOp::Cos:
       return map(n, x, out, [] __device__(float v) { return cosf(v); });
+    case UnaryOp::LeakyRelu:
+      return map(n, x, out, [s] __device__(float v) { return act::leaky_relu(v, s); });
+    case UnaryOp::LeakyReluSlope:
+      return map(n, x, out, [s] __device__(float v) { return act::leaky_relu_slope(v, s); });
+    case UnaryOp::Gelu:
+      return map(n, x, out, [] __device__(float v) { return act::gelu(v); });
+    case UnaryOp::GeluTanh:
+      return map(n, x, out, [] __device__(float v) { return act::gelu_tanh(v); });
   }
 }
 
@@ -197,6 +206,12 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
     case BinaryOp::Minimum:
       return broadcast(bc, a, b, out,
                        [] __device__(float x, float y) { return x < y || x != x ? x : y; });
+    case BinaryOp::GeluGrad:
+      return broadcast(bc, a, b, out,
+                       [] __device__(float g, float x) { return act::gelu_grad(g, x); });
+    case BinaryOp::GeluTanhGrad:
+      return broadcast(bc, a, b, out,
+                       [] __device__(float g, float x) { return act::gelu_tanh_grad(g, x); });
   }
 }
 

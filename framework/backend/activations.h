@@ -1,0 +1,35 @@
+// The pointwise formulas of the fused activations (PyTorch's, as its CPU
+// kernels write them), shared by the CPU and CUDA kernels: leaky ReLU and
+// GELU (exact erf form and tanh approximation), forward and derivative.
+#pragma once
+#include <cmath>
+
+#include "framework/backend/host_device.h"
+
+namespace minidl::act {
+
+// x > 0 ? x : slope x; derivative 1 or slope (slope at 0, NaN too)
+MINIDL_HOST_DEVICE inline float leaky_relu(float x, float slope) { return x > 0.f ? x : x * slope; }
+MINIDL_HOST_DEVICE inline float leaky_relu_slope(float x, float slope) { return x > 0.f ? 1.f : slope; }
+
+// x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))); gradient g (Phi(x) + x phi(x))
+MINIDL_HOST_DEVICE inline float gelu(float x) { return x * 0.5f * (1.f + erff(x * 0.70710678f)); }
+MINIDL_HOST_DEVICE inline float gelu_grad(float g, float x) {
+  const float cdf = 0.5f * (1.f + erff(x * 0.70710678f));
+  const float pdf = 0.39894228f * expf(-0.5f * x * x);  // 1 / sqrt(2 pi)
+  return g * (cdf + x * pdf);
+}
+
+// 0.5 x (1 + tanh(b (x + k x^3))), b = sqrt(2 / pi), k = 0.044715, and its gradient
+MINIDL_HOST_DEVICE inline float gelu_tanh(float x) {
+  const float inner = 0.79788456f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + tanhf(inner));
+}
+MINIDL_HOST_DEVICE inline float gelu_tanh_grad(float g, float x) {
+  const float t = tanhf(0.79788456f * (x + 0.044715f * x * x * x));
+  const float left = 0.5f * (1.f + t);
+  const float right = 0.5f * x * (1.f - t * t) * 0.79788456f * (1.f + 3.f * 0.044715f * x * x);
+  return g * (left + right);
+}
+
+}  // namespace minidl::act
