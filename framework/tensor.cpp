@@ -262,9 +262,9 @@ Tensor Tensor::randint(int64_t low, int64_t high, const Shape& shape, DType dtyp
 }
 
 // ---- element access ----
-static double read_as_double(const Tensor& t, int64_t i) {
-  const void* p = t.raw_data();
-  switch (t.dtype()) {
+// Element i of host memory p holding dtype t, as double.
+static double read_as_double(DType t, const void* p, int64_t i) {
+  switch (t) {
     case kFloat32: return static_cast<const float*>(p)[i];
     case kFloat16: return half_to_float(static_cast<const Half*>(p)[i]);
     case kInt32: return static_cast<const int32_t*>(p)[i];
@@ -273,39 +273,55 @@ static double read_as_double(const Tensor& t, int64_t i) {
   return 0;
 }
 
+// Element 0 of host memory p holding dtype t <- v, converted as cast does.
+static void write_double(DType t, void* p, double v) {
+  switch (t) {
+    case kFloat32: *static_cast<float*>(p) = static_cast<float>(v); break;
+    case kFloat16: *static_cast<Half*>(p) = float_to_half(static_cast<float>(v)); break;
+    case kInt32: *static_cast<int32_t*>(p) = float_to_int<int32_t>(v); break;
+    case kInt64: *static_cast<int64_t*>(p) = float_to_int<int64_t>(v); break;
+  }
+}
+
 // Byte address (on t's device) of t[index], through t's strides.
 static char* element_ptr(const Tensor& t, std::initializer_list<int64_t> index, const char* op) {
   MINIDL_CHECK(static_cast<int64_t>(index.size()) == t.dim(), op, ": ", index.size(),
                " indices for a tensor of shape ", t.shape());
-  const std::vector<int64_t> st = t.strides();
+  const std::vector<int64_t>& st = t.impl().strides;  // empty: row-major (no copy: at() runs in loops)
   int64_t at = 0, d = 0;
   for (int64_t i : index) {
     MINIDL_CHECK(i >= 0 && i < t.shape()[d], op, ": index ", i, " out of range for dim ", d,
                  " of size ", t.shape()[d], " (shape ", t.shape(), ")");
-    at += i * st[d++];
+    at = st.empty() ? at * t.shape()[d] + i : at + i * st[d];
+    ++d;
   }
   return view_ptr(t) + at * dtype_size(t.dtype());
 }
 
 double Tensor::item() const {
   MINIDL_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", shape());
-  return read_as_double(on_host(*this), 0);
+  const Tensor h = on_host(*this);
+  return read_as_double(h.dtype(), h.raw_data(), 0);
 }
 double Tensor::at(std::initializer_list<int64_t> index) const {
   const char* p = element_ptr(*this, index, "at");
-  Tensor one = Tensor::empty({}, dtype());  // one element through the host
-  copy_bytes(one.raw_data(), Device::CPU, p, device(), dtype_size(dtype()));
-  return read_as_double(one, 0);
+  if (device() == Device::CPU) return read_as_double(dtype(), p, 0);
+  char one[8];  // one element through the host
+  copy_bytes(one, Device::CPU, p, device(), dtype_size(dtype()));
+  return read_as_double(dtype(), one, 0);
 }
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
   char* p = element_ptr(*this, index, "set");
-  Tensor one = Tensor::full({}, value, dtype());  // one element through the host
-  copy_bytes(p, device(), one.raw_data(), Device::CPU, dtype_size(dtype()));
+  if (device() == Device::CPU) return write_double(dtype(), p, value);
+  char one[8];  // one element through the host
+  write_double(dtype(), one, value);
+  copy_bytes(p, device(), one, Device::CPU, dtype_size(dtype()));
 }
 std::vector<float> Tensor::to_float_vector() const {
   Tensor h = on_host(*this);
   std::vector<float> v(numel());
-  for (int64_t i = 0; i < numel(); ++i) v[i] = static_cast<float>(read_as_double(h, i));
+  const void* p = h.raw_data();
+  for (int64_t i = 0; i < numel(); ++i) v[i] = static_cast<float>(read_as_double(h.dtype(), p, i));
   return v;
 }
 template <class T>
@@ -463,7 +479,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   os << ", [";
   const Tensor h = on_host(t);
   int64_t n = t.numel(), shown = std::min<int64_t>(n, 20);
-  for (int64_t i = 0; i < shown; ++i) os << (i ? ", " : "") << read_as_double(h, i);
+  for (int64_t i = 0; i < shown; ++i) os << (i ? ", " : "") << read_as_double(h.dtype(), h.raw_data(), i);
   if (shown < n) os << ", ...";
   return os << "])";
 }

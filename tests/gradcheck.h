@@ -39,7 +39,8 @@ inline GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Te
     NoGradGuard ng;
     Tensor y = f(xs).to(kFloat32).contiguous();  // a view op's result too
     double s = 0;
-    for (int64_t i = 0; i < y.numel(); ++i) s += double(y.data<float>()[i]) * r.data<float>()[i];
+    const float *yp = y.data<float>(), *rp = r.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) s += double(yp[i]) * rp[i];
     return s;
   };
   (probe.to(kFloat32) * r).sum().backward();
