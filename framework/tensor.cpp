@@ -103,7 +103,8 @@ std::vector<int64_t> Tensor::strides() const {
   if (!impl().strides.empty()) return impl().strides;
   const Shape& s = shape();
   std::vector<int64_t> st(s.size(), 1);
-  for (int64_t d = static_cast<int64_t>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
+  for (int64_t d = static_cast<int64_t>(s.size()) - 2; d >= 0; --d)  // past int64 only when
+    if (__builtin_mul_overflow(st[d + 1], s[d + 1], &st[d])) st[d] = 0;  // empty: unused then
   return st;
 }
 bool Tensor::is_contiguous() const {

@@ -31,7 +31,8 @@ Tensor window(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   Shape s = x.shape();
   s[dim] = length;
   const std::vector<int64_t> st = x.strides();
-  return alias(x, s, st, x.impl().offset + start * st[dim] * dtype_size(x.dtype()));
+  const size_t skip = x.numel() == 0 ? 0 : start * st[dim] * dtype_size(x.dtype());  // huge empty dims
+  return alias(x, s, st, x.impl().offset + skip);
 }
 
 // Strides that show x's elements (row-major order) with `shape`, if any:
