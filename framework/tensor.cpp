@@ -307,14 +307,14 @@ double Tensor::item() const {
 double Tensor::at(std::initializer_list<int64_t> index) const {
   const char* p = element_ptr(*this, index, "at");
   if (device() == Device::CPU) return read_as_double(dtype(), p, 0);
-  char one[8];  // one element through the host
+  alignas(8) char one[8];  // one element through the host
   copy_bytes(one, Device::CPU, p, device(), dtype_size(dtype()));
   return read_as_double(dtype(), one, 0);
 }
 void Tensor::set(std::initializer_list<int64_t> index, double value) {
   char* p = element_ptr(*this, index, "set");
   if (device() == Device::CPU) return write_double(dtype(), p, value);
-  char one[8];  // one element through the host
+  alignas(8) char one[8];  // one element through the host
   write_double(dtype(), one, value);
   copy_bytes(p, device(), one, Device::CPU, dtype_size(dtype()));
 }

@@ -66,15 +66,13 @@ struct Carrier {
 };
 Carrier carrier(Communicator& c, const Tensor& t, const char* op, bool open, bool fill) {
   MINIDL_CHECK(t.defined(), op, ": undefined tensor");
-  if (Communicator* direct = c.on_device(t.device(), open)) {
-    if (t.is_contiguous()) return {direct, t};
-    Tensor dense = Tensor::empty(t.shape(), t.dtype(), t.device());  // a view's elements, row-major
-    if (fill) dense.copy_(t);
-    return {direct, dense};
-  }
-  Tensor host = Tensor::empty_pinned(t.shape(), t.dtype(), t.device());
-  if (fill) host.copy_(t);
-  return {&c, host};
+  Communicator* direct = c.on_device(t.device(), open);
+  if (direct && t.is_contiguous()) return {direct, t};
+  // staged: a view's elements row-major on its device, or a host copy
+  Tensor staged = direct ? Tensor::empty(t.shape(), t.dtype(), t.device())
+                         : Tensor::empty_pinned(t.shape(), t.dtype(), t.device());
+  if (fill) staged.copy_(t);
+  return {direct ? direct : &c, staged};
 }
 
 // Keeps the tensor whose storage the communication writes alive until it

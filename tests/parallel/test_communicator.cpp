@@ -147,6 +147,19 @@ TEST_CASE("allreduce on tensors: float32, int32, int64; float16 refused") {
   CHECK_THROWS_WITH_AS(comm().allreduce(h), doctest::Contains("float16"), Error);
 }
 
+TEST_CASE("allreduce and broadcast through strided views write into the base") {
+  const int n = N(), r = R();
+  Tensor base = Tensor::zeros({2, 3});
+  Tensor col = base.narrow(1, 1, 1);  // column 1: strides (3, 1), not contiguous
+  col.copy_(Tensor::of({1, 2}, {2, 1}) * float(r + 1));
+  comm().allreduce(col);
+  const float s = n * (n + 1) / 2.0f;
+  CHECK(base.to_float_vector() == std::vector<float>{0, s, 0, 0, 2 * s, 0});
+  Tensor t = Tensor::arange(6).reshape({2, 3}) + float(10 * r);
+  comm().broadcast(t.t(), 0);  // the whole tensor through its transpose
+  CHECK(t.to_float_vector() == std::vector<float>{0, 1, 2, 3, 4, 5});
+}
+
 TEST_CASE("broadcast from every root") {
   const int n = N(), r = R();
   for (int root = 0; root < n; ++root) {
