@@ -240,7 +240,7 @@ sanitize() {
   t=$(left); [ "$t" -gt 90 ] && t=90
   [ "$t" -gt 30 ] && step racecheck timeout "$t" compute-sanitizer --tool racecheck \
     --error-exitcode 9 "$BUILD/bin/test_cuda" \
-    --test-case='*softmax*,*sum*,*pool*,*cross_entropy*,*dropout*,*direct*,*batch_norm*,*fused LSTM*'
+    --test-case='*matmul*,*softmax*,*sum*,*pool*,*cross_entropy*,*dropout*,*direct*,*batch_norm*,*fused LSTM*'
   # the captured steps (graphs, their feed slots) under memcheck
   t=$(left); [ "$t" -gt 60 ] && t=60
   [ "$t" -gt 30 ] && step memcheck_graphs timeout "$t" compute-sanitizer --tool memcheck \
