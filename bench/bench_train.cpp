@@ -38,6 +38,8 @@
 // does, and prints each and graph/eager.
 // --conv auto|im2col|direct|cudnn (CUDA): how convolutions run (cuda::set_conv_algorithm);
 // each choice made is printed as a `conv_choice:` line.
+// --tf32 on (CUDA): float32 GEMMs and convolutions may use TF32 tensor cores
+// (cuda::set_allow_tf32; off by default), for bench_train_torch.py --tf32.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -221,7 +223,8 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "-1"},
                       {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
-                      {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"}},
+                      {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"},
+                      {"tf32", "off"}},
                      "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
                      "[--warmup W] [--threads T] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
@@ -289,6 +292,12 @@ int main(int argc, char** argv) {
                            : conv == "im2col" ? cuda::ConvAlgorithm::Im2col
                            : conv == "direct" ? cuda::ConvAlgorithm::Direct
                                               : cuda::ConvAlgorithm::Cudnn);
+  const std::string tf32 = flags.str("tf32");
+  if (tf32 != "on" && tf32 != "off") {
+    std::fprintf(stderr, "bench_train: --tf32 expects on or off, got %s\n", tf32.c_str());
+    return 2;
+  }
+  cuda::set_allow_tf32(tf32 == "on");
   if (graph != "off" && (device == Device::CPU || parallel::world_size() > 1)) {
     std::fprintf(stderr, "bench_train: --graph needs --device cuda and one rank\n");
     return 2;
@@ -299,9 +308,9 @@ int main(int argc, char** argv) {
   if (root) {
     std::printf(
         "# minidl model=%s batch=%ld steps=%ld warmup=%ld threads=%ld ranks=%d parallel=%s "
-        "device=%s\n",
+        "device=%s tf32=%s\n",
         model.c_str(), batch, steps, warmup, threads, parallel::world_size(), mode.c_str(),
-        device_name(device));
+        device_name(device), tf32.c_str());
     bench::print_load_note();
   }
   Tensor x = Tensor::randn({batch, 1, 28, 28}).to(device);

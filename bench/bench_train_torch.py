@@ -214,6 +214,8 @@ def main():
     p.add_argument("--graph", action="store_true", help="replay a captured whole step (CUDA)")
     p.add_argument("--no-tf32", action="store_true",
                    help="cuDNN convolutions without TF32 (PyTorch allows it by default; minidl not)")
+    p.add_argument("--tf32", action="store_true",
+                   help="TF32 in matmuls too, as minidl's bench_train --tf32 on")
     a = p.parse_args()
     if a.graph and a.device != "cuda":
         p.error("--graph needs --device cuda")
@@ -223,7 +225,10 @@ def main():
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: PyTorch sees no CUDA device")
     torch.set_num_threads(a.threads)
+    if a.tf32 and a.no_tf32:
+        p.error("--tf32 and --no-tf32 exclude each other")
     torch.backends.cudnn.allow_tf32 = not a.no_tf32
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.manual_seed(0)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
@@ -274,7 +279,7 @@ def main():
         rates.append(n * a.batch / (time.perf_counter() - t0))
         done += n
     print(f"# pytorch {torch.__version__} (python, {'cuda graph' if a.graph else 'eager'}) model={a.model} batch={a.batch} "
-          f"cudnn_tf32={torch.backends.cudnn.allow_tf32} "
+          f"cudnn_tf32={torch.backends.cudnn.allow_tf32} matmul_tf32={torch.backends.cuda.matmul.allow_tf32} "
           f"steps={a.steps} warmup={a.warmup} threads={a.threads} device={a.device}")
     print(f"# loss first={first:.4f} last={loss.item():.4f}")
     print(f"samples/s={statistics.median(rates):.1f}")
