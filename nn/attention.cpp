@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "framework/ops.h"
@@ -26,6 +27,27 @@ Tensor apply_mask(const Tensor& scores, const Mask& m) {
   return masked_fill(scores, removed, -INFINITY);
 }
 
+// scores [.., L, S] (scaled) with the causal mask and every defined mask applied
+Tensor masked_scores(const char* op, Tensor scores, std::initializer_list<Mask> masks,
+                     bool is_causal) {
+  if (is_causal) {
+    const int64_t l = scores.size(-2), s = scores.size(-1);
+    scores = masked_fill(scores, triu(Tensor::ones({l, s}, kFloat32, scores.device()), 1),
+                         -INFINITY);
+  }
+  for (const Mask& m : masks) {
+    if (!m.mask.defined()) continue;
+    MINIDL_CHECK(
+        is_floating(m.mask.dtype()) || m.mask.dtype() == kInt32 || m.mask.dtype() == kInt64, op,
+        ": expected a float32, int32 or int64 mask, got ", dtype_name(m.mask.dtype()));
+    MINIDL_CHECK(m.mask.dim() <= scores.dim(), op, ": mask ", m.mask.shape(),
+                 " does not broadcast to the attention scores ", scores.shape());
+    broadcast_shape(scores.shape(), m.mask.shape(), op);
+    scores = apply_mask(scores, m);
+  }
+  return scores;
+}
+
 struct Attention {
   Tensor out, weights;
 };
@@ -39,21 +61,13 @@ Attention attend(const char* op, const Tensor& q, const Tensor& k, const Tensor&
                ", k ", k.shape(), ", v ", v.shape());
   MINIDL_CHECK(dropout_p >= 0 && dropout_p < 1, op, ": expected 0 <= dropout_p < 1, got ",
                dropout_p);
-  Tensor scores = matmul(q, k, false, /*trans_b=*/true) * (1.0 / std::sqrt(double(q.size(-1))));
-  if (is_causal)
-    scores = masked_fill(
-        scores, triu(Tensor::ones({q.size(-2), k.size(-2)}, kFloat32, q.device()), 1), -INFINITY);
-  for (const Mask& m : masks) {
-    if (!m.mask.defined()) continue;
-    MINIDL_CHECK(
-        is_floating(m.mask.dtype()) || m.mask.dtype() == kInt32 || m.mask.dtype() == kInt64, op,
-        ": expected a float32, int32 or int64 mask, got ", dtype_name(m.mask.dtype()));
-    MINIDL_CHECK(m.mask.dim() <= scores.dim(), op, ": mask ", m.mask.shape(),
-                 " does not broadcast to the attention scores ", scores.shape());
-    broadcast_shape(scores.shape(), m.mask.shape(), op);
-    scores = apply_mask(scores, m);
-  }
-  Tensor weights = softmax(scores, -1);
+  const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+  Tensor scores = matmul(q, k, false, /*trans_b=*/true);
+  const bool other_masks =
+      std::any_of(masks.begin(), masks.end(), [](const Mask& m) { return m.mask.defined(); });
+  // without other masks: one kernel each way, the composed path's bits
+  Tensor weights = other_masks ? softmax(masked_scores(op, scores * scale, masks, is_causal), -1)
+                               : scaled_softmax(scores, scale, is_causal);
   if (dropout_p > 0) weights = dropout(weights, dropout_p);
   return {matmul(weights, v), weights};
 }

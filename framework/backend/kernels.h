@@ -130,6 +130,15 @@ struct Kernels {
   // sums leave errors of 1e-5 of the largest element)
   void (*softmax_backward)(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                            const float* gy, float* gx);
+  // Attention's scores in one pass each way. x [rows, S] -> y = softmax(x *
+  // scale) of each row, scale a float32 as the composed x * scale takes it;
+  // causal > 0: row r is row i = r % causal of an [.., L = causal, S] stack
+  // and its columns j > i take no part (y = 0, PyTorch's is_causal).
+  // Backward: gx = softmax_backward(y, gy) * scale, 0 where masked.
+  void (*scaled_softmax)(float scale, int64_t causal, int64_t rows, int64_t s, const float* x,
+                         float* y);
+  void (*scaled_softmax_backward)(float scale, int64_t causal, int64_t rows, int64_t s,
+                                  const float* y, const float* gy, float* gx);
 
   // ---- linear algebra ----
   // For each of `batch` problems i: C_i [M, N] = alpha op(A_i) op(B_i) + beta C_i,

@@ -63,4 +63,23 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   });
 }
 
+// x [..., L, S] -> y; gx = scale * y * (g - sum(g * y)), 0 where masked
+Tensor scaled_softmax(const Tensor& x, double scale, bool causal) {
+  require_f32("scaled_softmax", x);
+  require_nonempty("scaled_softmax", x);
+  MINIDL_CHECK(x.dim() >= 2, "scaled_softmax: expected scores [..., L, S], got ", x.shape());
+  const auto s = static_cast<float>(scale);
+  const int64_t l = causal ? x.size(-2) : 0, cols = x.size(-1), rows = x.numel() / cols;
+  Tensor y = empty_like(x, x.shape());
+  kernels(x.device()).scaled_softmax(s, l, rows, cols, dense(x).data_ptr<float>(),
+                                     y.data_ptr<float>());
+  return record(y, "scaled_softmax", {x}, [yd = y.detach(), s, l, rows, cols](const Tensor& g) {
+    Tensor gx = empty_like(g, g.shape());
+    kernels_for("scaled_softmax backward", g, {&yd})
+        .scaled_softmax_backward(s, l, rows, cols, yd.data_ptr<float>(), g.data_ptr<float>(),
+                                 gx.data_ptr<float>());
+    return std::vector<Tensor>{gx};
+  });
+}
+
 }  // namespace minidl

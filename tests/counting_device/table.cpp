@@ -42,6 +42,8 @@ Kernels counted_table() {
   count<&Kernels::binary>(k, "binary"), count<&Kernels::dropout>(k, "dropout");
   count<&Kernels::reduce>(k, "reduce"), count<&Kernels::argmax>(k, "argmax");
   count<&Kernels::softmax>(k, "softmax"), count<&Kernels::softmax_backward>(k, "softmax_backward");
+  count<&Kernels::scaled_softmax>(k, "scaled_softmax");
+  count<&Kernels::scaled_softmax_backward>(k, "scaled_softmax_backward");
   count<&Kernels::gemm>(k, "gemm"), count<&Kernels::linear>(k, "linear");
   count<&Kernels::transpose>(k, "transpose");
   count<&Kernels::conv2d_forward>(k, "conv2d_forward");

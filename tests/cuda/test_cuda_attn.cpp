@@ -1,6 +1,7 @@
 // CUDA against the CPU for issue 22's attention and normalization layers
-// (composed from ops, no kernels of their own; the causal mask is triu of
-// ones on the inputs' device): layer_norm, group_norm,
+// (composed from ops; attention without other masks takes scaled_softmax's
+// kernels, with a mask the causal one is triu of ones on the inputs' device):
+// layer_norm, group_norm, scaled_softmax past one warp's 32 columns,
 // scaled_dot_product_attention with a causal and an integer mask, and
 // multi_head_attention_forward with a key padding mask.
 #include <doctest/doctest.h>
@@ -20,6 +21,10 @@ TEST_CASE("cuda: layer_norm, group_norm, scaled_dot_product_attention, multi-hea
            {Tensor::randn({2, 3, 4}), Tensor::randn({3, 4}), Tensor::randn({3, 4})});
   check_op("group_norm", [](const In& in) { return group_norm(in[0], 2, in[1], in[2]); },
            {Tensor::randn({2, 4, 3}), Tensor::randn({4}), Tensor::randn({4})});
+  for (bool causal : {true, false})
+    check_op(causal ? "scaled_softmax causal" : "scaled_softmax",
+             [causal](const In& in) { return scaled_softmax(in[0], 0.125, causal); },
+             {Tensor::randn({2, 3, 70, 40})});
   check_op("sdpa causal",
            [](const In& in) {
              return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0, /*is_causal=*/true);

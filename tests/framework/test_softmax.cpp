@@ -149,3 +149,46 @@ TEST_CASE("softmax's gradient on nearly saturated rows is accurate to float32 ro
     }
   }
 }
+
+// scaled_softmax([[1, 2], [3, 4]] * 0.5, causal): row 0 keeps column 0 alone;
+// row 1 is softmax([1.5, 2]) = [1, e^0.5] / (1 + e^0.5)
+TEST_CASE("scaled_softmax by hand: the scale, and the causal mask's zeros") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {2, 2});
+  check_values(scaled_softmax(x, 0.5, true), {1, 0, 0.3775406687981454, 0.6224593312018546});
+  check_values(scaled_softmax(x, 0.5, false),
+               {0.3775406687981454, 0.6224593312018546, 0.3775406687981454, 0.6224593312018546});
+}
+
+// What attention computed before the fused op: softmax(masked_fill(x * scale,
+// triu(ones({L, S}), 1), -inf)). Forward values and gradients are the same,
+// with L < S, L > S and past one warp's 32 columns.
+TEST_CASE("scaled_softmax equals the composed scale, causal mask and softmax, value for value") {
+  manual_seed(52);
+  for (const Shape& shape : {Shape{2, 3, 5, 7}, Shape{2, 7, 5}, Shape{1, 40, 40}}) {
+    for (bool causal : {true, false}) {
+      CAPTURE(to_string(shape));
+      CAPTURE(causal);
+      const int64_t l = shape[shape.size() - 2], s = shape.back();
+      const double scale = 1.0 / std::sqrt(8.0 + l);  // not a power of two
+      Tensor g = Tensor::randn(shape);
+      Tensor x1 = Tensor::randn(shape).requires_grad_(), x2 = x1.detach().requires_grad_();
+      Tensor fused = scaled_softmax(x1, scale, causal);
+      Tensor composed = x2 * scale;
+      if (causal) composed = masked_fill(composed, triu(Tensor::ones({l, s}), 1), -INFINITY);
+      composed = softmax(composed, -1);
+      CHECK(fused.to_vector<float>() == composed.to_vector<float>());
+      (fused * g).sum().backward();
+      (composed * g).sum().backward();
+      CHECK(x1.grad().to_vector<float>() == x2.grad().to_vector<float>());
+    }
+  }
+}
+
+TEST_CASE("gradient of scaled_softmax, causal and not") {
+  manual_seed(53);
+  Tensor x = Tensor::randn({2, 4, 5});
+  CHECK_GRADCHECK([](const Inputs& in) { return scaled_softmax(in[0], 0.7, true); }, {x});
+  CHECK_GRADCHECK([](const Inputs& in) { return scaled_softmax(in[0], 0.7, false); }, {x});
+  CHECK_THROWS_WITH(scaled_softmax(Tensor::randn({4}), 1.0, true),
+                    doctest::Contains("expected scores [..., L, S], got [4]"));
+}

@@ -76,6 +76,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::binary>(t), record<&Kernels::dropout>(t), record<&Kernels::reduce>(t);
   record<&Kernels::argmax>(t), record<&Kernels::softmax>(t);
   record<&Kernels::softmax_backward>(t), record<&Kernels::gemm>(t), record<&Kernels::linear>(t);
+  record<&Kernels::scaled_softmax>(t), record<&Kernels::scaled_softmax_backward>(t);
   record<&Kernels::transpose>(t), record<&Kernels::conv2d_forward>(t);
   record<&Kernels::conv2d_backward>(t), record<&Kernels::max_pool_forward>(t);
   record<&Kernels::max_pool_backward>(t), record<&Kernels::avg_pool_forward>(t);

@@ -141,6 +141,8 @@ void install_cuda_on_cpu() {
       .argmax = k::argmax,
       .softmax = k::softmax,
       .softmax_backward = k::softmax_backward,
+      .scaled_softmax = k::scaled_softmax,
+      .scaled_softmax_backward = k::scaled_softmax_backward,
       .gemm = k::gemm,
       .linear = k::linear,
       .transpose = k::transpose,

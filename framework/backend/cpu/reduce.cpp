@@ -87,4 +87,44 @@ void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const f
     }
 }
 
+// x [rows, S] -> y: row r's first n columns (n = S, or i + 1 for row i = r %
+// causal of a causal stack) in softmax(x * scale) as softmax() takes them,
+// the rest 0
+void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x,
+                    float* y) {
+#pragma omp parallel for if (rows * s > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xs = x + r * s;
+    float* ys = y + r * s;
+    const int64_t n = causal > 0 ? std::min(s, r % causal + 1) : s;
+    float m = xs[0] * scale;
+    for (int64_t k = 1; k < n; ++k) m = std::max(m, xs[k] * scale);
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(xs[k] * scale - m));
+    const float log_s = static_cast<float>(std::log(sum));
+    for (int64_t k = 0; k < n; ++k) ys[k] = std::exp((xs[k] * scale - m) - log_s);
+    std::fill(ys + n, ys + s, 0.f);
+  }
+}
+
+// y, gy [rows, S] -> gx = softmax_backward(y, gy) * scale over each row's
+// first n columns (as in scaled_softmax), 0 beyond
+void scaled_softmax_backward(float scale, int64_t causal, int64_t rows, int64_t s, const float* y,
+                             const float* gy, float* gx) {
+#pragma omp parallel for if (rows * s > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *ys = y + r * s, *gs = gy + r * s;
+    float* out = gx + r * s;
+    const int64_t n = causal > 0 ? std::min(s, r % causal + 1) : s;
+    double sum_gy = 0, sum_y = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      sum_gy += double(gs[k]) * ys[k];
+      sum_y += ys[k];
+    }
+    const double dot = sum_gy / sum_y;
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(ys[k] * (gs[k] - dot)) * scale;
+    std::fill(out + n, out + s, 0.f);
+  }
+}
+
 }  // namespace minidl::cpu

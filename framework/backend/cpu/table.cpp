@@ -49,6 +49,8 @@ const Backend& backend() {
       .argmax = argmax,
       .softmax = softmax,
       .softmax_backward = softmax_backward,
+      .scaled_softmax = scaled_softmax,
+      .scaled_softmax_backward = scaled_softmax_backward,
       .gemm = gemm_batch,
       .linear = linear,
       .transpose = transpose_batch,

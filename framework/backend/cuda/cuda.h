@@ -52,6 +52,9 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx);
+void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x, float* y);
+void scaled_softmax_backward(float scale, int64_t causal, int64_t rows, int64_t s, const float* y,
+                             const float* gy, float* gx);
 
 // ---- blas.cu: cuBLAS GEMM, linear, batched transpose ----
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

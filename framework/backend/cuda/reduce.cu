@@ -239,6 +239,50 @@ __global__ void softmax_backward_rows_kernel(bool log, int64_t rows, int64_t d, 
   }
 }
 
+// x [rows, S] -> y, softmax(x * scale) over each row's first n columns (n = S,
+// or i + 1 for row i = r % causal of a causal stack), 0 beyond; one warp per row
+__global__ void scaled_softmax_kernel(float scale, int64_t causal, int64_t rows, int64_t s,
+                                      const float* x, float* y) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const float* xr = x + row * s;
+    float* yr = y + row * s;
+    const int64_t i = causal > 0 ? row % causal + 1 : s, n = i < s ? i : s;
+    float m = -INFINITY;
+    for (int64_t k = lane; k < n; k += 32) m = fmaxf(m, xr[k] * scale);
+    m = warp_max(m);
+    float sum = 0.f;
+    for (int64_t k = lane; k < n; k += 32) sum += expf(xr[k] * scale - m);
+    const float log_s = logf(warp_sum(sum));
+    for (int64_t k = lane; k < s; k += 32) yr[k] = k < n ? expf((xr[k] * scale - m) - log_s) : 0.f;
+  }
+}
+
+// y, gy [rows, S] -> gx = softmax's backward * scale over each row's first n
+// columns, 0 beyond; one warp per row, the sums in double in a fixed order
+__global__ void scaled_softmax_backward_kernel(float scale, int64_t causal, int64_t rows,
+                                               int64_t s, const float* y, const float* gy,
+                                               float* gx) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const int64_t off = row * s, i = causal > 0 ? row % causal + 1 : s, n = i < s ? i : s;
+    double sum_gy = 0, sum_y = 0;
+    for (int64_t k = lane; k < n; k += 32) {
+      sum_gy += static_cast<double>(gy[off + k]) * y[off + k];
+      sum_y += y[off + k];
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      sum_gy += __shfl_xor_sync(0xffffffffu, sum_gy, offset);
+      sum_y += __shfl_xor_sync(0xffffffffu, sum_y, offset);
+    }
+    const double dot = sum_gy / sum_y;
+    for (int64_t k = lane; k < s; k += 32)
+      gx[off + k] = k < n ? static_cast<float>(y[off + k] * (gy[off + k] - dot)) * scale : 0.f;
+  }
+}
+
 }  // namespace
 
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
@@ -273,6 +317,21 @@ void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const f
   else
     softmax_backward_kernel<<<blocks_for(outer * inner), kThreads, 0, stream()>>>(log, outer, d,
                                                                                   inner, y, gy, gx);
+  CUDA_CHECK_LAUNCH();
+}
+
+void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x, float* y) {
+  if (rows * s == 0) return;
+  scaled_softmax_kernel<<<blocks_for(rows * 32), kThreads, 0, stream()>>>(scale, causal, rows, s,
+                                                                          x, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void scaled_softmax_backward(float scale, int64_t causal, int64_t rows, int64_t s, const float* y,
+                             const float* gy, float* gx) {
+  if (rows * s == 0) return;
+  scaled_softmax_backward_kernel<<<blocks_for(rows * 32), kThreads, 0, stream()>>>(
+      scale, causal, rows, s, y, gy, gx);
   CUDA_CHECK_LAUNCH();
 }
 

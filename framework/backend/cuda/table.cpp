@@ -38,6 +38,8 @@ const Backend* backend_if_present() {
       .argmax = argmax,
       .softmax = softmax,
       .softmax_backward = softmax_backward,
+      .scaled_softmax = scaled_softmax,
+      .scaled_softmax_backward = scaled_softmax_backward,
       .gemm = gemm,
       .linear = linear,
       .transpose = transpose,
