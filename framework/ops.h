@@ -364,6 +364,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum = 0.1, double eps = 1e-5);
 
+// ---- layer norm ----
+// x [R, D] float32 (or float16) -> the same shape; each row normalized by its
+// own mean and biased variance (taken in double), then times weight and plus
+// bias ([D] or undefined: 1 and 0): y = (x - mean) / sqrt(var + eps) * weight
+// + bias. One kernel forward; backward one for gx and two for the weight and
+// bias gradients (not differentiable twice). nn's layer_norm and group_norm.
+Tensor layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+
 // ---- the LSTM cell's pointwise part (issue 23) ----
 // gates [B, 4H] float32 (the pre-activations of i, f, g, o: PyTorch's order),
 // c [B, H] -> {h, c'} [B, H]:

@@ -1,24 +1,9 @@
 #include "nn/layer_norm.h"
 
-#include <algorithm>
-
 #include "framework/ops.h"
 
 namespace minidl {
 namespace {
-
-// x [R, D] -> (x - mean) / sqrt(var + eps), mean and biased variance of
-// each row: batch_norm's fused kernels on [1, R, D] (a channel per row; two
-// passes forward, two back), composed where a row holds one value (0) or
-// there are none
-Tensor normalize_rows(const Tensor& x, double eps) {
-  if (x.size(1) > 1 && x.size(0) > 0)
-    return batch_norm(x.reshape({1, x.size(0), x.size(1)}), {}, {}, {}, {}, /*training=*/true,
-                      /*momentum=*/0, eps)
-        .reshape(x.shape());
-  Tensor d = x - x.mean({1}, /*keepdim=*/true);
-  return d / ((d * d).mean({1}, /*keepdim=*/true) + eps).sqrt();
-}
 
 void check_affine(const char* op, const Tensor& t, const char* name, const Shape& want) {
   MINIDL_CHECK(!t.defined() || t.shape() == want, op, ": expected ", name, " ", want, ", got ",
@@ -37,10 +22,11 @@ Tensor layer_norm(const Tensor& x, const Shape& shape, const Tensor& weight, con
   check_affine("layer_norm", weight, "weight", shape);
   check_affine("layer_norm", bias, "bias", shape);
   const int64_t d = numel_of(shape);
-  Tensor y = normalize_rows(x.reshape({x.numel() / std::max<int64_t>(d, 1), d}), eps).reshape(x.shape());
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  // [D] as it is: a reshaped view would hand the parameter a gradient sharing
+  // storage, which the engine then copies
+  const auto flat = [d](const Tensor& t) { return t.defined() && t.dim() > 1 ? t.reshape({d}) : t; };
+  return layer_norm_rows(x.reshape({x.numel() / d, d}), flat(weight), flat(bias), eps)
+      .reshape(x.shape());
 }
 
 // x [N, C, *] -> [N, C, *]
@@ -52,7 +38,9 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   const int64_t c = x.size(1);
   check_affine("group_norm", weight, "weight", {c});
   check_affine("group_norm", bias, "bias", {c});
-  Tensor y = normalize_rows(x.reshape({x.size(0) * groups, -1}), eps).reshape(x.shape());
+  const int64_t rows = x.size(0) * groups;
+  Tensor y = layer_norm_rows(x.reshape({rows, rows > 0 ? x.numel() / rows : 0}), {}, {}, eps)
+                 .reshape(x.shape());
   Shape per_channel(x.dim(), 1);  // [1, C, 1, ...]
   per_channel[1] = c;
   if (weight.defined()) y = y * weight.reshape(per_channel);

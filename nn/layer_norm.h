@@ -6,11 +6,11 @@
 // over the last dims given by normalized_shape (layer norm: one group per
 // leading index), or over C / G channels and every spatial position (group
 // norm: G groups per sample). Unlike BatchNorm there are no running
-// estimates: training and evaluation compute the same thing. The forwards
-// compose autograd ops (no hand-written backward): the normalization is the
-// batch_norm op on the values seen as [1, groups, group size], a channel per
-// group, then weight and bias. Errors name the op, the expected and the got
-// shape.
+// estimates: training and evaluation compute the same thing. Both run the
+// layer_norm_rows op (framework/ops.h: one kernel forward, a row per group):
+// layer norm with its weight and bias fused, group norm without, its
+// per-channel weight and bias applied after. Errors name the op, the expected
+// and the got shape.
 #pragma once
 #include "nn/cell.h"
 

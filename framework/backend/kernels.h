@@ -270,6 +270,19 @@ struct Kernels {
   void (*batch_norm_backward)(bool training, int64_t n, int64_t c, int64_t s, const float* x,
                               const float* gy, const float* save_mean, const float* save_invstd,
                               const float* weight, float* gx, float* gweight, float* gbias);
+  // ---- layer norm ----
+  // Per row of x [R, D]: mean and rstd [R] = 1 / sqrt(biased variance + eps),
+  // both taken in double (two passes over the row); y [R, D] = (x - mean) rstd
+  // weight + bias (weight, bias [D] or null: 1 and 0).
+  void (*layer_norm_forward)(int64_t r, int64_t d, double eps, const float* x, const float* weight,
+                             const float* bias, float* mean, float* rstd, float* y);
+  // gy, x [R, D] with the forward's mean, rstd [R] and weight [D] (or null: 1)
+  // -> gx [R, D] = rstd (gw - mean(gw) - xhat mean(gw xhat)) along the row,
+  // gw = gy weight, xhat = (x - mean) rstd; gweight = sum(gy xhat), gbias =
+  // sum(gy) over the rows [D]. Sums in double; each output may be null.
+  void (*layer_norm_backward)(int64_t r, int64_t d, const float* x, const float* gy,
+                              const float* mean, const float* rstd, const float* weight, float* gx,
+                              float* gweight, float* gbias);
   // ---- the LSTM cell's pointwise part (issue 23) ----
   // gates a [B, 4H] (pre-activations of i, f, g, o: PyTorch's order), c [B, H]
   // -> c' = sigmoid(f) c + sigmoid(i) tanh(g) and h = sigmoid(o) tanh(c'), [B, H],

@@ -1,6 +1,6 @@
-// Batch normalization as one op (issue 23): the statistics, the output and
-// the backward each in fused kernels (backend/kernels.h's batch_norm_*),
-// instead of a graph of means, differences and products.
+// Batch and layer normalization as ops: the statistics, the output and the
+// backward each in fused kernels (backend/kernels.h's batch_norm_* and
+// layer_norm_*), instead of a graph of means, differences and products.
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -68,6 +68,40 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  ptr(weight), ptr(gx), ptr(gw), ptr(gb));
         return std::vector<Tensor>{gx, gw, gb};
       });
+}
+
+// x [R, D] -> y [R, D]; backward: gy -> gx, gweight, gbias
+Tensor layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (x.dtype() == kFloat16)  // computed in float32, the result cast back (as batch_norm)
+    return cast(layer_norm_rows(cast(x, kFloat32), weight, bias, eps), kFloat16);
+  if (!all_contiguous({x, weight, bias}))
+    return layer_norm_rows(contiguous(x), contiguous(weight), contiguous(bias), eps);
+  require_f32("layer_norm", x);
+  MINIDL_CHECK(x.dim() == 2, "layer_norm: expected rows [R, D], got ", x.shape());
+  const int64_t R = x.size(0), D = x.size(1);
+  for (const auto& [t, what] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
+    if (!t->defined()) continue;
+    require_f32("layer_norm", *t, what);
+    MINIDL_CHECK(t->shape() == Shape{D}, "layer_norm: expected ", what, " of shape [", D,
+                 "] (D of input ", x.shape(), "), got ", t->shape());
+  }
+  const Kernels& kern = kernels_for("layer_norm", x, {&weight, &bias});
+  Tensor y = empty_like(x, x.shape()), mean = empty_like(x, {R}), rstd = empty_like(x, {R});
+  kern.layer_norm_forward(R, D, eps, x.data_ptr<float>(), ptr(weight), ptr(bias),
+                          mean.data_ptr<float>(), rstd.data_ptr<float>(), y.data_ptr<float>());
+  return record(y, "layer_norm", {x, weight, bias},
+                [x, weight, bias, mean, rstd, R, D](const Tensor& g) {
+                  Tensor gx = x.requires_grad() ? empty_like(g, x.shape()) : Tensor();
+                  Tensor gw = weight.defined() && weight.requires_grad() ? empty_like(g, {D})
+                                                                         : Tensor();
+                  Tensor gb =
+                      bias.defined() && bias.requires_grad() ? empty_like(g, {D}) : Tensor();
+                  kernels(g.device())
+                      .layer_norm_backward(R, D, x.data_ptr<float>(), g.data_ptr<float>(),
+                                           mean.data_ptr<float>(), rstd.data_ptr<float>(),
+                                           ptr(weight), ptr(gx), ptr(gw), ptr(gb));
+                  return std::vector<Tensor>{gx, gw, gb};
+                });
 }
 
 }  // namespace minidl

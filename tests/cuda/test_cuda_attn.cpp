@@ -1,9 +1,9 @@
-// CUDA against the CPU for issue 22's attention and normalization layers
-// (composed from ops; attention without other masks takes scaled_softmax's
-// kernels, with a mask the causal one is triu of ones on the inputs' device):
-// layer_norm, group_norm, scaled_softmax past one warp's 32 columns,
-// scaled_dot_product_attention with a causal and an integer mask, and
-// multi_head_attention_forward with a key padding mask.
+// CUDA against the CPU for issue 22's attention and normalization layers:
+// layer_norm (layer_norm_rows' kernels past a warp's 32 columns and a part's
+// 64 rows), group_norm, scaled_softmax past one warp's 32 columns,
+// scaled_dot_product_attention with a causal mask (scaled_softmax) and an
+// integer mask (composed, the causal part triu of ones on the inputs'
+// device), and multi_head_attention_forward with a key padding mask.
 #include <doctest/doctest.h>
 #include <minidl/minidl.h>
 
@@ -19,6 +19,9 @@ TEST_CASE("cuda: layer_norm, group_norm, scaled_dot_product_attention, multi-hea
              return layer_norm(in[0], {3, 4}, in[1], in[2]);
            },
            {Tensor::randn({2, 3, 4}), Tensor::randn({3, 4}), Tensor::randn({3, 4})});
+  check_op("layer_norm_rows past a warp and a part of rows",
+           [](const In& in) { return layer_norm_rows(in[0], in[1], in[2], 1e-5); },
+           {Tensor::randn({70, 100}), Tensor::randn({100}), Tensor::randn({100})});
   check_op("group_norm", [](const In& in) { return group_norm(in[0], 2, in[1], in[2]); },
            {Tensor::randn({2, 4, 3}), Tensor::randn({4}), Tensor::randn({4})});
   for (bool causal : {true, false})

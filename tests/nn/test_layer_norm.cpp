@@ -69,6 +69,47 @@ TEST_CASE("LayerNorm and GroupNorm gradients match finite differences") {
   CHECK_GRADCHECK_RESULT(cell_param_gradcheck(gn, [&] { return gn(x4); }));
 }
 
+// layer_norm_rows, the op under both, against float64 by hand: y, and the
+// gradients of x, weight and bias for a random upstream gradient, on rows
+// wider than a warp (D = 100) and more rows than one part of the weight
+// gradient's sums (R = 70; the CUDA kernels' split points).
+TEST_CASE("layer_norm_rows: values and all three gradients against float64") {
+  manual_seed(61);
+  const int64_t R = 70, D = 100;
+  const double eps = 1e-5;
+  Tensor x = (Tensor::randn({R, D}) * 3 + 2).requires_grad_();
+  Tensor w = Tensor::randn({D}).requires_grad_(), b = Tensor::randn({D}).requires_grad_();
+  Tensor g = Tensor::randn({R, D});
+  Tensor y = layer_norm_rows(x, w, b, eps);
+  (y * g).sum().backward();
+  const auto xs = x.detach().to_vector<float>(), ws = w.detach().to_vector<float>(),
+             bs = b.detach().to_vector<float>(), gs = g.to_vector<float>();
+  std::vector<double> want_y(R * D), want_gx(R * D), want_gw(D, 0), want_gb(D, 0);
+  for (int64_t i = 0; i < R; ++i) {
+    double m = 0, v = 0, s1 = 0, s2 = 0;
+    for (int64_t k = 0; k < D; ++k) m += xs[i * D + k] / double(D);
+    for (int64_t k = 0; k < D; ++k) v += (xs[i * D + k] - m) * (xs[i * D + k] - m) / double(D);
+    const double rs = 1 / std::sqrt(v + eps);
+    for (int64_t k = 0; k < D; ++k) {
+      const double xhat = (xs[i * D + k] - m) * rs, gw = gs[i * D + k] * double(ws[k]);
+      want_y[i * D + k] = xhat * ws[k] + bs[k];
+      want_gw[k] += gs[i * D + k] * xhat;
+      want_gb[k] += gs[i * D + k];
+      s1 += gw, s2 += gw * xhat;
+    }
+    for (int64_t k = 0; k < D; ++k) {
+      const double xhat = (xs[i * D + k] - m) * rs;
+      want_gx[i * D + k] = rs * (gs[i * D + k] * double(ws[k]) - s1 / D - xhat * s2 / D);
+    }
+  }
+  check_close(y, want_y, 1e-5);
+  check_close(x.grad(), want_gx, 1e-5);
+  check_close(w.grad(), want_gw, 1e-5);
+  check_close(b.grad(), want_gb, 1e-5);
+  CHECK_THROWS_WITH(layer_norm_rows(Tensor::randn({2, 3}), Tensor::ones({4}), {}, eps),
+                    doctest::Contains("expected weight of shape [3] (D of input [2, 3]), got [4]"));
+}
+
 TEST_CASE("LayerNorm and GroupNorm use PyTorch's parameter names and initial values") {
   nn::LayerNorm ln({2, 3});
   nn::GroupNorm gn(2, 6, {.affine = true});

@@ -94,6 +94,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::upsample_nearest_forward>(t), record<&Kernels::upsample_nearest_backward>(t);
   // ---- batch norm (issue 23) ----
   record<&Kernels::batch_norm_forward>(t), record<&Kernels::batch_norm_backward>(t);
+  record<&Kernels::layer_norm_forward>(t), record<&Kernels::layer_norm_backward>(t);
   // ---- the LSTM cell (issue 23) ----
   record<&Kernels::lstm_cell_forward>(t), record<&Kernels::lstm_cell_backward>(t);
 

@@ -175,6 +175,8 @@ void install_cuda_on_cpu() {
       // ---- batch norm (issue 23) ----
       .batch_norm_forward = k::batch_norm_forward,
       .batch_norm_backward = k::batch_norm_backward,
+      .layer_norm_forward = k::layer_norm_forward,
+      .layer_norm_backward = k::layer_norm_backward,
       .lstm_cell_forward = k::lstm_cell_forward,
       .lstm_cell_backward = k::lstm_cell_backward,
   };

@@ -128,4 +128,68 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
   }
 }
 
+// x [R, D] -> mean, rstd [R], y [R, D]
+void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x, const float* weight,
+                        const float* bias, float* mean, float* rstd, float* y) {
+#pragma omp parallel for schedule(static) if (r * d > kParallelElements && r > 1)
+  for (int64_t i = 0; i < r; ++i) {
+    const float* xr = x + i * d;
+    float* yr = y + i * d;
+    double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1)
+    for (int64_t k = 0; k < d; ++k) s1 += xr[k];
+    const double m = s1 / d;
+#pragma omp simd reduction(+ : s2)
+    for (int64_t k = 0; k < d; ++k) s2 += (xr[k] - m) * (xr[k] - m);
+    const float mf = static_cast<float>(m), rs = static_cast<float>(1 / std::sqrt(s2 / d + eps));
+    mean[i] = mf, rstd[i] = rs;
+#pragma omp simd
+    for (int64_t k = 0; k < d; ++k)
+      yr[k] = (xr[k] - mf) * rs * (weight ? weight[k] : 1.f) + (bias ? bias[k] : 0.f);
+  }
+}
+
+// gy, x [R, D] -> gx [R, D], gweight, gbias [D] (each may be null)
+void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy, const float* mean,
+                         const float* rstd, const float* weight, float* gx, float* gweight,
+                         float* gbias) {
+  if (gx) {
+#pragma omp parallel for schedule(static) if (r * d > kParallelElements && r > 1)
+    for (int64_t i = 0; i < r; ++i) {
+      const float *xr = x + i * d, *gr = gy + i * d, m = mean[i], rs = rstd[i];
+      double s1 = 0, s2 = 0;  // sum(gw), sum(gw xhat)
+#pragma omp simd reduction(+ : s1, s2)
+      for (int64_t k = 0; k < d; ++k) {
+        const float gw = gr[k] * (weight ? weight[k] : 1.f);
+        s1 += gw;
+        s2 += gw * ((xr[k] - m) * rs);
+      }
+      const auto a = static_cast<float>(s1 / d), c = static_cast<float>(s2 / d);
+      float* out = gx + i * d;
+#pragma omp simd
+      for (int64_t k = 0; k < d; ++k)
+        out[k] = (gr[k] * (weight ? weight[k] : 1.f) - a - (xr[k] - m) * rs * c) * rs;
+    }
+  }
+  if (!gweight && !gbias) return;
+  // columns in blocks of 16, each summed over the rows in order (deterministic)
+  constexpr int64_t kCols = 16;
+#pragma omp parallel for schedule(static) if (r * d > kParallelElements && d > kCols)
+  for (int64_t k0 = 0; k0 < d; k0 += kCols) {
+    const int64_t n = std::min(kCols, d - k0);
+    double sw[kCols] = {}, sb[kCols] = {};
+    for (int64_t i = 0; i < r; ++i) {
+      const float *xr = x + i * d + k0, *gr = gy + i * d + k0, m = mean[i], rs = rstd[i];
+      for (int64_t k = 0; k < n; ++k) {
+        sw[k] += gr[k] * ((xr[k] - m) * rs);
+        sb[k] += gr[k];
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      if (gweight) gweight[k0 + k] = static_cast<float>(sw[k]);
+      if (gbias) gbias[k0 + k] = static_cast<float>(sb[k]);
+    }
+  }
+}
+
 }  // namespace minidl::cpu

@@ -83,6 +83,8 @@ const Backend& backend() {
       // ---- batch norm (issue 23) ----
       .batch_norm_forward = batch_norm_forward,
       .batch_norm_backward = batch_norm_backward,
+      .layer_norm_forward = layer_norm_forward,
+      .layer_norm_backward = layer_norm_backward,
       .lstm_cell_forward = lstm_cell_forward,
       .lstm_cell_backward = lstm_cell_backward,
   };

@@ -1,8 +1,8 @@
-// CUDA kernels for the fused batch norm (kernels.h): blocks take each
-// channel's sums by parts (in double, shifted by the channel's first value as
-// on the CPU), folded across the block in shared memory and then across the
-// parts in a fixed order (deterministic); then one grid-stride pass over
-// every element.
+// CUDA kernels for the fused batch norm and layer norm (kernels.h). Batch
+// norm: blocks take each channel's sums by parts (in double, shifted by the
+// channel's first value as on the CPU), folded across the block in shared
+// memory and then across the parts in a fixed order (deterministic); then one
+// grid-stride pass over every element. Layer norm: a warp per row.
 #include "framework/backend/cuda/device.cuh"
 
 namespace minidl::cuda {
@@ -141,6 +141,98 @@ __global__ void batch_norm_grad_input_kernel(bool training, int64_t n, int64_t c
   }
 }
 
+// ---- layer norm: one warp per row; the weight and bias gradients by parts of
+// kRowsPerPart rows, folded in a fixed order ----
+
+constexpr int kWarps = kThreads / 32;
+constexpr int64_t kRowsPerPart = 64;
+
+__device__ double warp_sum_double(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// x [R, D] -> mean, rstd [R], y [R, D]; the row's mean, then its variance, in double
+__global__ void layer_norm_forward_kernel(int64_t r, int64_t d, double eps, const float* x,
+                                          const float* weight, const float* bias, float* mean,
+                                          float* rstd, float* y) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t row = thread_index() / 32; row < r; row += warps) {
+    const float* xr = x + row * d;
+    double s1 = 0, s2 = 0;
+    for (int64_t k = lane; k < d; k += 32) s1 += xr[k];
+    const double m = warp_sum_double(s1) / d;
+    for (int64_t k = lane; k < d; k += 32) s2 += (xr[k] - m) * (xr[k] - m);
+    const float mf = static_cast<float>(m);
+    const float rs = static_cast<float>(1 / sqrt(warp_sum_double(s2) / d + eps));
+    if (lane == 0) mean[row] = mf, rstd[row] = rs;
+    for (int64_t k = lane; k < d; k += 32)
+      y[row * d + k] = (xr[k] - mf) * rs * (weight ? weight[k] : 1.f) + (bias ? bias[k] : 0.f);
+  }
+}
+
+// gy, x [R, D] -> gx [R, D] = rstd (gw - mean(gw) - xhat mean(gw xhat)), gw = gy weight
+__global__ void layer_norm_grad_input_kernel(int64_t r, int64_t d, const float* x, const float* gy,
+                                             const float* mean, const float* rstd,
+                                             const float* weight, float* gx) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t row = thread_index() / 32; row < r; row += warps) {
+    const float *xr = x + row * d, *gr = gy + row * d, m = mean[row], rs = rstd[row];
+    double s1 = 0, s2 = 0;
+    for (int64_t k = lane; k < d; k += 32) {
+      const float gw = gr[k] * (weight ? weight[k] : 1.f);
+      s1 += gw;
+      s2 += gw * ((xr[k] - m) * rs);
+    }
+    const auto a = static_cast<float>(warp_sum_double(s1) / d);
+    const auto c = static_cast<float>(warp_sum_double(s2) / d);
+    for (int64_t k = lane; k < d; k += 32)
+      gx[row * d + k] = (gr[k] * (weight ? weight[k] : 1.f) - a - (xr[k] - m) * rs * c) * rs;
+  }
+}
+
+// gy, x [R, D] -> part [2, P, D]: sums of gy xhat and of gy over part p's
+// rows; block (p, 32 columns): warp w takes rows w, w + kWarps, .., lanes
+// neighbouring columns, then warp 0 folds the warps in order
+__global__ void layer_norm_grad_parts_kernel(int64_t r, int64_t d, int64_t parts, const float* x,
+                                             const float* gy, const float* mean,
+                                             const float* rstd, double* part) {
+  __shared__ double sw[kThreads], sb[kThreads];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t tiles = (d + 31) / 32;
+  for (int64_t bp = blockIdx.x; bp < parts * tiles; bp += gridDim.x) {
+    const int64_t p = bp / tiles, c = bp % tiles * 32 + lane, first = p * kRowsPerPart;
+    const int64_t end = first + kRowsPerPart < r ? first + kRowsPerPart : r;
+    double a = 0, b = 0;
+    if (c < d)
+      for (int64_t i = first + warp; i < end; i += kWarps) {
+        const float g = gy[i * d + c];
+        a += g * ((x[i * d + c] - mean[i]) * rstd[i]);
+        b += g;
+      }
+    sw[threadIdx.x] = a, sb[threadIdx.x] = b;
+    __syncthreads();
+    if (warp == 0 && c < d) {
+      for (int w = 1; w < kWarps; ++w) a += sw[w * 32 + lane], b += sb[w * 32 + lane];
+      part[p * d + c] = a, part[(parts + p) * d + c] = b;
+    }
+    __syncthreads();  // sw, sb are reused by the next block's part
+  }
+}
+
+// part [2, P, D] -> gweight, gbias [D] (either may be null), the parts in order
+__global__ void layer_norm_grad_fold_kernel(int64_t d, int64_t parts, const double* part,
+                                            float* gweight, float* gbias) {
+  for (int64_t c = thread_index(); c < d; c += thread_count()) {
+    double a = 0, b = 0;
+    for (int64_t p = 0; p < parts; ++p) a += part[p * d + c], b += part[(parts + p) * d + c];
+    if (gweight) gweight[c] = static_cast<float>(a);
+    if (gbias) gbias[c] = static_cast<float>(b);
+  }
+}
+
 }  // namespace
 
 void batch_norm_forward(bool training, int64_t n, int64_t c, int64_t s, const float* x,
@@ -179,6 +271,34 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
   if (!gx) return;
   batch_norm_grad_input_kernel<<<blocks_for(n * c * s), kThreads, 0, stream()>>>(
       training, n, c, s, x, gy, save_mean, save_invstd, weight, sums.data(), gx);
+  CUDA_CHECK_LAUNCH();
+}
+
+void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x, const float* weight,
+                        const float* bias, float* mean, float* rstd, float* y) {
+  if (r * d == 0) return;
+  layer_norm_forward_kernel<<<blocks_for(r * 32), kThreads, 0, stream()>>>(r, d, eps, x, weight,
+                                                                           bias, mean, rstd, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy, const float* mean,
+                         const float* rstd, const float* weight, float* gx, float* gweight,
+                         float* gbias) {
+  if (r * d == 0) return;
+  if (gx) {
+    layer_norm_grad_input_kernel<<<blocks_for(r * 32), kThreads, 0, stream()>>>(
+        r, d, x, gy, mean, rstd, weight, gx);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (!gweight && !gbias) return;
+  const int64_t parts = (r + kRowsPerPart - 1) / kRowsPerPart, tiles = (d + 31) / 32;
+  Scratch<double> part(2 * parts * d);
+  layer_norm_grad_parts_kernel<<<blocks_for(parts * tiles, 1), kThreads, 0, stream()>>>(
+      r, d, parts, x, gy, mean, rstd, part.data());
+  CUDA_CHECK_LAUNCH();
+  layer_norm_grad_fold_kernel<<<blocks_for(d), kThreads, 0, stream()>>>(d, parts, part.data(),
+                                                                        gweight, gbias);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -73,6 +73,8 @@ const Backend* backend_if_present() {
       // ---- batch norm (issue 23) ----
       .batch_norm_forward = batch_norm_forward,
       .batch_norm_backward = batch_norm_backward,
+      .layer_norm_forward = layer_norm_forward,
+      .layer_norm_backward = layer_norm_backward,
       .lstm_cell_forward = lstm_cell_forward,
       .lstm_cell_backward = lstm_cell_backward,
   };
