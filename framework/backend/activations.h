@@ -1,6 +1,8 @@
 // The pointwise formulas of the fused activations (PyTorch's, as its CPU
 // kernels write them), shared by the CPU and CUDA kernels: leaky ReLU and
-// GELU (exact erf form and tanh approximation), forward and derivative.
+// GELU (exact erf form and tanh approximation), forward and derivative. The
+// CPU's exact GELU takes Phi from cpu/vec_math.h instead (it vectorizes, and
+// keeps its accuracy for negative x); CUDA's uses gelu and gelu_grad here.
 #pragma once
 #include <cmath>
 

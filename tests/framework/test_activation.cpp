@@ -3,6 +3,7 @@
 // (PyTorch's own values and gradients: test_torch_math.cpp.)
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "helpers.h"
@@ -81,4 +82,28 @@ TEST_CASE("activations of float16 inputs compute in float32 and return float16")
   Tensor x = Tensor::of({-1, 0.5}).to(kFloat16);
   CHECK(gelu(x).dtype() == kFloat16);
   check_values(gelu(x), {-1 * phi(-1), 0.5 * phi(0.5)}, 1e-3);
+}
+
+// The CPU's GELU (cpu/vec_math.h's normal CDF, which vectorizes) against
+// float64 at 20,001 points over [-9, 9]: within 2e-6 relative (absolute
+// below 1e-3), and its gradient within 3e-6 of the larger of Phi(x) and
+// x phi(x) (measured 1.43e-6 and 2.07e-6; 0.5 (1 + erff(x / sqrt 2)) was 8e-5
+// off for negative x, its gradient 0.03).
+TEST_CASE("gelu and its gradient against float64 over [-9, 9]") {
+  std::vector<float> xs;
+  for (int i = -10000; i <= 10000; ++i) xs.push_back(static_cast<float>(i * 9e-4));
+  Tensor x = Tensor::from_vector(xs).requires_grad_();
+  Tensor y = gelu(x);
+  y.sum().backward();
+  const auto got = y.to_float_vector(), grad = x.grad().to_float_vector();
+  double worst = 0, worst_grad = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    worst = std::max(worst, std::abs(got[i] - v * cdf) / std::max(std::abs(v * cdf), 1e-3));
+    worst_grad = std::max(worst_grad, std::abs(grad[i] - (cdf + v * pdf)) /
+                                          std::max(cdf, std::abs(v * pdf)));
+  }
+  CHECK(worst <= 2e-6);
+  CHECK(worst_grad <= 3e-6);
 }

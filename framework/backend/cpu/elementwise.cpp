@@ -9,6 +9,7 @@
 #include "framework/backend/activations.h"
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
+#include "framework/backend/cpu/vec_math.h"
 #include "framework/backend/float_to_int.h"
 #include "framework/backend/philox.h"
 
@@ -103,7 +104,7 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::LeakyRelu: return map(n, x, out, [s](float v) { return act::leaky_relu(v, s); });
     case UnaryOp::LeakyReluSlope:
       return map(n, x, out, [s](float v) { return act::leaky_relu_slope(v, s); });
-    case UnaryOp::Gelu: return map(n, x, out, [](float v) { return act::gelu(v); });
+    case UnaryOp::Gelu: return map(n, x, out, [](float v) { return v * vec::normal_cdf(v); });
     case UnaryOp::GeluTanh: return map(n, x, out, [](float v) { return act::gelu_tanh(v); });
   }
 }
@@ -147,7 +148,9 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
     case BinaryOp::Minimum:
       return broadcast_map(bc, a, b, out, [](float x, float y) { return x < y || x != x ? x : y; });
     case BinaryOp::GeluGrad:
-      return broadcast_map(bc, a, b, out, [](float g, float x) { return act::gelu_grad(g, x); });
+      return broadcast_map(bc, a, b, out, [](float g, float x) {  // Phi(x) + x phi(x)
+        return g * (vec::normal_cdf(x) + x * (0.39894228f * vec::exp(-0.5f * x * x)));
+      });
     case BinaryOp::GeluTanhGrad:
       return broadcast_map(bc, a, b, out, [](float g, float x) { return act::gelu_tanh_grad(g, x); });
   }
