@@ -61,8 +61,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // Attention's scores x [..., L, S] -> softmax(x * scale) along the last dim,
 // with scale rounded to float32 as x * scale takes it; causal: column j of
 // row i (of the last two dims) takes no part where j > i (weight 0, PyTorch's
-// is_causal). The bits of softmax(masked_fill(x * scale, triu(ones({L, S}),
-// 1), -inf)) on the CPU, in one kernel each way.
+// is_causal). softmax(masked_fill(x * scale, triu(ones({L, S}), 1), -inf))
+// up to rounding (tests/framework/test_softmax.cpp), in one kernel each way.
 Tensor scaled_softmax(const Tensor& x, double scale, bool causal);
 
 // ---- convolution and pooling, NCHW ----

@@ -65,7 +65,7 @@ Attention attend(const char* op, const Tensor& q, const Tensor& k, const Tensor&
   Tensor scores = matmul(q, k, false, /*trans_b=*/true);
   const bool other_masks =
       std::any_of(masks.begin(), masks.end(), [](const Mask& m) { return m.mask.defined(); });
-  // without other masks: one kernel each way, the composed path's bits
+  // without other masks: one kernel each way (the composed path up to rounding)
   Tensor weights = other_masks ? softmax(masked_scores(op, scores * scale, masks, is_causal), -1)
                                : scaled_softmax(scores, scale, is_causal);
   if (dropout_p > 0) weights = dropout(weights, dropout_p);

@@ -160,10 +160,14 @@ TEST_CASE("scaled_softmax by hand: the scale, and the causal mask's zeros") {
 }
 
 // What attention computed before the fused op: softmax(masked_fill(x * scale,
-// triu(ones({L, S}), 1), -inf)). Forward values and gradients are the same,
-// with L < S, L > S and past one warp's 32 columns.
-TEST_CASE("scaled_softmax equals the composed scale, causal mask and softmax, value for value") {
+// triu(ones({L, S}), 1), -inf)). Equal up to rounding, forward and backward
+// (the CPU kernel exponentiates with vec::exp, scaled by 1 / sum; measured
+// largest differences 6.0e-8 of the largest probability and 2.8e-7 of the
+// largest gradient element), with L < S, L > S and past one warp's 32
+// columns; masked positions exactly 0 both ways.
+TEST_CASE("scaled_softmax equals the composed scale, causal mask and softmax up to rounding") {
   manual_seed(52);
+  double worst_y = 0, worst_g = 0;
   for (const Shape& shape : {Shape{2, 3, 5, 7}, Shape{2, 7, 5}, Shape{1, 40, 40}}) {
     for (bool causal : {true, false}) {
       CAPTURE(to_string(shape));
@@ -176,12 +180,22 @@ TEST_CASE("scaled_softmax equals the composed scale, causal mask and softmax, va
       Tensor composed = x2 * scale;
       if (causal) composed = masked_fill(composed, triu(Tensor::ones({l, s}), 1), -INFINITY);
       composed = softmax(composed, -1);
-      CHECK(fused.to_vector<float>() == composed.to_vector<float>());
       (fused * g).sum().backward();
       (composed * g).sum().backward();
-      CHECK(x1.grad().to_vector<float>() == x2.grad().to_vector<float>());
+      const auto fy = fused.to_vector<float>(), cy = composed.to_vector<float>();
+      const auto fg = x1.grad().to_vector<float>(), cg = x2.grad().to_vector<float>();
+      double largest_g = 0;
+      for (float v : cg) largest_g = std::max(largest_g, double(std::abs(v)));
+      for (size_t i = 0; i < fy.size(); ++i) {
+        CHECK((cy[i] == 0) == (fy[i] == 0));
+        worst_y = std::max(worst_y, double(std::abs(fy[i] - cy[i])));
+        worst_g = std::max(worst_g, std::abs(fg[i] - cg[i]) / largest_g);
+      }
     }
   }
+  MESSAGE("largest differences: ", worst_y, " (probabilities), ", worst_g, " (gradients)");
+  CHECK(worst_y <= 5e-7);
+  CHECK(worst_g <= 1e-6);
 }
 
 TEST_CASE("gradient of scaled_softmax, causal and not") {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/vec_math.h"
 
 namespace minidl::cpu {
 
@@ -88,8 +89,8 @@ void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const f
 }
 
 // x [rows, S] -> y: row r's first n columns (n = S, or i + 1 for row i = r %
-// causal of a causal stack) in softmax(x * scale) as softmax() takes them,
-// the rest 0
+// causal of a causal stack) in softmax(x * scale), the rest 0. e^(v - max)
+// by vec::exp (vectorized), summed in double, then scaled by 1 / sum.
 void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x,
                     float* y) {
 #pragma omp parallel for if (rows * s > 65536)
@@ -98,11 +99,14 @@ void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const 
     float* ys = y + r * s;
     const int64_t n = causal > 0 ? std::min(s, r % causal + 1) : s;
     float m = xs[0] * scale;
+#pragma omp simd reduction(max : m)
     for (int64_t k = 1; k < n; ++k) m = std::max(m, xs[k] * scale);
     double sum = 0;
-    for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(xs[k] * scale - m));
-    const float log_s = static_cast<float>(std::log(sum));
-    for (int64_t k = 0; k < n; ++k) ys[k] = std::exp((xs[k] * scale - m) - log_s);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t k = 0; k < n; ++k) sum += ys[k] = vec::exp(xs[k] * scale - m);
+    const auto inv = static_cast<float>(1 / sum);
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) ys[k] *= inv;
     std::fill(ys + n, ys + s, 0.f);
   }
 }
