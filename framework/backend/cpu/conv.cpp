@@ -108,7 +108,11 @@ MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, in
           }
           const float* srow = src + h * g.W - g.pw + kj * g.dw;
           for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
-          for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.sw];
+          if (g.sw == 2) {  // a constant stride: the loads vectorize as shuffles
+            for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[2 * ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) row[ow] = srow[ow * g.sw];
+          }
           for (int64_t ow = hi; ow < g.OW; ++ow) row[ow] = 0.f;
         }
       }
@@ -151,9 +155,13 @@ MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, in
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t h = oh * g.sh - g.ph + ki * g.dh;
           if (h < 0 || h >= g.H) continue;
-          const float* row = in + oh * g.OW;
-          float* drow = dst + h * g.W - g.pw + kj * g.dw;
-          for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.sw] += row[ow];
+          const float* __restrict row = in + oh * g.OW;
+          float* __restrict drow = dst + h * g.W - g.pw + kj * g.dw;
+          if (g.sw == 2) {  // a constant stride: vectorizes as shuffles (im2col's)
+            for (int64_t ow = lo; ow < hi; ++ow) drow[2 * ow] += row[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) drow[ow * g.sw] += row[ow];
+          }
         }
       }
 }
