@@ -1,17 +1,12 @@
 // The LSTM cell's pointwise part (kernels.h, issue 23): one pass over the
 // gates where the composed step took ten ops, each a pass with its backward.
-// The forward keeps the activations, so the backward evaluates no exp or tanh.
-#include <cmath>
-
+// The forward keeps the activations, so the backward evaluates no exp or tanh;
+// the forward's are vec_math.h's, so that its loop vectorizes.
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
+#include "framework/backend/cpu/vec_math.h"
 
 namespace minidl::cpu {
-namespace {
-
-inline float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
-
-}  // namespace
 
 // a [B, 4H] (i, f, g, o), c [B, H] -> act [B, 5H], c_out, h_out [B, H]
 MINIDL_CLONES void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c,
@@ -21,8 +16,9 @@ MINIDL_CLONES void lstm_cell_forward(int64_t b, int64_t h, const float* a, const
     float* s = act + r * 5 * h;  // sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), tanh(c')
 #pragma omp simd
     for (int64_t j = 0; j < h; ++j) {
-      const float i = sigmoid(ar[j]), f = sigmoid(ar[h + j]), g = std::tanh(ar[2 * h + j]);
-      const float o = sigmoid(ar[3 * h + j]), cn = f * c[r * h + j] + i * g, t = std::tanh(cn);
+      const float i = vec::sigmoid(ar[j]), f = vec::sigmoid(ar[h + j]);
+      const float g = vec::tanh(ar[2 * h + j]), o = vec::sigmoid(ar[3 * h + j]);
+      const float cn = f * c[r * h + j] + i * g, t = vec::tanh(cn);
       s[j] = i, s[h + j] = f, s[2 * h + j] = g, s[3 * h + j] = o, s[4 * h + j] = t;
       c_out[r * h + j] = cn;
       h_out[r * h + j] = o * t;

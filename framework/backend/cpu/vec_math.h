@@ -1,7 +1,8 @@
-// Float32 e^x and the normal CDF in plain arithmetic, so that a loop over
-// them vectorizes (glibc's expf and erff are scalar calls: a fifth of a
-// tiny_gpt step on the CPU went to erff). The CPU's GELU uses them; CUDA's
-// keeps its own erff and expf (activations.h).
+// Float32 e^x, the normal CDF, sigmoid and tanh in plain arithmetic, so that
+// a loop over them vectorizes (glibc's expf, erff and tanhf are scalar calls:
+// a fifth of a tiny_gpt step on the CPU went to erff, of a char_lstm step to
+// tanhf and its expm1f). The CPU's GELU and LSTM cell use them; CUDA's keep
+// the device's own functions.
 #pragma once
 #include <bit>
 #include <cmath>
@@ -28,7 +29,7 @@ inline float exp(float x) {
   const float p = ((((((1.f / 5040 * r + 1.f / 720) * r + 1.f / 120) * r + 1.f / 24) * r +
                       1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f;
   const int32_t e = std::bit_cast<int32_t>(n + 12582912.f) - 0x4B400000;  // n as an integer
-  return p * std::bit_cast<float>((e + 127) << 23);
+  return p * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
 }
 
 // Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt(2)) / 2. erfc(z), z >= 0, is
@@ -46,6 +47,21 @@ inline float normal_cdf(float x) {
   q = (q * t + 1.00002368f) * t - 1.26551223f;
   const float below = 0.5f * t * vec::exp(q - z * z);
   return select(x < 0.f, below, 1.f - below);
+}
+
+// 1 / (1 + e^-x), within 2e-7 relative where the result is above 1e-30
+inline float sigmoid(float x) { return 1.f / (1.f + vec::exp(-x)); }
+
+// tanh x: for |x| < 0.4 its odd Taylor series to x^13 (the next term is below
+// 1e-8 of it), else 1 - 2 / (e^(2|x|) + 1) with x's sign; within 3e-7
+// relative of tanh x over [-20, 20]
+inline float tanh(float x) {
+  const float a = std::fabs(x), x2 = x * x;
+  const float series =
+      x * (1.f + x2 * (-1.f / 3 + x2 * (2.f / 15 + x2 * (-17.f / 315 + x2 * (62.f / 2835 +
+           x2 * (-1382.f / 155925 + x2 * (21844.f / 6081075)))))));
+  const float far = std::copysign(1.f - 2.f / (vec::exp(2.f * a) + 1.f), x);
+  return select(a < 0.4f, series, far);
 }
 
 }  // namespace minidl::cpu::vec
