@@ -5,6 +5,7 @@
 // (the shifted-data variance: no cancellation when |mean| >> std).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
@@ -129,8 +130,9 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
 }
 
 // x [R, D] -> mean, rstd [R], y [R, D]
-void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x, const float* weight,
-                        const float* bias, float* mean, float* rstd, float* y) {
+MINIDL_CLONES void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x,
+                                      const float* weight, const float* bias, float* mean,
+                                      float* rstd, float* y) {
 #pragma omp parallel for schedule(static) if (r * d > kParallelElements && r > 1)
   for (int64_t i = 0; i < r; ++i) {
     const float* xr = x + i * d;
@@ -149,14 +151,29 @@ void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x, const 
   }
 }
 
-// gy, x [R, D] -> gx [R, D], gweight, gbias [D] (each may be null)
-void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy, const float* mean,
-                         const float* rstd, const float* weight, float* gx, float* gweight,
-                         float* gbias) {
-  if (gx) {
-#pragma omp parallel for schedule(static) if (r * d > kParallelElements && r > 1)
-    for (int64_t i = 0; i < r; ++i) {
+// gy, x [R, D] -> gx [R, D], gweight, gbias [D] (each may be null). One pass
+// over the rows: chunks of kRows rows in parallel, each with its own column
+// sums, which are then folded in chunk order (the same for any thread count).
+MINIDL_CLONES void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy,
+                                       const float* mean, const float* rstd, const float* weight,
+                                       float* gx, float* gweight, float* gbias) {
+  constexpr int64_t kRows = 64;
+  const int64_t chunks = (r + kRows - 1) / kRows;
+  const bool sums = gweight || gbias;
+  std::vector<double> part(sums ? 2 * chunks * d : 0, 0.0);  // [chunk][sum(gy xhat), sum(gy)][D]
+#pragma omp parallel for schedule(static) if (r * d > kParallelElements && chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    double *pw = sums ? part.data() + 2 * ch * d : nullptr, *pb = sums ? pw + d : nullptr;
+    for (int64_t i = ch * kRows; i < std::min(r, (ch + 1) * kRows); ++i) {
       const float *xr = x + i * d, *gr = gy + i * d, m = mean[i], rs = rstd[i];
+      if (sums) {
+#pragma omp simd
+        for (int64_t k = 0; k < d; ++k) {
+          pw[k] += gr[k] * ((xr[k] - m) * rs);
+          pb[k] += gr[k];
+        }
+      }
+      if (!gx) continue;
       double s1 = 0, s2 = 0;  // sum(gw), sum(gw xhat)
 #pragma omp simd reduction(+ : s1, s2)
       for (int64_t k = 0; k < d; ++k) {
@@ -171,24 +188,12 @@ void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy, 
         out[k] = (gr[k] * (weight ? weight[k] : 1.f) - a - (xr[k] - m) * rs * c) * rs;
     }
   }
-  if (!gweight && !gbias) return;
-  // columns in blocks of 16, each summed over the rows in order (deterministic)
-  constexpr int64_t kCols = 16;
-#pragma omp parallel for schedule(static) if (r * d > kParallelElements && d > kCols)
-  for (int64_t k0 = 0; k0 < d; k0 += kCols) {
-    const int64_t n = std::min(kCols, d - k0);
-    double sw[kCols] = {}, sb[kCols] = {};
-    for (int64_t i = 0; i < r; ++i) {
-      const float *xr = x + i * d + k0, *gr = gy + i * d + k0, m = mean[i], rs = rstd[i];
-      for (int64_t k = 0; k < n; ++k) {
-        sw[k] += gr[k] * ((xr[k] - m) * rs);
-        sb[k] += gr[k];
-      }
-    }
-    for (int64_t k = 0; k < n; ++k) {
-      if (gweight) gweight[k0 + k] = static_cast<float>(sw[k]);
-      if (gbias) gbias[k0 + k] = static_cast<float>(sb[k]);
-    }
+  if (!sums) return;
+  for (int64_t k = 0; k < d; ++k) {
+    double w = 0, b = 0;
+    for (int64_t ch = 0; ch < chunks; ++ch) w += part[2 * ch * d + k], b += part[(2 * ch + 1) * d + k];
+    if (gweight) gweight[k] = static_cast<float>(w);
+    if (gbias) gbias[k] = static_cast<float>(b);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 #include "framework/backend/cpu/vec_math.h"
 
 namespace minidl::cpu {
@@ -91,8 +92,8 @@ void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const f
 // x [rows, S] -> y: row r's first n columns (n = S, or i + 1 for row i = r %
 // causal of a causal stack) in softmax(x * scale), the rest 0. e^(v - max)
 // by vec::exp (vectorized), summed in double, then scaled by 1 / sum.
-void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x,
-                    float* y) {
+MINIDL_CLONES void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s,
+                                  const float* x, float* y) {
 #pragma omp parallel for if (rows * s > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xs = x + r * s;
@@ -113,8 +114,8 @@ void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const 
 
 // y, gy [rows, S] -> gx = softmax_backward(y, gy) * scale over each row's
 // first n columns (as in scaled_softmax), 0 beyond
-void scaled_softmax_backward(float scale, int64_t causal, int64_t rows, int64_t s, const float* y,
-                             const float* gy, float* gx) {
+MINIDL_CLONES void scaled_softmax_backward(float scale, int64_t causal, int64_t rows, int64_t s,
+                                           const float* y, const float* gy, float* gx) {
 #pragma omp parallel for if (rows * s > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     const float *ys = y + r * s, *gs = gy + r * s;
