@@ -9,7 +9,8 @@
 # alone: the unpacked prefix and the build folders are far over the 64 MiB a call takes):
 #   run(command="scripts/gpu/session.sh remote", carry=[".gpu/debs", ".gpu/data"], timeout_s=600)
 #   remote = unpack configure build test bench epoch zoo sanitize; each also runs alone:
-#   scripts/gpu/session.sh unpack|configure|build|test|bench|epoch|zoo|sanitize
+#   scripts/gpu/session.sh unpack|configure|build|test|bench|epoch|zoo|sanitize,
+#   and zoo_bench (the zoo against PyTorch, eager and graphs) and ncu_zoo
 #
 # The GPU machine has nvcc 13.0, CMake, ninja and CUDA's libraries but none of
 # minidl's Debian dependencies and no network. `unpack` extracts the .deb files
@@ -325,6 +326,57 @@ zoo_timed() {
   done
 }
 
+# The model zoo against PyTorch on the same step (bench/zoo_models.h and
+# bench_train_torch.py's twins), ZOO_ROUNDS interleaved rounds (default 2):
+# minidl eager and graph (--graph both), PyTorch eager and its whole-step
+# graph; in round 1 also PyTorch's graph without TF32 and both with TF32
+# everywhere, for the convolutional models (PyTorch's cuDNN uses TF32 by
+# default, minidl none unless asked).
+zoo_bench() {
+  env_for_prefix
+  local python=/opt/torch/.venv/bin/python3 round spec
+  [ -x "$python" ] || python=python3
+  local base=(--device cuda --steps 200 --warmup 20)
+  for round in $(seq 1 "${ZOO_ROUNDS:-2}"); do
+    for spec in "resnet 128" "dcgan 64" "char_lstm 20" "tiny_gpt 16"; do
+      set -- $spec
+      [ "$(left)" -gt 40 ] || { note "    (time: zoo_bench stopped before $1, round $round)"; return; }
+      note "    zoo $1 b$2 round $round: minidl $(timeout 60 "$BUILD/bin/bench_train" "${base[@]}" \
+        --model "$1" --batch "$2" --twin off --graph both 2>&1 |
+        grep -E '^(samples/s_eager|samples/s_graph|kernels_per_step)=' | tr '\n' ' ')"
+      local mode
+      for mode in "" --graph; do
+        note "    zoo $1 b$2 round $round: pytorch ${mode:-eager} $(timeout 60 "$python" \
+          "$ROOT/bench/bench_train_torch.py" "${base[@]}" --model "$1" --batch "$2" $mode 2>&1 |
+          grep -E '^samples/s=')"
+      done
+      if [ "$round" = 1 ] && { [ "$1" = resnet ] || [ "$1" = dcgan ]; }; then
+        note "    zoo $1 b$2: pytorch graph no tf32 $(timeout 60 "$python" "$ROOT/bench/bench_train_torch.py" \
+          "${base[@]}" --model "$1" --batch "$2" --graph --no-tf32 2>&1 | grep -E '^samples/s=')"
+        note "    zoo $1 b$2: minidl graph tf32 $(timeout 60 "$BUILD/bin/bench_train" "${base[@]}" \
+          --model "$1" --batch "$2" --twin off --graph on --tf32 on 2>&1 | grep -E '^samples/s=')"
+        note "    zoo $1 b$2: pytorch graph tf32 $(timeout 60 "$python" "$ROOT/bench/bench_train_torch.py" \
+          "${base[@]}" --model "$1" --batch "$2" --graph --tf32 2>&1 | grep -E '^samples/s=')"
+      fi
+    done
+  done
+}
+
+# Each kernel's time in one eager tiny_gpt step (ncu; bench/ncu_summary.py
+# sums them by name), minidl's after 15 steps
+ncu_zoo() {
+  env_for_prefix
+  local ncu k
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  [ -n "$ncu" ] || { note "SKIP ncu: not found"; return; }
+  k=$(timeout 60 "$BUILD/bin/bench_train" --device cuda --model tiny_gpt --batch 16 --steps 20 \
+    --warmup 5 --twin off --graph on 2>&1 | sed -n 's/^kernels_per_step=//p')
+  step ncu_tiny_gpt timeout 120 "$ncu" --clock-control none --launch-skip $((15 * ${k:-300})) \
+    --launch-count "${k:-300}" --csv --metrics gpu__time_duration.sum "$BUILD/bin/bench_train" \
+    --device cuda --model tiny_gpt --batch 16 --steps 2 --warmup 22 --twin off &&
+    python3 "$ROOT/bench/ncu_summary.py" "$LOGS/ncu_tiny_gpt.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+}
+
 # Where a LeNet b64 step's GPU time goes: each kernel's duration (ncu,
 # gpu__time_duration) over two steps after the warm-up, minidl's and PyTorch
 # eager's; then PyTorch without TF32 in cuDNN (minidl's default), eager and graph.
@@ -378,9 +430,11 @@ case "${1:-}" in
   epoch) epoch ;;
   zoo) zoo ;;
   zoo_timed) zoo_timed ;;
+  zoo_bench) zoo_bench ;;
+  ncu_zoo) ncu_zoo ;;
   profile) profile ;;
   exec) shift; env_for_prefix; "$@" ;;  # a command with the prefix's libraries and MPI
   sanitize) sanitize ;;
   remote) remote ;;
-  *) sed -n '2,31p' "$0"; exit 2 ;;
+  *) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2 ;;
 esac
