@@ -9,12 +9,14 @@ namespace {
 
 float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
-// A per-channel tensor: undefined, or float32 [C].
-void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x) {
+// A tensor of one value per index of x's dim 1 (named `dim`: C, D):
+// undefined, or float32 [x.size(1)].
+void check_dim1_tensor(const char* op, const Tensor& t, const char* what, const Tensor& x,
+                       const char* dim) {
   if (!t.defined()) return;
-  require_f32("batch_norm", t, what);
-  MINIDL_CHECK(t.shape() == Shape{x.size(1)}, "batch_norm: expected ", what, " of shape [",
-               x.size(1), "] (C of input ", x.shape(), "), got ", t.shape());
+  require_f32(op, t, what);
+  MINIDL_CHECK(t.shape() == Shape{x.size(1)}, op, ": expected ", what, " of shape [", x.size(1),
+               "] (", dim, " of input ", x.shape(), "), got ", t.shape());
 }
 
 }  // namespace
@@ -33,10 +35,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   require_f32("batch_norm", x);
   MINIDL_CHECK(x.dim() >= 2 && x.numel() > 0, "batch_norm: expected a non-empty input [N, C] or ",
                "[N, C, *], got ", x.shape());
-  check_channel_tensor(weight, "weight", x);
-  check_channel_tensor(bias, "bias", x);
-  check_channel_tensor(running_mean, "running_mean", x);
-  check_channel_tensor(running_var, "running_var", x);
+  check_dim1_tensor("batch_norm", weight, "weight", x, "C");
+  check_dim1_tensor("batch_norm", bias, "bias", x, "C");
+  check_dim1_tensor("batch_norm", running_mean, "running_mean", x, "C");
+  check_dim1_tensor("batch_norm", running_var, "running_var", x, "C");
   MINIDL_CHECK(running_mean.defined() == running_var.defined(),
                "batch_norm: expected running_mean and running_var both given or both undefined, "
                "got ",
@@ -79,12 +81,8 @@ Tensor layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias
   require_f32("layer_norm", x);
   MINIDL_CHECK(x.dim() == 2, "layer_norm: expected rows [R, D], got ", x.shape());
   const int64_t R = x.size(0), D = x.size(1);
-  for (const auto& [t, what] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
-    if (!t->defined()) continue;
-    require_f32("layer_norm", *t, what);
-    MINIDL_CHECK(t->shape() == Shape{D}, "layer_norm: expected ", what, " of shape [", D,
-                 "] (D of input ", x.shape(), "), got ", t->shape());
-  }
+  check_dim1_tensor("layer_norm", weight, "weight", x, "D");
+  check_dim1_tensor("layer_norm", bias, "bias", x, "D");
   const Kernels& kern = kernels_for("layer_norm", x, {&weight, &bias});
   Tensor y = empty_like(x, x.shape()), mean = empty_like(x, {R}), rstd = empty_like(x, {R});
   kern.layer_norm_forward(R, D, eps, x.data_ptr<float>(), ptr(weight), ptr(bias),

@@ -18,8 +18,15 @@ __device__ inline int64_t thread_count() { return static_cast<int64_t>(gridDim.x
 // max that propagates NaN from either side (ReduceOp::Max's rule)
 __device__ inline float nan_max(float a, float b) { return b > a || b != b ? b : a; }
 
-// Sum and NaN-propagating max across the 32 lanes of a warp; every lane gets the result.
+inline constexpr int kWarpsPerBlock = kThreads / 32;
+
+// Sum and NaN-propagating max across the 32 lanes of a warp; every lane gets
+// the result, folded in the same butterfly order on every lane.
 __device__ inline float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ inline double warp_sum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }

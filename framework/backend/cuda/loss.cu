@@ -9,7 +9,6 @@
 namespace minidl::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = kThreads / 32;
 
 // x [N, C] -> out [N] = x[i, labels[i]]
 __global__ void gather_kernel(int64_t n, int64_t c, const float* x, const void* labels, bool is64,

@@ -144,28 +144,22 @@ __global__ void batch_norm_grad_input_kernel(bool training, int64_t n, int64_t c
 // ---- layer norm: one warp per row; the weight and bias gradients by parts of
 // kRowsPerPart rows, folded in a fixed order ----
 
-constexpr int kWarps = kThreads / 32;
 constexpr int64_t kRowsPerPart = 64;
-
-__device__ double warp_sum_double(double v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // x [R, D] -> mean, rstd [R], y [R, D]; the row's mean, then its variance, in double
 __global__ void layer_norm_forward_kernel(int64_t r, int64_t d, double eps, const float* x,
                                           const float* weight, const float* bias, float* mean,
                                           float* rstd, float* y) {
   const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = thread_index() / 32; row < r; row += warps) {
     const float* xr = x + row * d;
     double s1 = 0, s2 = 0;
     for (int64_t k = lane; k < d; k += 32) s1 += xr[k];
-    const double m = warp_sum_double(s1) / d;
+    const double m = warp_sum(s1) / d;
     for (int64_t k = lane; k < d; k += 32) s2 += (xr[k] - m) * (xr[k] - m);
     const float mf = static_cast<float>(m);
-    const float rs = static_cast<float>(1 / sqrt(warp_sum_double(s2) / d + eps));
+    const float rs = static_cast<float>(1 / sqrt(warp_sum(s2) / d + eps));
     if (lane == 0) mean[row] = mf, rstd[row] = rs;
     for (int64_t k = lane; k < d; k += 32)
       y[row * d + k] = (xr[k] - mf) * rs * (weight ? weight[k] : 1.f) + (bias ? bias[k] : 0.f);
@@ -177,7 +171,7 @@ __global__ void layer_norm_grad_input_kernel(int64_t r, int64_t d, const float* 
                                              const float* mean, const float* rstd,
                                              const float* weight, float* gx) {
   const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = thread_index() / 32; row < r; row += warps) {
     const float *xr = x + row * d, *gr = gy + row * d, m = mean[row], rs = rstd[row];
     double s1 = 0, s2 = 0;
@@ -186,16 +180,16 @@ __global__ void layer_norm_grad_input_kernel(int64_t r, int64_t d, const float* 
       s1 += gw;
       s2 += gw * ((xr[k] - m) * rs);
     }
-    const auto a = static_cast<float>(warp_sum_double(s1) / d);
-    const auto c = static_cast<float>(warp_sum_double(s2) / d);
+    const auto a = static_cast<float>(warp_sum(s1) / d);
+    const auto c = static_cast<float>(warp_sum(s2) / d);
     for (int64_t k = lane; k < d; k += 32)
       gx[row * d + k] = (gr[k] * (weight ? weight[k] : 1.f) - a - (xr[k] - m) * rs * c) * rs;
   }
 }
 
 // gy, x [R, D] -> part [2, P, D]: sums of gy xhat and of gy over part p's
-// rows; block (p, 32 columns): warp w takes rows w, w + kWarps, .., lanes
-// neighbouring columns, then warp 0 folds the warps in order
+// rows; block (p, 32 columns): warp w takes rows w, w + kWarpsPerBlock, ..,
+// lanes neighbouring columns, then warp 0 folds the warps in order
 __global__ void layer_norm_grad_parts_kernel(int64_t r, int64_t d, int64_t parts, const float* x,
                                              const float* gy, const float* mean,
                                              const float* rstd, double* part) {
@@ -207,7 +201,7 @@ __global__ void layer_norm_grad_parts_kernel(int64_t r, int64_t d, int64_t parts
     const int64_t end = first + kRowsPerPart < r ? first + kRowsPerPart : r;
     double a = 0, b = 0;
     if (c < d)
-      for (int64_t i = first + warp; i < end; i += kWarps) {
+      for (int64_t i = first + warp; i < end; i += kWarpsPerBlock) {
         const float g = gy[i * d + c];
         a += g * ((x[i * d + c] - mean[i]) * rstd[i]);
         b += g;
@@ -215,7 +209,7 @@ __global__ void layer_norm_grad_parts_kernel(int64_t r, int64_t d, int64_t parts
     sw[threadIdx.x] = a, sb[threadIdx.x] = b;
     __syncthreads();
     if (warp == 0 && c < d) {
-      for (int w = 1; w < kWarps; ++w) a += sw[w * 32 + lane], b += sb[w * 32 + lane];
+      for (int w = 1; w < kWarpsPerBlock; ++w) a += sw[w * 32 + lane], b += sb[w * 32 + lane];
       part[p * d + c] = a, part[(parts + p) * d + c] = b;
     }
     __syncthreads();  // sw, sb are reused by the next block's part

@@ -12,7 +12,6 @@
 namespace minidl::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = kThreads / 32;
 
 // Sum (or NaN-propagating Max) of a warp's row, every lane gets it
 template <ReduceOp Op>
@@ -225,11 +224,7 @@ __global__ void softmax_backward_rows_kernel(bool log, int64_t rows, int64_t d, 
       sum_gy += g * yk;
       sum_y += yk;
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      sum_g += __shfl_xor_sync(0xffffffffu, sum_g, offset);
-      sum_gy += __shfl_xor_sync(0xffffffffu, sum_gy, offset);
-      sum_y += __shfl_xor_sync(0xffffffffu, sum_y, offset);
-    }
+    sum_g = warp_sum(sum_g), sum_gy = warp_sum(sum_gy), sum_y = warp_sum(sum_y);
     const double dot = sum_gy / sum_y;
     for (int64_t k = lane; k < d; k += 32) {
       const int64_t j = off + k;
@@ -273,10 +268,7 @@ __global__ void scaled_softmax_backward_kernel(float scale, int64_t causal, int6
       sum_gy += static_cast<double>(gy[off + k]) * y[off + k];
       sum_y += y[off + k];
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      sum_gy += __shfl_xor_sync(0xffffffffu, sum_gy, offset);
-      sum_y += __shfl_xor_sync(0xffffffffu, sum_y, offset);
-    }
+    sum_gy = warp_sum(sum_gy), sum_y = warp_sum(sum_y);
     const double dot = sum_gy / sum_y;
     for (int64_t k = lane; k < s; k += 32)
       gx[off + k] = k < n ? static_cast<float>(y[off + k] * (gy[off + k] - dot)) * scale : 0.f;
