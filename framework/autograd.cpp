@@ -195,6 +195,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       ScopeGuard scope(node->scope);
       if (node_observer) node_observer(node->name, true);
       gin = node->backward(g.contiguous());  // backward closures read g row-major
+      g = Tensor();  // released: an input gradient viewing g (reshape's) now owns its storage
       if (node_observer) node_observer(node->name, false);
       if (anomaly_mode.load(std::memory_order_relaxed))
         for (size_t i = 0; i < gin.size(); ++i)

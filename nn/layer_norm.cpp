@@ -22,9 +22,7 @@ Tensor layer_norm(const Tensor& x, const Shape& shape, const Tensor& weight, con
   check_affine("layer_norm", weight, "weight", shape);
   check_affine("layer_norm", bias, "bias", shape);
   const int64_t d = numel_of(shape);
-  // [D] as it is: a reshaped view would hand the parameter a gradient sharing
-  // storage, which the engine then copies
-  const auto flat = [d](const Tensor& t) { return t.defined() && t.dim() > 1 ? t.reshape({d}) : t; };
+  const auto flat = [d](const Tensor& t) { return t.defined() ? t.reshape({d}) : t; };
   return layer_norm_rows(x.reshape({x.numel() / d, d}), flat(weight), flat(bias), eps)
       .reshape(x.shape());
 }
