@@ -2,7 +2,10 @@
 // flag parsing, a median timer and peak RSS. Standard library and POSIX only,
 // so a twin can include it without linking minidl.
 #pragma once
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,6 +207,46 @@ inline void print_load_note() {
   if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core != nullptr && *core != '\0')
     std::printf("# OPENBLAS_CORETYPE=%s: OpenBLAS kernels chosen by the environment\n", core);
 }
+
+// --threads T or auto; auto (returned as 0) leaves the library's own default:
+// minidl follows the load below one thread per core, libtorch takes one per core.
+inline int threads_flag(const Flags& flags) {
+  if (flags.str("threads") == "auto") return 0;
+  const long t = flags.integer("threads");
+  if (t < 1) {
+    std::fprintf(stderr, "--threads: expected auto or a count >= 1, got %ld\n", t);
+    std::exit(2);
+  }
+  return static_cast<int>(t);
+}
+
+// --load K: K processes that each keep a core busy (a spin loop), started
+// here and killed when this object goes; each also ends with its parent or
+// after `limit_s` seconds, so none outlives the benchmark.
+class BusyLoad {
+ public:
+  BusyLoad(int k, unsigned limit_s) {
+    for (int i = 0; i < k; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(limit_s);
+        for (;;) __asm__ volatile("");
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+    if (k > 0) std::printf("# load: %d busy processes beside this one\n", k);
+  }
+  ~BusyLoad() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  BusyLoad(const BusyLoad&) = delete;
+  BusyLoad& operator=(const BusyLoad&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 // Peak resident set size of this process in MiB (Linux reports KiB).
 inline double peak_rss_mb() {

@@ -6,9 +6,14 @@
 // batch (one rank, --parallel none).
 //
 //   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N]
-//               [--warmup W] [--threads T] [--twin on|off]
+//               [--warmup W] [--threads T|auto] [--load K] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
 //               [--graph off|on|both] [--conv auto|im2col|cudnn]
+//
+// --threads auto leaves each library's default (minidl: follow the load, at
+// most one thread per core; libtorch: one per core), printing minidl's count
+// at the end as `threads_end`. --load K starts K busy processes (spin loops)
+// before the run and stops them after the twin's, so both train beside them.
 //
 // --batch, --steps and --warmup default to the model's (bench_common.h's
 // kTrainModels: resnet batch 128, dcgan 64, char_lstm 20, tiny_gpt 16).
@@ -222,13 +227,14 @@ std::map<std::string, double> run_twin(const std::string& command) {
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "-1"},
-                      {"threads", "1"}, {"twin", "on"}, {"parallel", "none"},
+                      {"threads", "1"}, {"load", "0"}, {"twin", "on"}, {"parallel", "none"},
                       {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"},
                       {"tf32", "off"}},
                      "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
-                     "[--warmup W] [--threads T] "
+                     "[--warmup W] [--threads T|auto] [--load K] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
                      "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn]");
+  const bench::BusyLoad load(static_cast<int>(flags.integer("load")), 1800);
   parallel::init();
   const std::string mode = flags.str("parallel");
   if (mode != "none" && mode != "auto" && mode != "explicit" && mode != "both") {
@@ -262,12 +268,10 @@ int main(int argc, char** argv) {
   const long batch = or_default("batch", defaults.batch, 0);
   const long steps = or_default("steps", defaults.steps, 0);
   const long warmup = or_default("warmup", defaults.warmup, -1);
-  const long threads = flags.integer("threads");
+  const int threads = bench::threads_flag(flags);  // 0: auto
   const size_t bucket_bytes = static_cast<size_t>(flags.integer("bucket-kb")) << 10;
-  if (batch < 1 || steps < 1 || warmup < 0 || threads < 1) {
-    std::fprintf(stderr,
-                 "bench_train: expected positive --batch, --steps, --threads and "
-                 "--warmup >= 0\n");
+  if (batch < 1 || steps < 1 || warmup < 0) {
+    std::fprintf(stderr, "bench_train: expected positive --batch and --steps and --warmup >= 0\n");
     return 2;
   }
   if (zoo_model && (mode != "none" || parallel::world_size() > 1)) {
@@ -302,14 +306,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train: --graph needs --device cuda and one rank\n");
     return 2;
   }
-  set_num_threads(static_cast<int>(threads));
+  if (threads > 0) set_num_threads(threads);
+  const std::string threads_name = threads > 0 ? std::to_string(threads) : "auto";
   manual_seed(0);
   const bool root = parallel::rank() == 0;
   if (root) {
     std::printf(
-        "# minidl model=%s batch=%ld steps=%ld warmup=%ld threads=%ld ranks=%d parallel=%s "
+        "# minidl model=%s batch=%ld steps=%ld warmup=%ld threads=%s ranks=%d parallel=%s "
         "device=%s tf32=%s\n",
-        model.c_str(), batch, steps, warmup, threads, parallel::world_size(), mode.c_str(),
+        model.c_str(), batch, steps, warmup, threads_name.c_str(), parallel::world_size(), mode.c_str(),
         device_name(device), tf32.c_str());
     bench::print_load_note();
   }
@@ -352,7 +357,8 @@ int main(int argc, char** argv) {
   }
   const double ours = bench::median(rates[0]), our_rss = bench::peak_rss_mb();
   if (!root) return 0;
-  std::printf("%s=%.1f\npeak_rss_mb=%.1f\n", unit.c_str(), ours, our_rss);
+  std::printf("%s=%.1f\npeak_rss_mb=%.1f\nthreads_end=%d\n", unit.c_str(), ours, our_rss,
+              num_threads());
   if (device != Device::CPU) {  // tensors' bytes at their peak (the allocator's pool holds more)
     const MemoryStats used = memory_stats(device);
     std::printf("peak_device_mb=%.1f\ngraph_pool_mb=%.1f\n", used.peak_bytes / 1048576.0,
@@ -388,7 +394,7 @@ int main(int argc, char** argv) {
   // libtorch at its best here: its pool at T threads, OpenBLAS at 1 (NOTES.md).
   std::string command = "OPENBLAS_NUM_THREADS=1 " + twin.string() + " --model " + model +
                         " --batch " + std::to_string(batch) + " --steps " + std::to_string(steps) +
-                        " --warmup " + std::to_string(warmup) + " --threads " + std::to_string(threads);
+                        " --warmup " + std::to_string(warmup) + " --threads " + threads_name;
   auto theirs = run_twin(command);
   if (!theirs.count(unit)) {
     std::printf("# the libtorch twin failed: %s\n", command.c_str());
@@ -398,8 +404,8 @@ int main(int argc, char** argv) {
   std::printf("libtorch_%s=%.1f\nlibtorch_peak_rss_mb=%.1f\nlibtorch_gflops=%.1f\n", unit.c_str(),
               their_rate, theirs["peak_rss_mb"], their_rate * flops_per_sample(model) * 1e-9);
   std::printf(
-      "%s batch %ld threads %ld: minidl %.0f %s, libtorch %.0f, ratio %.2fx; "
+      "%s batch %ld threads %s: minidl %.0f %s, libtorch %.0f, ratio %.2fx; "
       "peak RSS %.0f MB vs %.0f MB (%.2f)\n",
-      model.c_str(), batch, threads, ours, unit.c_str(), their_rate, ours / their_rate, our_rss,
+      model.c_str(), batch, threads_name.c_str(), ours, unit.c_str(), their_rate, ours / their_rate, our_rss,
       theirs["peak_rss_mb"], our_rss / theirs["peak_rss_mb"]);
 }

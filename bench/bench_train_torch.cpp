@@ -2,7 +2,7 @@
 // twin of minidl's bench_train (same flags, same output).
 //
 //   bench_train_torch [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B]
-//                     [--steps N] [--warmup W] [--threads T]
+//                     [--steps N] [--warmup W] [--threads T|auto]
 //
 // One fixed random batch (inputs [B, 1, 28, 28] for lenet, [B, 784] for mlp;
 // labels uniform in 0..9) is trained on for W untimed then N timed steps of
@@ -389,7 +389,7 @@ int main(int argc, char** argv) {
       argc, argv,
       {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "0"}, {"threads", "1"}},
       "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
-      "[--warmup W] [--threads T]");
+      "[--warmup W] [--threads T|auto]");
   const std::string model = flags.str("model");
   if (!bench::kTrainModels.count(model)) {
     std::fprintf(stderr, "--model: expected %s, got '%s'\n", bench::kTrainModelNames,
@@ -402,18 +402,20 @@ int main(int argc, char** argv) {
   };
   const long batch = or_default("batch", defaults.batch),
              steps = or_default("steps", defaults.steps);
-  const long warmup = or_default("warmup", defaults.warmup), threads = flags.integer("threads");
-  if (batch < 1 || steps < 1 || warmup < 1 || threads < 1) {
-    std::fprintf(stderr, "--batch, --steps, --warmup and --threads must be >= 1, got %ld, %ld, "
-                 "%ld, %ld\n", batch, steps, warmup, threads);
+  const long warmup = or_default("warmup", defaults.warmup);
+  const int threads = bench::threads_flag(flags);  // 0: libtorch's default
+  if (batch < 1 || steps < 1 || warmup < 1) {
+    std::fprintf(stderr, "--batch, --steps and --warmup must be >= 1, got %ld, %ld, %ld\n", batch,
+                 steps, warmup);
     return 2;
   }
   torch::manual_seed(0);
-  torch::set_num_threads(static_cast<int>(threads));
+  if (threads > 0) torch::set_num_threads(threads);
   const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
-  std::printf("# libtorch %s model=%s batch=%ld steps=%ld warmup=%ld threads=%ld "
+  std::printf("# libtorch %s model=%s batch=%ld steps=%ld warmup=%ld threads=%d%s "
               "OPENBLAS_NUM_THREADS=%s\n", TORCH_VERSION, model.c_str(), batch, steps, warmup,
-              threads, blas_threads ? blas_threads : "unset");
+              torch::get_num_threads(), threads > 0 ? "" : " (its default)",
+              blas_threads ? blas_threads : "unset");
   bench::print_load_note();
 
   const Step step = make_step(model, batch);

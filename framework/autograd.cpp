@@ -9,6 +9,7 @@
 
 #include "framework/backend/backend.h"
 #include "framework/ops.h"
+#include "framework/threads.h"
 
 namespace minidl {
 
@@ -168,6 +169,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
   }
   MINIDL_CHECK(g0.shape() == root.shape(), "backward: grad_output ", g0.shape(),
                " does not match output ", root.shape());
+  adapt_threads();  // once per backward pass: follow the machine's load (threads.h)
   NoGradGuard no_grad;
   TensorImpl* r = root.impl_ptr().get();
   if (!r->grad_fn) {  // backward on a leaf

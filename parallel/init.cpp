@@ -100,7 +100,7 @@ void init() {
     s.hooks_installed = true;
   }
   const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (!omp || !*omp) set_num_threads(default_num_threads(s.local_size));
+  if (!omp || !*omp) set_max_threads(default_num_threads(s.local_size));
 }
 
 void finalize() {

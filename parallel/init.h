@@ -8,8 +8,9 @@
 // (OMPI_COMM_WORLD_SIZE set) it calls MPI_Init_thread and uses MPI_COMM_WORLD.
 // Started alone it is a world of one on the local backend, with no MPI call at
 // all, so every program also runs without MPI. It then
-// - sets the compute threads (minidl::set_num_threads) to default_num_threads()
-//   unless OMP_NUM_THREADS is set, so ranks on one host never oversubscribe it;
+// - caps the compute threads (minidl::set_max_threads) at default_num_threads()
+//   unless OMP_NUM_THREADS is set, so ranks on one host never oversubscribe it
+//   (below the cap the count follows the load, framework/threads.h);
 // - installs a std::terminate handler: an uncaught exception on any rank
 //   prints "minidl: rank R: uncaught exception: ..." and calls MPI_Abort, which
 //   ends the whole job at once with exit status 1 instead of leaving the other

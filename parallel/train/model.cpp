@@ -9,6 +9,7 @@
 #include "framework/ops.h"
 #include "framework/random.h"
 #include "framework/safetensors.h"
+#include "framework/threads.h"
 #include "parallel/data_parallel.h"
 #include "parallel/grad_accumulation.h"
 #include "parallel/init.h"
@@ -360,6 +361,7 @@ std::map<std::string, double> Model::eval(const data::BatchDataset& dataset) {
   for (auto& batch : ds.pin_memory(device).epoch(0)) {
     const int64_t keep = std::min<int64_t>(batch.data.size(0), real - int64_t(figures[2]));
     if (keep <= 0) break;
+    adapt_threads();  // no backward pass here to do it (framework/threads.h)
     Tensor x = batch.data.slice(0, keep).to(device), y = batch.labels.slice(0, keep).to(device);
     Tensor logits = network_(x);
     const Figures f = batch_figures(loss_fn_(logits, y), logits, y);

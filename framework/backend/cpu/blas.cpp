@@ -13,17 +13,14 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace minidl {
 
-void set_num_threads(int n) {
-  MINIDL_CHECK(n >= 1, "set_num_threads: expected n >= 1, got ", n);
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
-}
-
-int num_threads() { return omp_get_max_threads(); }
-
 const char* blas_core() { return openblas_get_corename(); }
 
 namespace cpu {
+
+void set_pool_threads(int n) {
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c) {

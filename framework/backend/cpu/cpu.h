@@ -30,7 +30,8 @@ class Scratch {
   float* data_;
 };
 
-// ---- GEMM and transpose (blas.cpp) ----
+// ---- threads, GEMM and transpose (blas.cpp) ----
+void set_pool_threads(int n);  // OpenMP's and OpenBLAS's (framework/threads.h decides n)
 // C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (cblas_sgemm).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c);

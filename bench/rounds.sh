@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench_train over models and thread settings in interleaved rounds, each run
+# with its libtorch twin; prints the medians. With LOAD > 0 every run trains
+# beside LOAD busy processes that bench_train starts and stops itself
+# (--load), the twin too.
+#
+#   bench/rounds.sh [ROUNDS] [LOAD] [THREADS...]      (default: 5 0 1 2)
+#   MODELS="lenet resnet" bench/rounds.sh 5 2 auto 1  (default: all six)
+#
+# One line per model and setting: minidl's and libtorch's median rates, the
+# median of the runs' ratios (each run's minidl / its own twin) with their
+# range, both peak RSS medians, and minidl's thread count at the end of each
+# run (`auto` follows the load). LeNet and the MLP run 1000 steps after 100
+# warm-up, so that an `auto` run's first looks at the load (0.2 s apart) fall
+# in its warm-up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+load=${2:-0}
+shift $(($# < 2 ? $# : 2))
+settings=("$@")
+((${#settings[@]})) || settings=(1 2)
+models=(${MODELS:-lenet mlp resnet dcgan char_lstm tiny_gpt})
+declare -A ours theirs ratio rss trss ends
+value() { sed -n "s|^$1=||p" <<<"$2" | head -n 1; }
+for ((r = 1; r <= rounds; ++r)); do  # interleaved, so drifts in load hit every case
+  echo "# round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)" >&2
+  for m in "${models[@]}"; do
+    extra=()
+    [[ $m == lenet || $m == mlp ]] && extra=(--steps 1000 --warmup 100)
+    for t in "${settings[@]}"; do
+      out=$(build/bin/bench_train --model "$m" --threads "$t" --load "$load" "${extra[@]}")
+      unit=samples/s
+      [[ $m == char_lstm || $m == tiny_gpt ]] && unit=sequences/s
+      a=$(value "$unit" "$out") b=$(value "libtorch_$unit" "$out")
+      k="$m $t"
+      ours[$k]+="$a " theirs[$k]+="$b " ends[$k]+="$(value threads_end "$out") "
+      ratio[$k]+="$(awk "BEGIN{printf \"%.3f\", $a/$b}") "
+      rss[$k]+="$(value peak_rss_mb "$out") " trss[$k]+="$(value libtorch_peak_rss_mb "$out") "
+    done
+  done
+done
+median() { printf '%s\n' $1 | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+range() { printf '%s\n' $1 | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {print lo "-" hi}'; }
+echo "# $(date -u +%Y-%m-%d) $(getconf _NPROCESSORS_ONLN) CPUs, commit $(git rev-parse --short HEAD)," \
+     "bench/rounds.sh $rounds $load ${settings[*]}, load average now $(cut -d' ' -f1 /proc/loadavg)"
+printf '%-10s %-7s %12s %12s %7s %13s %9s %9s  %s\n' model threads minidl libtorch ratio \
+  "ratio range" rss_MB torch_MB threads_end
+for m in "${models[@]}"; do
+  for t in "${settings[@]}"; do
+    k="$m $t"
+    printf '%-10s %-7s %12s %12s %7s %13s %9s %9s  %s\n' "$m" "$t" "$(median "${ours[$k]}")" \
+      "$(median "${theirs[$k]}")" "$(median "${ratio[$k]}")" "$(range "${ratio[$k]}")" \
+      "$(median "${rss[$k]}")" "$(median "${trss[$k]}")" "${ends[$k]% }"
+  done
+done
