@@ -11,8 +11,9 @@
 // one forward and one backward) give G elements/s (N*C*H*W over the seconds)
 // in the GFLOP/s column, and their milliseconds on '#' lines.
 //
-//   bench_ops [--threads T] [--min-time S] [--twin on|off] [--only PREFIX]
+//   bench_ops [--threads T] [--min-time S] [--twin on|off] [--only PREFIX] [--conv auto|im2col]
 // --only runs the cases whose names start with PREFIX (here and in the twins).
+// --conv im2col keeps minidl's strided convolutions off oneDNN (im2col + GEMM).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "framework/backend/cpu/cpu.h"  // set_dnnl_conv
 #include "minidl/minidl.h"
 
 using namespace minidl;
@@ -200,17 +202,22 @@ bool run_twin_configs(const std::filesystem::path& twin, const char* library, lo
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
-                     {{"threads", "1"}, {"min-time", "0.3"}, {"twin", "on"}, {"only", ""}},
-                     "[--threads T] [--min-time SECONDS] [--twin on|off] [--only PREFIX]");
+                     {{"threads", "1"}, {"min-time", "0.3"}, {"twin", "on"}, {"only", ""},
+                      {"conv", "auto"}},
+                     "[--threads T] [--min-time SECONDS] [--twin on|off] [--only PREFIX] "
+                     "[--conv auto|im2col]");
   const std::string only = flags.str("only");
   const long threads = flags.integer("threads");
   const double min_time = flags.real("min-time");
   const std::string twin_flag = flags.str("twin");
-  if (threads < 1 || (twin_flag != "on" && twin_flag != "off")) {
-    std::fprintf(stderr, "expected --threads >= 1 and --twin on or off, got %ld and '%s'\n",
-                 threads, twin_flag.c_str());
+  const std::string conv = flags.str("conv");
+  if (threads < 1 || (twin_flag != "on" && twin_flag != "off") ||
+      (conv != "auto" && conv != "im2col")) {
+    std::fprintf(stderr, "expected --threads >= 1, --twin on or off and --conv auto or im2col, "
+                 "got %ld, '%s' and '%s'\n", threads, twin_flag.c_str(), conv.c_str());
     return 2;
   }
+  cpu::set_dnnl_conv(conv == "auto");
   manual_seed(0);
   set_num_threads(static_cast<int>(threads));
 

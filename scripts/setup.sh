@@ -7,6 +7,7 @@ set -euo pipefail
 # the portable build on older CPUs (tests/examples/check_portable.sh).
 packages=(build-essential cmake libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           doctest-dev zlib1g-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist npm python3 bible-kjv libpng-dev
+          libdnnl-dev
           clang-14 libclang-rt-14-dev libomp-14-dev iproute2 qemu-user)
 missing=()
 for p in "${packages[@]}"; do

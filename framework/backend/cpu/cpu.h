@@ -68,6 +68,17 @@ void lanes_relu_pool_forward(const ConvGeometry& g, const float* x, const float*
 void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float* w,
                               const float* gy, const void* state, float* gx, float* gw, float* gb);
 
+// ---- oneDNN's convolutions (conv_dnnl.cpp) ----
+// Whether it takes g: stride 2 or more, one group, no negative padding after
+// (never after set_dnnl_conv(false): tests and bench_ops --conv im2col compare).
+bool dnnl_conv_fits(const ConvGeometry& g);
+void set_dnnl_conv(bool on);
+// The contracts of conv2d_forward and conv2d_backward (kernels.h).
+void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                       float* y);
+void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                        float* gx, float* gw, float* gb);
+
 // ---- table entries (see kernels.h for each contract), by file as in backend/cuda ----
 // elementwise.cpp
 void fill(DType t, int64_t n, double start, double step, void* dst);

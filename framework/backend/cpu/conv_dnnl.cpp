@@ -1,0 +1,222 @@
+// oneDNN's convolutions (Debian's libdnnl, the library PyTorch calls for x86
+// convolutions) for the geometries where they beat im2col + GEMM here
+// (dnnl_conv_fits). A geometry's primitives are made at its first call on a
+// thread and kept; tensors stay in minidl's NCHW / OIHW layouts and are
+// reordered to and from the layouts oneDNN picks (format_tag::any) within
+// each call. oneDNN runs on the same OpenMP pool as minidl's kernels.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "framework/backend/cpu/cpu.h"
+
+namespace minidl::cpu {
+namespace {
+
+using namespace dnnl;
+using tag = memory::format_tag;
+constexpr auto f32 = memory::data_type::f32;
+
+engine& cpu_engine() {
+  static engine e(engine::kind::cpu, 0);
+  return e;
+}
+
+// The padding after the last row (column) that gives the output size OH:
+// (OH - 1) * stride + (K - 1) * dilation + 1 = H + before + after.
+int64_t pad_after(int64_t H, int64_t OH, int64_t K, int64_t s, int64_t d, int64_t before) {
+  return (OH - 1) * s + (K - 1) * d + 1 - H - before;
+}
+
+// A tensor in minidl's plain layout and, where a primitive wants another
+// layout, its copy in that one, in a buffer from minidl's allocator that
+// lives for one call (release).
+class Operand {
+ public:
+  Operand() = default;
+  Operand(const memory::dims& dims, tag t, const memory::desc& wanted)
+      : plain_({dims, f32, t}, cpu_engine(), DNNL_MEMORY_NONE), wanted_(wanted) {}
+  memory& in(const float* p, stream& s) {  // p's values, in the wanted layout
+    plain_.set_data_handle(const_cast<float*>(p));
+    if (wanted_ == plain_.get_desc()) return plain_;
+    reorder(plain_, place()).execute(s, plain_, used_);
+    return used_;
+  }
+  memory& out(float* p) {  // where the primitive writes; then copy_out
+    plain_.set_data_handle(p);
+    return wanted_ == plain_.get_desc() ? plain_ : place();
+  }
+  void copy_out(stream& s) {
+    if (buffer_) reorder(used_, plain_).execute(s, used_, plain_);
+  }
+  void release() { buffer_.reset(); }
+
+ private:
+  memory& place() {
+    buffer_ = std::make_unique<Scratch>(static_cast<int64_t>(wanted_.get_size() / sizeof(float)));
+    used_ = memory(wanted_, cpu_engine(), buffer_->data());
+    return used_;
+  }
+  memory plain_, used_;
+  memory::desc wanted_;
+  std::unique_ptr<Scratch> buffer_;
+};
+
+// Runs a primitive with its scratchpad in a buffer from minidl's allocator
+// (primitive_attr's scratchpad_mode::user), so oneDNN keeps no memory of its own.
+void run(const primitive& p, const memory::desc& scratch, std::unordered_map<int, memory> args,
+         stream& s) {
+  Scratch buffer(static_cast<int64_t>((scratch.get_size() + sizeof(float) - 1) / sizeof(float)));
+  args[DNNL_ARG_SCRATCHPAD] = memory(scratch, cpu_engine(), buffer.data());
+  p.execute(s, args);
+  s.wait();
+}
+
+primitive_attr user_scratchpad() {
+  primitive_attr a;
+  a.set_scratchpad_mode(scratchpad_mode::user);
+  return a;
+}
+
+// One geometry's primitives, with or without the bias (its gradient).
+class Plan {
+ public:
+  Plan(const ConvGeometry& g, bool bias)
+      : xd_{g.N, g.C, g.H, g.W}, wd_{g.OC, g.C, g.KH, g.KW}, yd_{g.N, g.OC, g.OH, g.OW},
+        bd_{g.OC}, strides_{g.sh, g.sw}, dilates_{g.dh - 1, g.dw - 1}, pad_l_{g.ph, g.pw},
+        pad_r_{pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph),
+               pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw)},
+        bias_(bias) {
+    fwd_pd_ = convolution_forward::primitive_desc(
+        convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                  any(xd_), any(wd_), bias_md(), any(yd_), strides_, dilates_,
+                                  pad_l_, pad_r_),
+        user_scratchpad(), cpu_engine());
+  }
+
+  // x [N, C, H, W], w [OC, C, KH, KW], b [OC] (with the bias) -> y [N, OC, OH, OW]
+  void forward(const float* x, const float* w, const float* b, float* y) {
+    if (!fwd_) {
+      fwd_ = convolution_forward(fwd_pd_);
+      fx_ = Operand(xd_, tag::nchw, fwd_pd_.src_desc());
+      fw_ = Operand(wd_, tag::oihw, fwd_pd_.weights_desc());
+      fy_ = Operand(yd_, tag::nchw, fwd_pd_.dst_desc());
+    }
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, fx_.in(x, s_)},
+                                            {DNNL_ARG_WEIGHTS, fw_.in(w, s_)},
+                                            {DNNL_ARG_DST, fy_.out(y)}};
+    if (bias_) args[DNNL_ARG_BIAS] = vector_at(b);
+    run(fwd_, fwd_pd_.scratchpad_desc(), args, s_);
+    fy_.copy_out(s_);
+    for (Operand* o : {&fx_, &fw_, &fy_}) o->release();
+    s_.wait();
+  }
+
+  // gy [N, OC, OH, OW] -> gx (from w), gw and gb (from x; gb with the bias)
+  void backward(const float* x, const float* w, const float* gy, float* gx, float* gw, float* gb) {
+    if (gx) {
+      if (!data_) {
+        data_pd_ = convolution_backward_data::primitive_desc(
+            convolution_backward_data::desc(algorithm::convolution_direct, any(xd_), any(wd_),
+                                            any(yd_), strides_, dilates_, pad_l_, pad_r_),
+            user_scratchpad(), cpu_engine(), fwd_pd_);
+        data_ = convolution_backward_data(data_pd_);
+        dw_ = Operand(wd_, tag::oihw, data_pd_.weights_desc());
+        dgy_ = Operand(yd_, tag::nchw, data_pd_.diff_dst_desc());
+        dgx_ = Operand(xd_, tag::nchw, data_pd_.diff_src_desc());
+      }
+      run(data_, data_pd_.scratchpad_desc(),
+          {{DNNL_ARG_DIFF_DST, dgy_.in(gy, s_)},
+           {DNNL_ARG_WEIGHTS, dw_.in(w, s_)},
+           {DNNL_ARG_DIFF_SRC, dgx_.out(gx)}},
+          s_);
+      dgx_.copy_out(s_);
+      for (Operand* o : {&dw_, &dgy_, &dgx_}) o->release();
+    }
+    if (gw || gb) {
+      if (!weights_) {
+        weights_pd_ = convolution_backward_weights::primitive_desc(
+            convolution_backward_weights::desc(algorithm::convolution_direct, any(xd_), any(wd_),
+                                               bias_md(), any(yd_), strides_, dilates_, pad_l_,
+                                               pad_r_),
+            user_scratchpad(), cpu_engine(), fwd_pd_);
+        weights_ = convolution_backward_weights(weights_pd_);
+        wx_ = Operand(xd_, tag::nchw, weights_pd_.src_desc());
+        wgy_ = Operand(yd_, tag::nchw, weights_pd_.diff_dst_desc());
+        wgw_ = Operand(wd_, tag::oihw, weights_pd_.diff_weights_desc());
+      }
+      Scratch unused(gw ? 0 : wd_[0] * wd_[1] * wd_[2] * wd_[3]);  // gw's place when only gb is wanted
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wx_.in(x, s_)},
+                                              {DNNL_ARG_DIFF_DST, wgy_.in(gy, s_)},
+                                              {DNNL_ARG_DIFF_WEIGHTS, wgw_.out(gw ? gw : unused.data())}};
+      if (bias_) args[DNNL_ARG_DIFF_BIAS] = vector_at(gb);
+      run(weights_, weights_pd_.scratchpad_desc(), args, s_);
+      wgw_.copy_out(s_);
+      for (Operand* o : {&wx_, &wgy_, &wgw_}) o->release();
+    }
+    s_.wait();
+  }
+
+ private:
+  static memory::desc any(const memory::dims& d) { return {d, f32, tag::any}; }
+  memory::desc bias_md() const { return bias_ ? memory::desc(bd_, f32, tag::x) : memory::desc(); }
+  memory vector_at(const float* p) {
+    return memory({bd_, f32, tag::x}, cpu_engine(), const_cast<float*>(p));
+  }
+
+  memory::dims xd_, wd_, yd_, bd_, strides_, dilates_, pad_l_, pad_r_;
+  bool bias_;
+  stream s_{cpu_engine()};
+  convolution_forward::primitive_desc fwd_pd_;
+  convolution_forward fwd_;
+  Operand fx_, fw_, fy_;
+  convolution_backward_data::primitive_desc data_pd_;
+  convolution_backward_data data_;
+  Operand dw_, dgy_, dgx_;
+  convolution_backward_weights::primitive_desc weights_pd_;
+  convolution_backward_weights weights_;
+  Operand wx_, wgy_, wgw_;
+};
+
+Plan& plan(const ConvGeometry& g, bool bias) {
+  using Key = std::array<int64_t, 16>;
+  thread_local std::map<Key, std::unique_ptr<Plan>> plans;
+  const Key key = {g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw,
+                   g.OH, g.OW, bias};
+  std::unique_ptr<Plan>& p = plans[key];
+  if (!p) p = std::make_unique<Plan>(g, bias);
+  return *p;
+}
+
+std::atomic<bool> dnnl_conv_on{true};
+
+}  // namespace
+
+void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
+
+// Stride 2 and more, one group: where oneDNN measured faster than im2col +
+// GEMM on this machine (bench_ops' res3x3s2 and dc4x4s2). Padding after the
+// last row or column must not be negative (conv_transpose2d's output_padding
+// beyond its padding).
+bool dnnl_conv_fits(const ConvGeometry& g) {
+  return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && (g.sh > 1 || g.sw > 1) &&
+         g.KH * g.KW > 1 &&
+         pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
+         pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
+}
+
+void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                       float* y) {
+  plan(g, b != nullptr).forward(x, w, b, y);
+}
+
+void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
+                        float* gx, float* gw, float* gb) {
+  plan(g, gb != nullptr).backward(x, w, gy, gx, gw, gb);
+}
+
+}  // namespace minidl::cpu
