@@ -821,11 +821,12 @@ TEST_CASE("conv2d's weight gradient alone, output 1 x 1, batch 16 (the lanes pat
   }
 }
 
-// Strided convolutions run on oneDNN (conv_dnnl.cpp); with it switched off the
-// same calls take im2col + GEMM. The two agree up to rounding: forward and
-// every gradient, for conv2d (bias or not, dilation, non-square) and for
-// conv_transpose2d (whose forward is conv2d's input gradient).
-TEST_CASE("strided convolutions on oneDNN equal im2col + GEMM up to rounding") {
+// Strided and wide convolutions run on oneDNN (conv_dnnl.cpp); with it
+// switched off the same calls take im2col + GEMM or the lanes kernel. The two
+// agree up to rounding: forward and every gradient, for conv2d (bias or not,
+// dilation, non-square) and for conv_transpose2d (whose forward is conv2d's
+// input gradient).
+TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
   struct Case {
     Shape x, w;
     bool transpose, bias;
@@ -833,6 +834,7 @@ TEST_CASE("strided convolutions on oneDNN equal im2col + GEMM up to rounding") {
   };
   const std::vector<Case> cases = {
       {{5, 6, 14, 14}, {8, 6, 4, 4}, false, true, 2, 1, 1, 0},       // DCGAN's discriminator
+      {{17, 32, 6, 6}, {8, 32, 3, 3}, false, true, 1, 1, 1, 0},      // stride 1, 32 channels
       {{3, 4, 15, 11}, {6, 4, 3, 2}, false, false, {2, 3}, {1, 0}, 1, 0},
       {{2, 3, 13, 13}, {5, 3, 3, 3}, false, true, 2, 2, 2, 0},       // dilated
       {{4, 8, 7, 7}, {8, 5, 4, 4}, true, false, 2, 1, 1, 0},         // DCGAN's generator

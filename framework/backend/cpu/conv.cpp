@@ -1,8 +1,9 @@
 // CPU convolution: im2col/col2im and conv2d's entries. conv2d's entries hand
-// the geometries the direct lanes kernel takes (conv_lanes.cpp: stride 1,
-// square padding below the kernel, dilation 1, one group, batches of 16 and
-// more) to it, those at stride 2 and more to oneDNN (conv_dnnl.cpp); the rest
-// run here as im2col + GEMM per channel group, the batch split between threads.
+// strided and wide geometries to oneDNN (conv_dnnl.cpp: stride 2 and more or
+// 32 channels and more), then those the direct lanes kernel takes to it
+// (conv_lanes.cpp: stride 1, square padding below the kernel, dilation 1, one
+// group, batches of 16 and more); the rest run here as im2col + GEMM per
+// channel group, the batch split between threads.
 #include <omp.h>
 
 #include <algorithm>
@@ -175,8 +176,8 @@ MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, in
 // with the bias.
 void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, const float* pb,
                     float* py) {
-  if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
   if (dnnl_conv_fits(geo)) return dnnl_conv_forward(geo, px, pw, pb, py);
+  if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
   const int64_t Cg = C / G, OCg = OC / G, hw = geo.H * geo.W;
   const int64_t CKK = Cg * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L, L);
@@ -203,8 +204,8 @@ void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, c
 // gcol = w_cg^T g2[cg rows, samples], scattered by col2im.
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
-  if (lanes_conv_fits(geo)) return lanes_conv_backward(geo, px, pw, pg, gx, gw, gb);
   if (dnnl_conv_fits(geo)) return dnnl_conv_backward(geo, px, pw, pg, gx, gw, gb);
+  if (lanes_conv_fits(geo)) return lanes_conv_backward(geo, px, pw, pg, gx, gw, gb);
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
   const int64_t Cg = C / G, OCg = OC / G, hw = geo.H * geo.W;
   const int64_t CKK = Cg * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L, L);

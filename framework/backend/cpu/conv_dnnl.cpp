@@ -1,5 +1,5 @@
 // oneDNN's convolutions (Debian's libdnnl, the library PyTorch calls for x86
-// convolutions) for the geometries where they beat im2col + GEMM here
+// convolutions) for the geometries where they beat minidl's own here
 // (dnnl_conv_fits). A geometry's primitives are made at its first call on a
 // thread and kept; tensors stay in minidl's NCHW / OIHW layouts and are
 // reordered to and from the layouts oneDNN picks (format_tag::any) within
@@ -198,14 +198,16 @@ std::atomic<bool> dnnl_conv_on{true};
 
 void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 
-// Stride 2 and more, one group: where oneDNN measured faster than im2col +
-// GEMM on this machine (bench_ops' res3x3s2 and dc4x4s2). Padding after the
-// last row or column must not be negative (conv_transpose2d's output_padding
-// beyond its padding).
+// Where oneDNN measured faster than minidl's own kernels on this machine
+// (bench_ops --conv auto against --conv im2col): stride 2 and more (res3x3s2,
+// dc4x4s2: 1.5-1.8x) and 32 channels and more (res3x3c64: 1.3-1.5x); not 1x1
+// kernels (res1x1s2: im2col's 1.5x) nor fewer channels at stride 1 (LeNet's:
+// the lanes kernel's, 3-6x; ResNet's first stage: on par). One group; no
+// negative padding after the last row or column (conv_transpose2d's
+// output_padding beyond its padding).
 bool dnnl_conv_fits(const ConvGeometry& g) {
-  return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && (g.sh > 1 || g.sw > 1) &&
-         g.KH * g.KW > 1 &&
-         pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
+  return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && g.KH * g.KW > 1 &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 32) && pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
 }
 
