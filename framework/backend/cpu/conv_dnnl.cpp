@@ -1,9 +1,11 @@
 // oneDNN's convolutions (Debian's libdnnl, the library PyTorch calls for x86
 // convolutions) for the geometries where they beat minidl's own here
 // (dnnl_conv_fits). A geometry's primitives are made at its first call on a
-// thread and kept; tensors stay in minidl's NCHW / OIHW layouts and are
+// thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW layouts and are
 // reordered to and from the layouts oneDNN picks (format_tag::any) within
 // each call. oneDNN runs on the same OpenMP pool as minidl's kernels.
+#include <omp.h>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
@@ -182,11 +184,15 @@ class Plan {
   Operand wx_, wgy_, wgw_;
 };
 
+// A primitive splits its work for the thread count at its making and keeps
+// that count (oneDNN's parallel regions name it), so plans are kept per
+// count: once the count follows a busier machine down (threads.h), a plan
+// made for more threads would oversubscribe the cores.
 Plan& plan(const ConvGeometry& g, bool bias) {
-  using Key = std::array<int64_t, 16>;
+  using Key = std::array<int64_t, 17>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
   const Key key = {g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw,
-                   g.OH, g.OW, bias};
+                   g.OH, g.OW, bias, omp_get_max_threads()};
   std::unique_ptr<Plan>& p = plans[key];
   if (!p) p = std::make_unique<Plan>(g, bias);
   return *p;
