@@ -1,9 +1,10 @@
 // oneDNN's convolutions (Debian's libdnnl, the library PyTorch calls for x86
 // convolutions) for the geometries where they beat minidl's own here
 // (dnnl_conv_fits). A geometry's primitives are made at its first call on a
-// thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW layouts and are
-// reordered to and from the layouts oneDNN picks (format_tag::any) within
-// each call. oneDNN runs on the same OpenMP pool as minidl's kernels.
+// thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW
+// layouts and are reordered to and from the layouts oneDNN picks
+// (format_tag::any) within each call. oneDNN runs on the same OpenMP pool as
+// minidl's kernels.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -52,8 +53,10 @@ class Operand {
     plain_.set_data_handle(p);
     return wanted_ == plain_.get_desc() ? plain_ : place();
   }
-  void copy_out(stream& s) {
-    if (buffer_) reorder(used_, plain_).execute(s, used_, plain_);
+  void copy_out(stream& s) {  // done before release() frees the copy
+    if (!buffer_) return;
+    reorder(used_, plain_).execute(s, used_, plain_);
+    s.wait();
   }
   void release() { buffer_.reset(); }
 
@@ -115,7 +118,6 @@ class Plan {
     run(fwd_, fwd_pd_.scratchpad_desc(), args, s_);
     fy_.copy_out(s_);
     for (Operand* o : {&fx_, &fw_, &fy_}) o->release();
-    s_.wait();
   }
 
   // gy [N, OC, OH, OW] -> gx (from w), gw and gb (from x; gb with the bias)
@@ -151,16 +153,16 @@ class Plan {
         wgy_ = Operand(yd_, tag::nchw, weights_pd_.diff_dst_desc());
         wgw_ = Operand(wd_, tag::oihw, weights_pd_.diff_weights_desc());
       }
-      Scratch unused(gw ? 0 : wd_[0] * wd_[1] * wd_[2] * wd_[3]);  // gw's place when only gb is wanted
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wx_.in(x, s_)},
-                                              {DNNL_ARG_DIFF_DST, wgy_.in(gy, s_)},
-                                              {DNNL_ARG_DIFF_WEIGHTS, wgw_.out(gw ? gw : unused.data())}};
+      Scratch unused(gw ? 0 : wd_[0] * wd_[1] * wd_[2] * wd_[3]);  // gw's place if only gb
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, wx_.in(x, s_)},
+          {DNNL_ARG_DIFF_DST, wgy_.in(gy, s_)},
+          {DNNL_ARG_DIFF_WEIGHTS, wgw_.out(gw ? gw : unused.data())}};
       if (bias_) args[DNNL_ARG_DIFF_BIAS] = vector_at(gb);
       run(weights_, weights_pd_.scratchpad_desc(), args, s_);
       wgw_.copy_out(s_);
       for (Operand* o : {&wx_, &wgy_, &wgw_}) o->release();
     }
-    s_.wait();
   }
 
  private:
@@ -213,7 +215,8 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // output_padding beyond its padding).
 bool dnnl_conv_fits(const ConvGeometry& g) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && g.KH * g.KW > 1 &&
-         (g.sh > 1 || g.sw > 1 || g.C >= 32) && pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 32) &&
+         pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
 }
 
