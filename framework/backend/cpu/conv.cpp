@@ -1,6 +1,6 @@
 // CPU convolution: im2col/col2im and conv2d's entries. conv2d's entries hand
 // strided and wide geometries to oneDNN (conv_dnnl.cpp: stride 2 and more or
-// 32 channels and more), then those the direct lanes kernel takes to it
+// 16 channels and more), then those the direct lanes kernel takes to it
 // (conv_lanes.cpp: stride 1, square padding below the kernel, dilation 1, one
 // group, batches of 16 and more); the rest run here as im2col + GEMM per
 // channel group, the batch split between threads.

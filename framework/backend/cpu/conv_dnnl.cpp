@@ -37,30 +37,39 @@ int64_t pad_after(int64_t H, int64_t OH, int64_t K, int64_t s, int64_t d, int64_
 
 // A tensor in minidl's plain layout and, where a primitive wants another
 // layout, its copy in that one, in a buffer from minidl's allocator that
-// lives for one call (release).
+// lives for one call (release). The reorders between the two are made once.
 class Operand {
  public:
   Operand() = default;
   Operand(const memory::dims& dims, tag t, const memory::desc& wanted)
-      : plain_({dims, f32, t}, cpu_engine(), DNNL_MEMORY_NONE), wanted_(wanted) {}
+      : plain_({dims, f32, t}, cpu_engine(), DNNL_MEMORY_NONE), wanted_(wanted) {
+    if (same()) return;
+    to_wanted_ = reorder(reorder::primitive_desc(cpu_engine(), plain_.get_desc(), cpu_engine(),
+                                                 wanted_));
+    to_plain_ = reorder(reorder::primitive_desc(cpu_engine(), wanted_, cpu_engine(),
+                                                plain_.get_desc()));
+  }
+  const memory::desc& wanted() const { return wanted_; }
   memory& in(const float* p, stream& s) {  // p's values, in the wanted layout
     plain_.set_data_handle(const_cast<float*>(p));
-    if (wanted_ == plain_.get_desc()) return plain_;
-    reorder(plain_, place()).execute(s, plain_, used_);
+    if (same()) return plain_;
+    to_wanted_.execute(s, {{DNNL_ARG_FROM, plain_}, {DNNL_ARG_TO, place()}});
     return used_;
   }
   memory& out(float* p) {  // where the primitive writes; then copy_out
     plain_.set_data_handle(p);
-    return wanted_ == plain_.get_desc() ? plain_ : place();
+    return same() ? plain_ : place();
   }
   void copy_out(stream& s) {  // done before release() frees the copy
     if (!buffer_) return;
-    reorder(used_, plain_).execute(s, used_, plain_);
+    to_plain_.execute(s, {{DNNL_ARG_FROM, used_}, {DNNL_ARG_TO, plain_}});
     s.wait();
   }
+  memory& held() { return buffer_ ? used_ : plain_; }  // what the last in() gave
   void release() { buffer_.reset(); }
 
  private:
+  bool same() const { return wanted_ == plain_.get_desc(); }
   memory& place() {
     buffer_ = std::make_unique<Scratch>(static_cast<int64_t>(wanted_.get_size() / sizeof(float)));
     used_ = memory(wanted_, cpu_engine(), buffer_->data());
@@ -68,6 +77,7 @@ class Operand {
   }
   memory plain_, used_;
   memory::desc wanted_;
+  reorder to_wanted_, to_plain_;
   std::unique_ptr<Scratch> buffer_;
 };
 
@@ -120,52 +130,58 @@ class Plan {
     for (Operand* o : {&fx_, &fw_, &fy_}) o->release();
   }
 
-  // gy [N, OC, OH, OW] -> gx (from w), gw and gb (from x; gb with the bias)
+  // gy [N, OC, OH, OW] -> gx (from w), gw and gb (from x; gb with the bias).
+  // Where both primitives want gy in the same layout, it is reordered once.
   void backward(const float* x, const float* w, const float* gy, float* gx, float* gw, float* gb) {
+    const bool weights = gw || gb;
+    if (gx && !data_) make_data();
+    if (weights && !weights_) make_weights();
+    const bool shared = gx && weights && dgy_.wanted() == wgy_.wanted();  // gy reordered once
     if (gx) {
-      if (!data_) {
-        data_pd_ = convolution_backward_data::primitive_desc(
-            convolution_backward_data::desc(algorithm::convolution_direct, any(xd_), any(wd_),
-                                            any(yd_), strides_, dilates_, pad_l_, pad_r_),
-            user_scratchpad(), cpu_engine(), fwd_pd_);
-        data_ = convolution_backward_data(data_pd_);
-        dw_ = Operand(wd_, tag::oihw, data_pd_.weights_desc());
-        dgy_ = Operand(yd_, tag::nchw, data_pd_.diff_dst_desc());
-        dgx_ = Operand(xd_, tag::nchw, data_pd_.diff_src_desc());
-      }
       run(data_, data_pd_.scratchpad_desc(),
           {{DNNL_ARG_DIFF_DST, dgy_.in(gy, s_)},
            {DNNL_ARG_WEIGHTS, dw_.in(w, s_)},
            {DNNL_ARG_DIFF_SRC, dgx_.out(gx)}},
           s_);
       dgx_.copy_out(s_);
-      for (Operand* o : {&dw_, &dgy_, &dgx_}) o->release();
+      for (Operand* o : {&dw_, &dgx_}) o->release();
     }
-    if (gw || gb) {
-      if (!weights_) {
-        weights_pd_ = convolution_backward_weights::primitive_desc(
-            convolution_backward_weights::desc(algorithm::convolution_direct, any(xd_), any(wd_),
-                                               bias_md(), any(yd_), strides_, dilates_, pad_l_,
-                                               pad_r_),
-            user_scratchpad(), cpu_engine(), fwd_pd_);
-        weights_ = convolution_backward_weights(weights_pd_);
-        wx_ = Operand(xd_, tag::nchw, weights_pd_.src_desc());
-        wgy_ = Operand(yd_, tag::nchw, weights_pd_.diff_dst_desc());
-        wgw_ = Operand(wd_, tag::oihw, weights_pd_.diff_weights_desc());
-      }
+    if (weights) {
       Scratch unused(gw ? 0 : wd_[0] * wd_[1] * wd_[2] * wd_[3]);  // gw's place if only gb
       std::unordered_map<int, memory> args = {
           {DNNL_ARG_SRC, wx_.in(x, s_)},
-          {DNNL_ARG_DIFF_DST, wgy_.in(gy, s_)},
+          {DNNL_ARG_DIFF_DST, shared ? dgy_.held() : wgy_.in(gy, s_)},
           {DNNL_ARG_DIFF_WEIGHTS, wgw_.out(gw ? gw : unused.data())}};
       if (bias_) args[DNNL_ARG_DIFF_BIAS] = vector_at(gb);
       run(weights_, weights_pd_.scratchpad_desc(), args, s_);
       wgw_.copy_out(s_);
       for (Operand* o : {&wx_, &wgy_, &wgw_}) o->release();
     }
+    dgy_.release();
   }
 
  private:
+  void make_data() {
+    data_pd_ = convolution_backward_data::primitive_desc(
+        convolution_backward_data::desc(algorithm::convolution_direct, any(xd_), any(wd_),
+                                        any(yd_), strides_, dilates_, pad_l_, pad_r_),
+        user_scratchpad(), cpu_engine(), fwd_pd_);
+    data_ = convolution_backward_data(data_pd_);
+    dw_ = Operand(wd_, tag::oihw, data_pd_.weights_desc());
+    dgy_ = Operand(yd_, tag::nchw, data_pd_.diff_dst_desc());
+    dgx_ = Operand(xd_, tag::nchw, data_pd_.diff_src_desc());
+  }
+  void make_weights() {
+    weights_pd_ = convolution_backward_weights::primitive_desc(
+        convolution_backward_weights::desc(algorithm::convolution_direct, any(xd_), any(wd_),
+                                           bias_md(), any(yd_), strides_, dilates_, pad_l_,
+                                           pad_r_),
+        user_scratchpad(), cpu_engine(), fwd_pd_);
+    weights_ = convolution_backward_weights(weights_pd_);
+    wx_ = Operand(xd_, tag::nchw, weights_pd_.src_desc());
+    wgy_ = Operand(yd_, tag::nchw, weights_pd_.diff_dst_desc());
+    wgw_ = Operand(wd_, tag::oihw, weights_pd_.diff_weights_desc());
+  }
   static memory::desc any(const memory::dims& d) { return {d, f32, tag::any}; }
   memory::desc bias_md() const { return bias_ ? memory::desc(bd_, f32, tag::x) : memory::desc(); }
   memory vector_at(const float* p) {
@@ -208,14 +224,14 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 
 // Where oneDNN measured faster than minidl's own kernels on this machine
 // (bench_ops --conv auto against --conv im2col): stride 2 and more (res3x3s2,
-// dc4x4s2: 1.5-1.8x) and 32 channels and more (res3x3c64: 1.3-1.5x); not 1x1
-// kernels (res1x1s2: im2col's 1.5x) nor fewer channels at stride 1 (LeNet's:
-// the lanes kernel's, 3-6x; ResNet's first stage: on par). One group; no
-// negative padding after the last row or column (conv_transpose2d's
-// output_padding beyond its padding).
+// dc4x4s2: 1.5-1.8x) and 16 channels and more (res3x3c64: 1.3-1.5x; res3x3,
+// ResNet's first stage: backward 1.15x, forward on par); not 1x1 kernels
+// (res1x1s2: im2col's 1.5x) nor fewer channels at stride 1 (LeNet's: the lanes
+// kernel's, 3-6x). One group; no negative padding after the last row or column
+// (conv_transpose2d's output_padding beyond its padding).
 bool dnnl_conv_fits(const ConvGeometry& g) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && g.KH * g.KW > 1 &&
-         (g.sh > 1 || g.sw > 1 || g.C >= 32) &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 16) &&
          pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
 }

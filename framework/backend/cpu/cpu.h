@@ -69,7 +69,7 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
                               const float* gy, const void* state, float* gx, float* gw, float* gb);
 
 // ---- oneDNN's convolutions (conv_dnnl.cpp) ----
-// Whether it takes g: a kernel above 1x1 at stride 2 or more or on 32 channels
+// Whether it takes g: a kernel above 1x1 at stride 2 or more or on 16 channels
 // or more, one group, no negative padding after (never after
 // set_dnnl_conv(false): tests and bench_ops --conv im2col compare).
 bool dnnl_conv_fits(const ConvGeometry& g);
