@@ -40,8 +40,7 @@ for ((r = 1; r <= rounds; ++r)); do  # interleaved, so drifts in load hit every 
     done
   done
 done
-median() { printf '%s\n' $1 | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-range() { printf '%s\n' $1 | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {print lo "-" hi}'; }
+source bench/stats.sh
 echo "# $(date -u +%Y-%m-%d) $(getconf _NPROCESSORS_ONLN) CPUs, commit $(git rev-parse --short HEAD)," \
      "bench/rounds.sh $rounds $load ${settings[*]}, load average now $(cut -d' ' -f1 /proc/loadavg)"
 printf '%-10s %-7s %12s %12s %7s %13s %9s %9s  %s\n' model threads minidl libtorch ratio \
