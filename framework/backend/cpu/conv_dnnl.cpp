@@ -145,6 +145,7 @@ class Plan {
           s_);
       dgx_.copy_out(s_);
       for (Operand* o : {&dw_, &dgx_}) o->release();
+      if (!shared) dgy_.release();
     }
     if (weights) {
       Scratch unused(gw ? 0 : wd_[0] * wd_[1] * wd_[2] * wd_[3]);  // gw's place if only gb
@@ -155,9 +156,8 @@ class Plan {
       if (bias_) args[DNNL_ARG_DIFF_BIAS] = vector_at(gb);
       run(weights_, weights_pd_.scratchpad_desc(), args, s_);
       wgw_.copy_out(s_);
-      for (Operand* o : {&wx_, &wgy_, &wgw_}) o->release();
+      for (Operand* o : {&wx_, &wgy_, &wgw_, &dgy_}) o->release();
     }
-    dgy_.release();
   }
 
  private:
