@@ -622,6 +622,33 @@ TEST_CASE("gradients of conv2d with rectangular strides, dilation and groups") {
   }
 }
 
+TEST_CASE("1x1 convolutions (one GEMM per sample): naive values and finite differences") {
+  manual_seed(73);
+  // ResNet's shortcut shape, and odd sizes where the stride grid misses the
+  // last row or column; stride 1 reads x in place.
+  for (Conv2dArgs a : {Conv2dArgs{.stride = 2}, Conv2dArgs{.stride = {3, 2}},
+                       Conv2dArgs{.stride = {1, 3}}, Conv2dArgs{}}) {
+    CAPTURE(a.stride.h);
+    CAPTURE(a.stride.w);
+    Tensor x = Tensor::randn({3, 5, 7, 8}), w = Tensor::randn({6, 5, 1, 1});
+    Tensor b = Tensor::randn({6});
+    check_same(conv2d(x, w, b, a), naive_conv2d_general(x, w, b, a), 1e-5);
+    check_same(conv2d(x, w, Tensor(), a), naive_conv2d_general(x, w, Tensor(), a), 1e-5);
+    Tensor xs = Tensor::randn({2, 3, 5, 4}), ws = Tensor::randn({4, 3, 1, 1});
+    CHECK_GRADCHECK([a](const Inputs& in) { return conv2d(in[0], in[1], in[2], a); },
+                    {xs, ws, Tensor::randn({4})});
+    // each gradient alone has the bits it has when both are computed
+    Tensor x1 = xs.detach().requires_grad_(), w1 = ws.detach().requires_grad_();
+    Tensor r = Tensor::randn(conv2d(xs, ws, Tensor(), a).shape());
+    (conv2d(x1, w1, Tensor(), a) * r).sum().backward();
+    Tensor x2 = xs.detach().requires_grad_(), w2 = ws.detach().requires_grad_();
+    (conv2d(x2, ws, Tensor(), a) * r).sum().backward();
+    (conv2d(xs, w2, Tensor(), a) * r).sum().backward();
+    CHECK(x2.grad().to_vector<float>() == x1.grad().to_vector<float>());
+    CHECK(w2.grad().to_vector<float>() == w1.grad().to_vector<float>());
+  }
+}
+
 TEST_CASE("conv_transpose2d of a 2x2 input (hand-computed)") {
   Tensor x = Tensor::of({1, 2, 3, 4}, {1, 1, 2, 2});
   Tensor ones = Tensor::ones({1, 1, 2, 2});
