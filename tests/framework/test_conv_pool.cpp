@@ -861,13 +861,16 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
     Size2 stride, padding, dilation, output_padding;
   };
   const std::vector<Case> cases = {
-      {{5, 6, 14, 14}, {8, 6, 4, 4}, false, true, 2, 1, 1, 0},       // DCGAN's discriminator
-      {{17, 32, 6, 6}, {8, 32, 3, 3}, false, true, 1, 1, 1, 0},      // stride 1, 32 channels
-      {{16, 16, 9, 9}, {16, 16, 3, 3}, false, false, 1, 1, 1, 0},    // ResNet's first stage
+      {{5, 6, 14, 14}, {8, 6, 4, 4}, false, true, 2, 1, 1, 0},     // DCGAN's discriminator
+      {{17, 32, 6, 6}, {8, 32, 3, 3}, false, true, 1, 1, 1, 0},    // stride 1, 32 channels
+      {{16, 16, 9, 9}, {16, 16, 3, 3}, false, false, 1, 1, 1, 0},  // ResNet's first stage
       {{3, 4, 15, 11}, {6, 4, 3, 2}, false, false, {2, 3}, {1, 0}, 1, 0},
-      {{2, 3, 13, 13}, {5, 3, 3, 3}, false, true, 2, 2, 2, 0},       // dilated
-      {{4, 8, 7, 7}, {8, 5, 4, 4}, true, false, 2, 1, 1, 0},         // DCGAN's generator
-      {{3, 6, 4, 5}, {6, 4, 3, 3}, true, true, 2, 1, 1, 1},          // output_padding 1
+      {{2, 3, 13, 13}, {5, 3, 3, 3}, false, true, 2, 2, 2, 0},  // dilated
+      {{4, 8, 7, 7}, {8, 5, 4, 4}, true, false, 2, 1, 1, 0},    // DCGAN's generator
+      {{3, 6, 4, 5}, {6, 4, 3, 3}, true, true, 2, 1, 1, 1},     // output_padding 1
+      // past 16 MiB of copies, in chunks of samples: 10 of 10; 9 of 13 and one of 3
+      {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
+      {{120, 16, 28, 28}, {32, 16, 3, 3}, false, true, 2, 1, 1, 0},
   };
   manual_seed(71);
   double worst = 0;
@@ -897,21 +900,23 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
 }
 
 // oneDNN's backward reorders the output gradient once for both of its
-// primitives; where only one gradient is wanted, it alone is computed.
+// primitives; where only one gradient is wanted, it alone is computed (the
+// second batch in chunks of 8 samples).
 TEST_CASE("a oneDNN convolution computes just the gradient that is wanted") {
   manual_seed(72);
-  const Tensor x0 = Tensor::randn({16, 16, 8, 8}), w0 = Tensor::randn({24, 16, 3, 3});
-  for (bool x_grad : {true, false}) {
-    Tensor grads[2];
-    for (bool on : {true, false}) {
-      cpu::set_dnnl_conv(on);
-      Tensor x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(!x_grad);
-      Tensor y = conv2d(x, w, Tensor(), {.stride = 1, .padding = 1});
-      (y * y).sum().backward();
-      CHECK_FALSE((x_grad ? w : x).grad().defined());
-      grads[on] = (x_grad ? x : w).grad();
+  const Tensor w0 = Tensor::randn({24, 16, 3, 3});
+  for (bool x_grad : {true, false})
+    for (const Tensor& x0 : {Tensor::randn({16, 16, 8, 8}), Tensor::randn({100, 16, 28, 28})}) {
+      Tensor grads[2];
+      for (bool on : {true, false}) {
+        cpu::set_dnnl_conv(on);
+        Tensor x = x0.clone().requires_grad_(x_grad), w = w0.clone().requires_grad_(!x_grad);
+        Tensor y = conv2d(x, w, Tensor(), {.stride = 1, .padding = 1});
+        (y * y).sum().backward();
+        CHECK_FALSE((x_grad ? w : x).grad().defined());
+        grads[on] = (x_grad ? x : w).grad();
+      }
+      cpu::set_dnnl_conv(true);
+      CHECK(testing::reference_error(grads[1], grads[0]) < 1e-5);
     }
-    cpu::set_dnnl_conv(true);
-    CHECK(testing::reference_error(grads[1], grads[0]) < 1e-5);
-  }
 }

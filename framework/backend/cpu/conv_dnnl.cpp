@@ -9,6 +9,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
@@ -236,14 +237,52 @@ bool dnnl_conv_fits(const ConvGeometry& g) {
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
 }
 
-void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
-                       float* y) {
-  plan(g, b != nullptr).forward(x, w, b, y);
+namespace {
+
+// Samples per call of the primitives. Where a batch's four copies (plain and
+// oneDNN's layout, input and output) pass 16 MiB, half this machine's L3, it
+// goes through reorder -> convolution -> reorder in chunks whose copies fit
+// in 2 MiB, so that each step reads what the one before wrote while it is
+// still in the cache: ResNet's 16-channel layers ran 5-15% faster so
+// (bench_ops res3x3, res3x3s2). DCGAN's (dc4x4s2, 9.4 MiB of copies) ran 6%
+// slower in chunks, and res3x3c64 (6.1 MiB) no faster.
+int64_t chunk_size(const ConvGeometry& g) {
+  const int64_t bytes = 2 * sizeof(float) * (g.C * g.H * g.W + g.OC * g.OH * g.OW);
+  if (bytes * g.N <= int64_t{16} << 20) return g.N;
+  return std::clamp<int64_t>((int64_t{2} << 20) / bytes, 1, g.N);
 }
 
+// The geometry of samples [n0, n0 + S) of g's batch
+ConvGeometry chunk(const ConvGeometry& g, int64_t n0, int64_t S) {
+  ConvGeometry c = g;
+  c.N = std::min(S, g.N - n0);
+  return c;
+}
+
+}  // namespace
+
+void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                       float* y) {
+  const int64_t S = chunk_size(g), xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
+  for (int64_t n0 = 0; n0 < g.N; n0 += S)
+    plan(chunk(g, n0, S), b != nullptr).forward(x + n0 * xs, w, b, y + n0 * ys);
+}
+
+// The chunks' weight and bias gradients are summed in float, in chunk order.
 void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, float* gb) {
-  plan(g, gb != nullptr).backward(x, w, gy, gx, gw, gb);
+  const int64_t S = chunk_size(g), xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
+  const int64_t ws = g.OC * g.C * g.KH * g.KW;
+  std::vector<float> gw_part(gw && S < g.N ? ws : 0), gb_part(gb && S < g.N ? g.OC : 0);
+  for (int64_t n0 = 0; n0 < g.N; n0 += S) {
+    const bool first = n0 == 0;
+    plan(chunk(g, n0, S), gb != nullptr)
+        .backward(x + n0 * xs, w, gy + n0 * ys, gx ? gx + n0 * xs : nullptr,
+                  gw && !first ? gw_part.data() : gw, gb && !first ? gb_part.data() : gb);
+    if (first) continue;
+    for (size_t i = 0; i < gw_part.size(); ++i) gw[i] += gw_part[i];
+    for (size_t i = 0; i < gb_part.size(); ++i) gb[i] += gb_part[i];
+  }
 }
 
 }  // namespace minidl::cpu
