@@ -3,8 +3,8 @@
 // (dnnl_conv_fits). A geometry's primitives are made at its first call on a
 // thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW
 // layouts and are reordered to and from the layouts oneDNN picks
-// (format_tag::any) within each call. oneDNN runs on the same OpenMP pool as
-// minidl's kernels.
+// (format_tag::any) within each call, large batches in chunks of samples
+// (chunk_size). oneDNN runs on the same OpenMP pool as minidl's kernels.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -227,8 +227,8 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // (bench_ops --conv auto against --conv im2col): stride 2 and more (res3x3s2,
 // dc4x4s2: 1.5-1.8x) and 16 channels and more (res3x3c64: 1.3-1.5x; res3x3,
 // ResNet's first stage: backward 1.15x, forward on par); not 1x1 kernels
-// (res1x1s2: im2col's 1.5x) nor fewer channels at stride 1 (LeNet's: the lanes
-// kernel's, 3-6x). One group; no negative padding after the last row or column
+// (res1x1s2: conv.cpp's GEMM per sample, 1.6-2x) nor fewer channels at stride
+// 1 (LeNet's: the lanes kernel's, 3-6x). One group; no negative padding after the last row or column
 // (conv_transpose2d's output_padding beyond its padding).
 bool dnnl_conv_fits(const ConvGeometry& g) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && g.KH * g.KW > 1 &&
