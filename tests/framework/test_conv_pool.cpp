@@ -649,6 +649,30 @@ TEST_CASE("1x1 convolutions (one GEMM per sample): naive values and finite diffe
   }
 }
 
+TEST_CASE("conv2d of an empty batch: empty output, zero weight and bias gradients") {
+  // geometries oneDNN takes from one sample on (stride 2), and the 1x1 path; the
+  // gradients are zeros, not memory left unwritten
+  for (int64_t C : {16, 2})
+    for (int64_t K : {3, 1}) {
+      CAPTURE(C);
+      CAPTURE(K);
+      Tensor x = Tensor::randn({0, C, 8, 8}).requires_grad_();
+      Tensor w = Tensor::randn({4, C, K, K}).requires_grad_(),
+             b = Tensor::randn({4}).requires_grad_();
+      Tensor y = conv2d(x, w, b, {.stride = 2, .padding = K / 2});
+      CHECK(y.shape() == Shape{0, 4, 4, 4});
+      y.sum().backward();
+      check_values(w.grad(), std::vector<double>(w.numel(), 0.0));
+      check_values(b.grad(), {0, 0, 0, 0});
+      CHECK(x.grad().shape() == x.shape());
+      Tensor wt = Tensor::randn({C, 4, K, K}).requires_grad_();  // conv2d's data gradient
+      Tensor z = conv_transpose2d(x, wt, Tensor(), {.stride = 2, .padding = K / 2});
+      CHECK(z.shape() == Shape{0, 4, 14 + K - K / 2 * 2, 14 + K - K / 2 * 2});
+      z.sum().backward();
+      check_values(wt.grad(), std::vector<double>(wt.numel(), 0.0));
+    }
+}
+
 TEST_CASE("conv_transpose2d of a 2x2 input (hand-computed)") {
   Tensor x = Tensor::of({1, 2, 3, 4}, {1, 1, 2, 2});
   Tensor ones = Tensor::ones({1, 1, 2, 2});

@@ -228,10 +228,12 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // dc4x4s2: 1.5-1.8x) and 16 channels and more (res3x3c64: 1.3-1.5x; res3x3,
 // ResNet's first stage: backward 1.15x, forward on par); not 1x1 kernels
 // (res1x1s2: conv.cpp's GEMM per sample, 1.6-2x) nor fewer channels at stride
-// 1 (LeNet's: the lanes kernel's, 3-6x). One group; no negative padding after the last row or column
-// (conv_transpose2d's output_padding beyond its padding).
+// 1 (LeNet's: the lanes kernel's, 3-6x). One group; no negative padding
+// after the last row or column (conv_transpose2d's output_padding beyond its
+// padding); no empty batch (the chunks would leave the gradients unwritten).
 bool dnnl_conv_fits(const ConvGeometry& g) {
-  return dnnl_conv_on.load(std::memory_order_relaxed) && g.groups == 1 && g.KH * g.KW > 1 &&
+  return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.groups == 1 &&
+         g.KH * g.KW > 1 &&
          (g.sh > 1 || g.sw > 1 || g.C >= 16) &&
          pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
