@@ -233,8 +233,7 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // padding); no empty batch (the chunks would leave the gradients unwritten).
 bool dnnl_conv_fits(const ConvGeometry& g) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.groups == 1 &&
-         g.KH * g.KW > 1 &&
-         (g.sh > 1 || g.sw > 1 || g.C >= 16) &&
+         g.KH * g.KW > 1 && (g.sh > 1 || g.sw > 1 || g.C >= 16) &&
          pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
 }
@@ -246,7 +245,7 @@ namespace {
 // goes through reorder -> convolution -> reorder in chunks whose copies fit
 // in 2 MiB, so that each step reads what the one before wrote while it is
 // still in the cache: ResNet's 16-channel layers ran 5-15% faster so
-// (bench_ops res3x3, res3x3s2). DCGAN's (dc4x4s2, 9.4 MiB of copies) ran 6%
+// (bench_ops res3x3, res3x3s2). DCGAN's (dc4x4s2, 9.2 MiB of copies) ran 6%
 // slower in chunks, and res3x3c64 (6.1 MiB) no faster.
 int64_t chunk_size(const ConvGeometry& g) {
   const int64_t bytes = 2 * sizeof(float) * (g.C * g.H * g.W + g.OC * g.OH * g.OW);
