@@ -220,7 +220,10 @@ bool pointwise_fits(const ConvGeometry& g) {
          g.OH == (g.H - 1) / g.sh + 1 && g.OW == (g.W - 1) / g.sw + 1;
 }
 
-// x [C, H, W] -> xs [C, OH, OW], xs[c, i, j] = x[c, i*sh, j*sw]
+// x [C, H, W] -> xs [C, OH, OW], xs[c, i, j] = x[c, i*sh, j*sw]: im2col of
+// a 1x1 kernel without padding, which runs its general strided loop (window
+// bounds per row) about 15% slower on res1x1s2's forward; upsample likewise
+// stands for a zero fill and col2im.
 MINIDL_CLONES void subsample(const ConvGeometry& g, const float* x, float* xs) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t i = 0; i < g.OH; ++i) {
