@@ -3,11 +3,14 @@
 # on the GPU machine that builds minidl with CUDA against them, tests and times.
 #
 # Here (a machine with apt and the network; the repo's root):
-#   scripts/gpu/session.sh fetch          .deb files into .gpu/debs (git-ignored), ~51 MiB,
+#   scripts/gpu/session.sh fetch          .deb files into .gpu/debs (git-ignored), ~28 MiB,
+#                                         Fashion-MNIST's into .gpu/fashion, ~30 MiB,
 #                                         and the zoo's data into .gpu/data, ~3 MiB
 # There (the device tool, from the repo's root, carrying .gpu/debs and .gpu/data
 # alone: the unpacked prefix and the build folders are far over the 64 MiB a call takes):
 #   run(command="scripts/gpu/session.sh remote", carry=[".gpu/debs", ".gpu/data"], timeout_s=600)
+# With oneDNN among the packages (session 20), .gpu/fashion no longer fits beside them
+# in one call: carry it instead of .gpu/data for a call of `epoch` (and resnet_fashion's twin).
 #   remote = unpack configure build test bench epoch zoo sanitize; each also runs alone:
 #   scripts/gpu/session.sh unpack|configure|build|test|bench|epoch|zoo|sanitize,
 #   and zoo_bench (the zoo against PyTorch, eager and graphs) and ncu_zoo
@@ -57,7 +60,10 @@ DEBS=(libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libopenblas0 li
       libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libpsm2-2
       libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm-infinipath1
       zlib1g-dev nlohmann-json3-dev libcli11-dev doctest-dev libpng-dev libpng16-16
-      dataset-fashion-mnist)  # 30 MiB: the one-epoch target's 60,000 images
+      libdnnl2 libdnnl-dev ocl-icd-libopencl1)  # oneDNN: the CPU convolutions (issue 23)
+# 30 MiB, in .gpu/fashion, a carry of its own: the one-epoch target's 60,000 images
+# (and resnet_fashion's twin); the two carries together are over the call's 64 MiB
+FASHION_DEB=dataset-fashion-mnist
 
 mkdir -p "$OUT" "$LOGS"
 SUMMARY=$OUT/summary.txt
@@ -101,6 +107,8 @@ env_for_prefix() {
 fetch() {
   mkdir -p "$GPU/debs"
   (cd "$GPU/debs" && rm -f ./*.deb && apt-get download "${DEBS[@]}") || return 1
+  mkdir -p "$GPU/fashion"
+  (cd "$GPU/fashion" && rm -f ./*.deb && apt-get download "$FASHION_DEB") || return 1
   local got mib
   got=$(ls "$GPU/debs"/*.deb | wc -l)
   mib=$(du -sm "$GPU/debs" | cut -f1)
@@ -115,7 +123,10 @@ fetch() {
 unpack() {
   rm -rf "$PREFIX"
   mkdir -p "$PREFIX"
-  for f in "$GPU"/debs/*.deb; do dpkg -x "$f" "$PREFIX" || return 1; done
+  for f in "$GPU"/debs/*.deb "$GPU"/fashion/*.deb; do
+    [ -f "$f" ] || continue  # the fashion carry is optional
+    dpkg -x "$f" "$PREFIX" || return 1
+  done
   # The -dev packages link libfoo.so through Debian's alternatives, which
   # dpkg -x does not set up: point the names CMake and the linker look for
   # at the files in the tree.
@@ -288,6 +299,7 @@ bench() {
 # lenet_mnist, eager and with --cuda-graph: its "epoch time" lines.
 epoch() {
   env_for_prefix
+  [ -d "$FASHION" ] || { note "SKIP epoch: no Fashion-MNIST (carry .gpu/fashion)"; return; }
   local mode key
   for mode in eager --cuda-graph; do
     key=epoch_fashion_${mode#--}
@@ -305,7 +317,8 @@ epoch() {
 # one longer run each with its wall time, in what time is left.
 zoo() {
   env_for_prefix
-  local zoo=(resnet_fashion char_lstm tiny_gpt)
+  local zoo=(char_lstm tiny_gpt)
+  [ -d "$FASHION" ] && zoo+=(resnet_fashion)  # with the fashion carry
   [ -x "$BUILD/bin/dcgan_mnist" ] && zoo+=(dcgan_mnist)
   step zoo_twins_cuda timeout 120 python3 "$ROOT/tests/examples/check_twins.py" --device cuda \
     --data "resnet_fashion=$FASHION" --data "dcgan_mnist=$MINIDL_DATA/mnist" "$BUILD/bin" "${zoo[@]}"
@@ -319,6 +332,7 @@ zoo_timed() {
              "tiny_gpt --steps 1500" "dcgan_mnist --epochs 1 --out $LOGS"; do
     set -- $run
     [ -x "$BUILD/bin/$1" ] && [ "$(left)" -gt 40 ] || continue
+    [ "$1" != resnet_fashion ] || [ -d "$FASHION" ] || continue
     t0=$(date +%s.%N)
     step "zoo_$1" timeout 40 "$BUILD/bin/$@" --device cuda &&
       note "    $run --device cuda: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s; $(grep -E \

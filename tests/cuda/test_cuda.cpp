@@ -291,6 +291,40 @@ TEST_CASE("cuda: conv2d by the direct kernels, with the weight gradient split in
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
 }
 
+TEST_CASE("cuda: conv2d's tiled direct kernel (stride 1, 16 or more channels) against the CPU") {
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Direct);
+  manual_seed(23);
+  // 18 and 33 output channels leave a partial group of 16, 17 and 20 input
+  // channels a partial chunk; 4 * 16 * 16 output pixels are more than the
+  // emulator's 3 blocks of 256 threads (the block's own loop). The input
+  // gradient is the tiled forward of gy padded KH-1-pad: 2 for pad 0, 0 for
+  // pad 2 of a 3x3 window, and it runs where x has 16 or more channels.
+  struct Case {
+    Shape x, w;
+    Size2 padding;
+  };
+  for (const Case& c :
+       {Case{{4, 20, 16, 16}, {18, 20, 3, 3}, 1}, Case{{2, 17, 9, 11}, {33, 17, 5, 5}, 2},
+        Case{{2, 16, 8, 7}, {16, 16, 3, 5}, {0, 2}}, Case{{2, 18, 6, 6}, {20, 18, 3, 3}, 2}}) {
+    CAPTURE(c.x);
+    CAPTURE(c.w);
+    const Conv2dArgs args{.padding = c.padding};
+    // w a constant: its gradient is another kernel's, and slow on the emulator
+    const Tensor x = Tensor::randn(c.x), w = Tensor::randn(c.w), b = Tensor::randn({c.w[0]});
+    check_op("conv2d",
+             [&](const std::vector<Tensor>& in) {
+               return conv2d(in[0], w.to(in[0].device()), in[1], args);
+             },
+             {x, b});
+    check_op("conv2d without bias",
+             [&](const std::vector<Tensor>& in) {
+               return conv2d(in[0], w.to(in[0].device()), Tensor(), args);
+             },
+             {x});
+  }
+  cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
+}
+
 TEST_CASE("cuda: conv2d by cuDNN, and Auto's choice per shape and pass") {
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Cudnn);
   try {

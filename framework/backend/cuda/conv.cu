@@ -27,42 +27,76 @@ int64_t group_size(const ConvGeometry& g) {
                              std::max<int64_t>(g.N, 1));
 }
 
+// Index type for im2col and col2im: 32-bit where every offset fits (a 64-bit
+// division is many times a 32-bit one; these kernels divide per thread).
+bool fits_int32(int64_t elements) { return elements < INT_MAX / 2; }
+
+// Whether x's (samples of them) and a column buffer's offsets fit in 32 bits
+bool column_offsets_fit(const ConvGeometry& g, int64_t samples, int64_t sample_stride, int64_t ld) {
+  return fits_int32(
+      std::max(samples * g.C * g.H * g.W, samples * sample_stride + g.C * g.KH * g.KW * ld));
+}
+
 // x [S, C, H, W], channel group cg -> col (S samples, layout above), zero
-// where the window hits padding
-__global__ void im2col_kernel(ConvGeometry g, int64_t cg, int64_t samples, const float* x,
-                              float* col, int64_t sample_stride, int64_t ld) {
-  const int64_t L = g.OH * g.OW, Cg = g.C / g.groups, CKK = Cg * g.KH * g.KW;
-  for (int64_t i = thread_index(); i < samples * CKK * L; i += thread_count()) {
-    const int64_t l = i % L, row = i / L % CKK, s = i / (L * CKK);
-    const int64_t c = cg * Cg + row / (g.KH * g.KW), ki = row / g.KW % g.KH, kj = row % g.KW;
-    const int64_t h = l / g.OW * g.sh - g.ph + ki * g.dh, w = l % g.OW * g.sw - g.pw + kj * g.dw;
-    const bool inside = h >= 0 && h < g.H && w >= 0 && w < g.W;
-    col[s * sample_stride + row * ld + l] = inside ? x[((s * g.C + c) * g.H + h) * g.W + w] : 0.f;
+// where the window hits padding. One thread per (sample, channel, output
+// pixel) writes that pixel's KH*KW column rows: its divisions are per window,
+// not per column element.
+template <class I>
+__global__ void im2col_kernel(ConvGeometry g, I cg, I samples, const float* x, float* col,
+                              I sample_stride, I ld) {
+  const I C = g.C, H = g.H, W = g.W, KH = g.KH, KW = g.KW, OW = g.OW, Cg = C / g.groups;
+  const I sh = g.sh, sw = g.sw, ph = g.ph, pw = g.pw, dh = g.dh, dw = g.dw;
+  const I L = g.OH * OW, total = samples * Cg * L;
+  for (I i = thread_index(); i < total; i += thread_count()) {
+    const I l = i % L, c = i / L % Cg, s = i / (L * Cg);
+    const I h0 = l / OW * sh - ph, w0 = l % OW * sw - pw;
+    const float* xc = x + ((s * C + cg * Cg + c) * H) * W;
+    float* out = col + s * sample_stride + c * KH * KW * ld + l;
+    for (I ki = 0; ki < KH; ++ki) {
+      const I h = h0 + ki * dh;
+      const bool row_inside = h >= 0 && h < H;
+      for (I kj = 0; kj < KW; ++kj, out += ld) {
+        const I w = w0 + kj * dw;
+        *out = row_inside && w >= 0 && w < W ? xc[h * W + w] : 0.f;
+      }
+    }
   }
 }
 
 // col (S samples, layout above) -> channel group cg of x [S, C, H, W]
 // (overwritten): each pixel sums the column entries of the windows that
 // cover it, in (ki, kj) order as the CPU's col2im adds them; no atomics,
-// deterministic.
-__global__ void col2im_kernel(ConvGeometry g, int64_t cg, int64_t samples, const float* col,
-                              int64_t sample_stride, int64_t ld, float* x) {
-  const int64_t Cg = g.C / g.groups;
-  for (int64_t i = thread_index(); i < samples * Cg * g.H * g.W; i += thread_count()) {
-    const int64_t w = i % g.W, h = i / g.W % g.H, c = i / (g.W * g.H) % Cg;
-    const int64_t s = i / (g.W * g.H * Cg);
-    const float* cs = col + s * sample_stride;
+// deterministic. Without dilation the covering taps of an axis are every
+// stride-th from the first: one division per axis, not one per tap.
+template <class I>
+__global__ void col2im_kernel(ConvGeometry g, I cg, I samples, const float* col, I sample_stride,
+                              I ld, float* x) {
+  const I C = g.C, H = g.H, W = g.W, KH = g.KH, KW = g.KW, OH = g.OH, OW = g.OW, Cg = C / g.groups;
+  const I sh = g.sh, sw = g.sw, ph = g.ph, pw = g.pw, dh = g.dh, dw = g.dw;
+  const I total = samples * Cg * H * W;
+  for (I i = thread_index(); i < total; i += thread_count()) {
+    const I w = i % W, h = i / W % H, c = i / (W * H) % Cg, s = i / (W * H * Cg);
+    const float* cs = col + s * sample_stride + c * KH * KW * ld;
     float sum = 0.f;
-    for (int64_t ki = 0; ki < g.KH; ++ki) {
-      const int64_t hp = h + g.ph - ki * g.dh;  // = oh * sh for the window row that covers h
-      if (hp < 0 || hp % g.sh != 0 || hp / g.sh >= g.OH) continue;
-      for (int64_t kj = 0; kj < g.KW; ++kj) {
-        const int64_t wp = w + g.pw - kj * g.dw;
-        if (wp < 0 || wp % g.sw != 0 || wp / g.sw >= g.OW) continue;
-        sum += cs[((c * g.KH + ki) * g.KW + kj) * ld + hp / g.sh * g.OW + wp / g.sw];
+    if (dh == 1 && dw == 1) {  // tap k covers output (p - k) / stride where that divides
+      const I hp = h + ph, wp = w + pw, kj0 = wp % sw, ow0 = wp / sw;
+      for (I ki = hp % sh, oh = hp / sh; ki < KH && oh >= 0; ki += sh, --oh) {
+        if (oh >= OH) continue;
+        for (I kj = kj0, ow = ow0; kj < KW && ow >= 0; kj += sw, --ow)
+          if (ow < OW) sum += cs[(ki * KW + kj) * ld + oh * OW + ow];
+      }
+    } else {
+      for (I ki = 0; ki < KH; ++ki) {
+        const I hp = h + ph - ki * dh;  // = oh * sh for the window row that covers h
+        if (hp < 0 || hp % sh != 0 || hp / sh >= OH) continue;
+        for (I kj = 0; kj < KW; ++kj) {
+          const I wp = w + pw - kj * dw;
+          if (wp < 0 || wp % sw != 0 || wp / sw >= OW) continue;
+          sum += cs[(ki * KW + kj) * ld + hp / sh * OW + wp / sw];
+        }
       }
     }
-    x[((s * g.C + cg * Cg + c) * g.H + h) * g.W + w] = sum;
+    x[((s * C + cg * Cg + c) * H + h) * W + w] = sum;
   }
 }
 
@@ -82,9 +116,10 @@ __global__ void bias_grad_kernel(int64_t n, int64_t oc, int64_t l, const float* 
 }
 
 // src [A, B, L] -> dst [B, A, L]
-__global__ void swap01_kernel(int64_t a, int64_t b, int64_t l, const float* src, float* dst) {
-  for (int64_t i = thread_index(); i < a * b * l; i += thread_count()) {
-    const int64_t li = i % l, ai = i / l % a, bi = i / (l * a);
+template <class I>
+__global__ void swap01_kernel(I a, I b, I l, const float* src, float* dst) {
+  for (I i = thread_index(); i < a * b * l; i += thread_count()) {
+    const I li = i % l, ai = i / l % a, bi = i / (l * a);
     dst[i] = src[(ai * b + bi) * l + li];
   }
 }
@@ -151,6 +186,80 @@ __global__ void direct_input_grad_kernel(ConvGeometry g, const float* w, const f
   }
 }
 
+// ---- the tiled direct kernel: stride 1, no dilation, one group, windows
+// up to 5x5, 16 or more output channels; the forward, and the input gradient
+// as the forward of gy with w flipped and transposed. Each thread sums one
+// output pixel for kTileOc output channels at once; the block's weights go
+// through shared memory kTileChunk input channels at a time, laid out
+// [c][tap][oc] so that a thread reads its kTileOc weights as float4s that the
+// whole warp shares. Per output the sum runs in (c, ki, kj) order:
+// deterministic.
+
+constexpr int kTileOc = 16, kTileChunk = 16, kTileMaxTaps = 25;
+
+// in [N, CI, IH, IW] -> out [N, CO, OH, OW], window KH x KW, padding ph, pw
+// (negative: cropped)
+struct TileShape {
+  int N, CI, IH, IW, CO, OH, OW, KH, KW, ph, pw;
+};
+
+// kFlipped: w is [CI, CO, KH, KW] read with both window axes reversed (the
+// input gradient); else w is [CO, CI, KH, KW]. b [CO] or null.
+// grid (pixel blocks, CO / kTileOc rounded up), kThreads threads
+template <bool kFlipped>
+__global__ void tile_conv_kernel(TileShape t, const float* in, const float* w, const float* b,
+                                 float* out) {
+  __shared__ float4 ws[kTileChunk * kTileMaxTaps * kTileOc / 4];
+  const int taps = t.KH * t.KW, co0 = blockIdx.y * kTileOc, pixels = t.N * t.OH * t.OW;
+  // the loop is the block's, not the thread's: every thread meets each __syncthreads
+  for (int base = blockIdx.x * blockDim.x; base < pixels; base += gridDim.x * blockDim.x) {
+    const int pixel = base + threadIdx.x;
+    const bool active = pixel < pixels;
+    const int ow = pixel % t.OW, oh = pixel / t.OW % t.OH, n = active ? pixel / (t.OW * t.OH) : 0;
+    const float* in_n = in + n * t.CI * t.IH * t.IW;
+    float acc[kTileOc] = {};
+    for (int c0 = 0; c0 < t.CI; c0 += kTileChunk) {
+      const int cc = t.CI - c0 < kTileChunk ? t.CI - c0 : kTileChunk;
+      float* wf = reinterpret_cast<float*>(ws);
+      for (int e = threadIdx.x; e < cc * taps * kTileOc; e += blockDim.x) {
+        const int o = e % kTileOc, k = e / kTileOc % taps, ci = c0 + e / (kTileOc * taps);
+        const int co = co0 + o;
+        wf[e] = co >= t.CO ? 0.f
+                : kFlipped ? w[(ci * t.CO + co) * taps + taps - 1 - k]
+                           : w[(co * t.CI + ci) * taps + k];
+      }
+      __syncthreads();
+      for (int c = 0; active && c < cc; ++c) {
+        const float* ic = in_n + (c0 + c) * t.IH * t.IW;
+        for (int ki = 0; ki < t.KH; ++ki) {
+          const int h = oh - t.ph + ki;
+          if (h < 0 || h >= t.IH) continue;
+          for (int kj = 0; kj < t.KW; ++kj) {
+            const int x = ow - t.pw + kj;
+            if (x < 0 || x >= t.IW) continue;
+            const float v = ic[h * t.IW + x];
+            const float4* wk = ws + (c * taps + ki * t.KW + kj) * (kTileOc / 4);
+#pragma unroll
+            for (int q = 0; q < kTileOc / 4; ++q) {
+              const float4 f = wk[q];
+              acc[4 * q] += v * f.x;
+              acc[4 * q + 1] += v * f.y;
+              acc[4 * q + 2] += v * f.z;
+              acc[4 * q + 3] += v * f.w;
+            }
+          }
+        }
+      }
+      __syncthreads();
+    }
+    if (!active) continue;
+#pragma unroll
+    for (int o = 0; o < kTileOc; ++o)
+      if (co0 + o < t.CO)
+        out[((n * t.CO + co0 + o) * t.OH + oh) * t.OW + ow] = b ? acc[o] + b[co0 + o] : acc[o];
+  }
+}
+
 // x, gy -> the rows r of [gw (OC*CKK, w's order); gb (OC) where wanted],
 // over the samples of part p: one block per (r, p), its threads along the
 // output pixels l, each over the part's samples. One part writes gw and gb
@@ -197,9 +306,28 @@ __global__ void sum_parts_kernel(int rows, int parts, int weight_rows, const flo
 
 void im2col(const ConvGeometry& g, int64_t cg, int64_t samples, const float* x, float* col,
             int64_t sample_stride, int64_t ld) {
-  const int64_t n = samples * g.C / g.groups * g.KH * g.KW * g.OH * g.OW;
-  im2col_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, cg, samples, x, col, sample_stride,
-                                                          ld);
+  const int64_t n = samples * g.C / g.groups * g.OH * g.OW;  // threads' work items
+  if (column_offsets_fit(g, samples, sample_stride, ld))
+    im2col_kernel<int><<<blocks_for(n), kThreads, 0, stream()>>>(
+        g, static_cast<int>(cg), static_cast<int>(samples), x, col, static_cast<int>(sample_stride),
+        static_cast<int>(ld));
+  else
+    im2col_kernel<int64_t>
+        <<<blocks_for(n), kThreads, 0, stream()>>>(g, cg, samples, x, col, sample_stride, ld);
+  CUDA_CHECK_LAUNCH();
+}
+
+// col -> channel group cg of x (samples of them), as col2im_kernel
+void col2im(const ConvGeometry& g, int64_t cg, int64_t samples, const float* col,
+            int64_t sample_stride, int64_t ld, float* x) {
+  const int64_t n = samples * g.C / g.groups * g.H * g.W;
+  if (column_offsets_fit(g, samples, sample_stride, ld))
+    col2im_kernel<int><<<blocks_for(n), kThreads, 0, stream()>>>(
+        g, static_cast<int>(cg), static_cast<int>(samples), col, static_cast<int>(sample_stride),
+        static_cast<int>(ld), x);
+  else
+    col2im_kernel<int64_t>
+        <<<blocks_for(n), kThreads, 0, stream()>>>(g, cg, samples, col, sample_stride, ld, x);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -211,6 +339,24 @@ bool direct_suits(const ConvGeometry& g) {
                                     g.OC * (g.C / g.groups * g.KH * g.KW + 1)});
   return biggest < INT_MAX && g.C / g.groups * g.KH * g.KW <= 1024 &&
          g.OC / g.groups * g.KH * g.KW <= 1024;
+}
+
+// Whether the tiled kernel takes g's forward (its input gradient: the same
+// with C for OC); direct_suits too
+bool tile_suits(const ConvGeometry& g, int64_t out_channels) {
+  return g.groups == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+         g.KH * g.KW <= kTileMaxTaps && out_channels >= kTileOc && direct_suits(g) &&
+         fits_int32(g.N * std::max(g.C * g.H * g.W, g.OC * g.OH * g.OW));
+}
+
+void tile_conv(const TileShape& t, bool flipped, const float* in, const float* w, const float* b,
+               float* out) {
+  const dim3 grid(blocks_for(int64_t{t.N} * t.OH * t.OW, kThreads), (t.CO + kTileOc - 1) / kTileOc);
+  if (flipped)
+    tile_conv_kernel<true><<<grid, kThreads, 0, stream()>>>(t, in, w, b, out);
+  else
+    tile_conv_kernel<false><<<grid, kThreads, 0, stream()>>>(t, in, w, b, out);
+  CUDA_CHECK_LAUNCH();
 }
 
 // gw [OC, CKK] and gb [OC] (null: not wanted) by direct_weight_grad_kernel;
@@ -266,6 +412,12 @@ void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const
     }
   };
   auto direct = [&] {  // the bias included
+    if (tile_suits(g, g.OC)) {
+      tile_conv({int(g.N), int(g.C), int(g.H), int(g.W), int(g.OC), int(g.OH), int(g.OW), int(g.KH),
+                 int(g.KW), int(g.ph), int(g.pw)},
+                false, x, w, b, y);
+      return;
+    }
     direct_forward_kernel<<<blocks_for(g.N * g.OC * L), kThreads, 0, stream()>>>(g, x, w, b, y);
     CUDA_CHECK_LAUNCH();
   };
@@ -293,7 +445,12 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
   if (gw) {
     auto by_im2col = [&] {
       Scratch<float> g2(g.OC * NL), col(G * CKK * L);
-      swap01_kernel<<<blocks_for(g.OC * NL), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, g2.data());
+      if (fits_int32(g.OC * NL))
+        swap01_kernel<int><<<blocks_for(g.OC * NL), kThreads, 0, stream()>>>(
+            static_cast<int>(g.N), static_cast<int>(g.OC), static_cast<int>(L), gy, g2.data());
+      else
+        swap01_kernel<int64_t>
+            <<<blocks_for(g.OC * NL), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, g2.data());
       CUDA_CHECK_LAUNCH();
       for (int64_t s0 = 0; s0 < g.N; s0 += G) {
         const int64_t gs = std::min(G, g.N - s0);
@@ -321,13 +478,17 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
         for (int64_t cg = 0; cg < g.groups; ++cg) {
           gemm(true, false, CKK, L, OCg, 1.f, w + cg * OCg * CKK, CKK, 0,
                gy + (s0 * g.OC + cg * OCg) * L, L, g.OC * L, 0.f, col.data(), L, CKK * L, gs);
-          col2im_kernel<<<blocks_for(gs * chw / g.groups), kThreads, 0, stream()>>>(
-              g, cg, gs, col.data(), CKK * L, L, gx + s0 * chw);
-          CUDA_CHECK_LAUNCH();
+          col2im(g, cg, gs, col.data(), CKK * L, L, gx + s0 * chw);
         }
       }
     };
     auto direct = [&] {
+      if (tile_suits(g, g.C)) {  // the forward of gy, padded KH-1-ph, with w flipped
+        tile_conv({int(g.N), int(g.OC), int(g.OH), int(g.OW), int(g.C), int(g.H), int(g.W),
+                   int(g.KH), int(g.KW), int(g.KH - 1 - g.ph), int(g.KW - 1 - g.pw)},
+                  true, gy, w, nullptr, gx);
+        return;
+      }
       direct_input_grad_kernel<<<blocks_for(g.N * chw), kThreads, 0, stream()>>>(g, w, gy, gx);
       CUDA_CHECK_LAUNCH();
     };

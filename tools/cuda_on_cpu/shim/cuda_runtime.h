@@ -15,6 +15,10 @@
 // a block's shared memory: blocks run one after another on the launching thread
 #define __shared__ static thread_local
 
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidConfiguration = 9 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost,
