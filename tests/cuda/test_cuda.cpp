@@ -322,6 +322,31 @@ TEST_CASE("cuda: conv2d's tiled direct kernel (stride 1, 16 or more channels) ag
              },
              {x});
   }
+  // the weight gradient of 3x3 windows with C * OC >= 256: 5 groups of 4
+  // output channels (the last partial) and, with 8 * 32 * 32 output pixels,
+  // two parts of the samples folded by sum_parts_kernel
+  for (const Case& c :
+       {Case{{3, 20, 10, 9}, {18, 20, 3, 3}, 1}, Case{{2, 18, 6, 6}, {20, 18, 3, 3}, 2},
+        Case{{8, 16, 32, 32}, {16, 16, 3, 3}, 1}}) {
+    CAPTURE(c.x);
+    const Conv2dArgs args{.padding = c.padding};
+    const Tensor x = Tensor::randn(c.x), w = Tensor::randn(c.w);
+    check_op("conv2d's weight gradient",
+             [&](const std::vector<Tensor>& in) {
+               return conv2d(x.to(in[0].device()), in[0], Tensor(), args);
+             },
+             {w});
+  }
+  // the same bits twice: a fixed order within and across the parts (the
+  // weight gradient does not depend on w)
+  Tensor x = Tensor::randn({8, 16, 32, 32}).cuda(), gy = Tensor::randn({8, 16, 32, 32}).cuda();
+  std::vector<float> runs[2];
+  for (auto& run : runs) {
+    Tensor w = Tensor::randn({16, 16, 3, 3}).cuda().requires_grad_(true);
+    (conv2d(x, w, Tensor(), {.padding = 1}) * gy).sum().backward();
+    run = w.grad().cpu().to_vector<float>();
+  }
+  CHECK(runs[0] == runs[1]);
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
 }
 

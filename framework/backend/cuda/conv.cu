@@ -260,6 +260,62 @@ __global__ void tile_conv_kernel(TileShape t, const float* in, const float* w, c
   }
 }
 
+// The tiled weight gradient of a K x K window (stride 1, no dilation, one
+// group): x [N, C, H, W] (t's in), gy [N, OC, OH, OW] (t's out) -> part [P,
+// OC*C*K*K] (w's order; with P = 1 that is gw itself). Block (c, a group of
+// kGradOc output channels, part p of the samples); its threads run along the
+// part's output pixels, each keeping kGradOc*K*K sums in registers; then each
+// sum is folded over the block's threads by a fixed tree: deterministic.
+// kThreads threads.
+constexpr int kGradOc = 4;
+
+template <int K>
+__global__ void tile_weight_grad_kernel(TileShape t, int per_part, const float* x, const float* gy,
+                                        float* part) {
+  __shared__ float sums[kGradOc * K * K * kThreads];  // 36 KiB for 3x3
+  const int c = blockIdx.x, oc0 = blockIdx.y * kGradOc, L = t.OH * t.OW;
+  const int n0 = blockIdx.z * per_part, n1 = n0 + per_part < t.N ? n0 + per_part : t.N;
+  float acc[kGradOc][K * K] = {};
+  for (int i = threadIdx.x; i < (n1 - n0) * L; i += kThreads) {
+    const int n = n0 + i / L, l = i % L, oh = l / t.OW, ow = l % t.OW;
+    float v[kGradOc];
+#pragma unroll
+    for (int o = 0; o < kGradOc; ++o)
+      v[o] = oc0 + o < t.CO ? gy[(n * t.CO + oc0 + o) * L + l] : 0.f;
+    const float* xc = x + (n * t.CI + c) * t.IH * t.IW;
+#pragma unroll
+    for (int ki = 0; ki < K; ++ki) {
+      const int h = oh - t.ph + ki;
+#pragma unroll
+      for (int kj = 0; kj < K; ++kj) {
+        const int w = ow - t.pw + kj;
+        const float xv = h >= 0 && h < t.IH && w >= 0 && w < t.IW ? xc[h * t.IW + w] : 0.f;
+#pragma unroll
+        for (int o = 0; o < kGradOc; ++o) acc[o][ki * K + kj] += v[o] * xv;
+      }
+    }
+  }
+  // the block's sums: a tree over the threads in shared memory, the same pairs every time
+#pragma unroll
+  for (int o = 0; o < kGradOc; ++o)
+#pragma unroll
+    for (int k = 0; k < K * K; ++k) sums[(o * K * K + k) * kThreads + threadIdx.x] = acc[o][k];
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < kGradOc * K * K * half; e += kThreads) {
+      const int r = e / half, j = e % half;
+      sums[r * kThreads + j] += sums[r * kThreads + j + half];
+    }
+  }
+  __syncthreads();
+  const int rows = t.CO * t.CI * K * K;
+  for (int r = threadIdx.x; r < kGradOc * K * K; r += kThreads) {
+    const int o = r / (K * K), k = r % (K * K);
+    if (oc0 + o < t.CO)
+      part[blockIdx.z * rows + ((oc0 + o) * t.CI + c) * K * K + k] = sums[r * kThreads];
+  }
+}
+
 // x, gy -> the rows r of [gw (OC*CKK, w's order); gb (OC) where wanted],
 // over the samples of part p: one block per (r, p), its threads along the
 // output pixels l, each over the part's samples. One part writes gw and gb
@@ -359,11 +415,43 @@ void tile_conv(const TileShape& t, bool flipped, const float* in, const float* w
   CUDA_CHECK_LAUNCH();
 }
 
+// gw [OC, C, 3, 3] by tile_weight_grad_kernel, the samples in parts of about
+// 4096 output pixels summed by sum_parts_kernel
+void tile_weight_grad(const ConvGeometry& g, const float* x, const float* gy, float* gw) {
+  const int64_t rows = g.OC * g.C * 9;
+  int64_t parts = std::clamp<int64_t>(g.N * g.OH * g.OW / 4096, 1, std::max<int64_t>(g.N, 1));
+  parts = std::min<int64_t>({parts, 65535, (INT_MAX - 1) / rows});  // grid z; 32-bit offsets
+  const int64_t per_part = (g.N + parts - 1) / parts;
+  parts = (g.N + per_part - 1) / per_part;
+  Scratch<float> part(parts > 1 ? parts * rows : 1);
+  const TileShape t{int(g.N),  int(g.C), int(g.H), int(g.W),  int(g.OC), int(g.OH),
+                    int(g.OW), 3,        3,        int(g.ph), int(g.pw)};
+  const dim3 grid(static_cast<unsigned>(g.C), static_cast<unsigned>((g.OC + kGradOc - 1) / kGradOc),
+                  static_cast<unsigned>(parts));
+  tile_weight_grad_kernel<3><<<grid, kThreads, 0, stream()>>>(t, static_cast<int>(per_part), x, gy,
+                                                              parts > 1 ? part.data() : gw);
+  CUDA_CHECK_LAUNCH();
+  if (parts == 1) return;
+  sum_parts_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(
+      static_cast<int>(rows), static_cast<int>(parts), static_cast<int>(rows), part.data(), gw,
+      nullptr);
+  CUDA_CHECK_LAUNCH();
+}
+
 // gw [OC, CKK] and gb [OC] (null: not wanted) by direct_weight_grad_kernel;
 // the samples split into parts of about 4096 output pixels, so that small
 // weights still give the GPU enough blocks
 void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, float* gw,
                         float* gb) {
+  if (tile_suits(g, g.OC) && g.KH == 3 && g.KW == 3 && g.C * g.OC >= 256 && g.C <= 65535) {
+    tile_weight_grad(g, x, gy, gw);
+    if (gb) {
+      bias_grad_kernel<<<blocks_for(g.OC, 1), kThreads, 0, stream()>>>(g.N, g.OC, g.OH * g.OW, gy,
+                                                                       gb);
+      CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
   const int64_t L = g.OH * g.OW, weight_rows = g.OC * (g.C / g.groups) * g.KH * g.KW;
   const int64_t rows = weight_rows + (gb ? g.OC : 0);
   int64_t parts = std::clamp<int64_t>(g.N * L / 4096, 1, std::max<int64_t>(g.N, 1));
