@@ -340,6 +340,16 @@ void Tensor::fill_(double value) {
   copy_(Tensor::full(shape(), value, dtype(), device()));
 }
 
+void Tensor::increment_() {
+  MINIDL_CHECK(dtype() == kInt64, "increment_: expected an int64 tensor, got ",
+               dtype_name(dtype()));
+  if (is_contiguous())
+    return kernels(device()).increment(numel(), static_cast<int64_t*>(raw_data_ptr()));
+  Tensor c = contiguous();
+  c.increment_();
+  copy_(c);
+}
+
 void Tensor::copy_(const Tensor& src) {
   MINIDL_CHECK(src.numel() == numel(), "copy_: source ", src.shape(), " and destination ",
                shape(), " differ in size");

@@ -173,6 +173,7 @@ class Tensor {
   // dtypes and devices; through a view into its base.
   void copy_(const Tensor& src);
   void fill_(double value);                        // in-place, no autograd
+  void increment_();  // += 1 in place, no autograd, int64 only (a counter: exact past 2^24)
 
   // ---- math (see ops.h for the full list) ----
   Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;

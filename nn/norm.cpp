@@ -51,7 +51,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
     MINIDL_CHECK((m ? m->count : x.numel() / num_features) > 1, name_, "(", num_features,
                  "): training needs more than one value per channel, got input ", x.shape());
     NoGradGuard no_grad;
-    num_batches_tracked.copy_(num_batches_tracked.to(kFloat32) + 1.0f);  // no host read
+    num_batches_tracked.increment_();  // on its device: no host read
   }
   if (!m)
     return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);

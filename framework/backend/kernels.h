@@ -108,6 +108,8 @@ struct Kernels {
   // dst [n] = start + i * step, converted to dtype (step 0: a fill; arange's)
   void (*fill)(DType dtype, int64_t n, double start, double step, void* dst);
   void (*cast)(DType from, DType to, int64_t n, const void* src, void* dst);
+  // x [n] int64 += 1, exactly (BatchNorm's num_batches_tracked, on its device)
+  void (*increment)(int64_t n, int64_t* x);
 
   // ---- float32 elementwise and reductions ----
   void (*unary)(UnaryOp op, float s, int64_t n, const float* x, float* out);

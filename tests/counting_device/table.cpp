@@ -38,6 +38,7 @@ void count(Kernels& k, const char* name) {
 Kernels counted_table() {
   Kernels k = kernels(Device::CPU);
   count<&Kernels::fill>(k, "fill"), count<&Kernels::cast>(k, "cast");
+  count<&Kernels::increment>(k, "increment");
   count<&Kernels::unary>(k, "unary");
   count<&Kernels::binary>(k, "binary"), count<&Kernels::dropout>(k, "dropout");
   count<&Kernels::reduce>(k, "reduce"), count<&Kernels::argmax>(k, "argmax");

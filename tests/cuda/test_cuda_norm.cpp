@@ -52,6 +52,17 @@ TEST_CASE("cuda: batch_norm forward and backward, training and evaluation") {
   }
 }
 
+TEST_CASE("cuda: BatchNorm2d counts its batches on the device, in int64") {
+  nn::BatchNorm2d bn(3);
+  bn.to(kCuda);
+  const int64_t start = (int64_t{1} << 25) + 1;  // past float32's exact integers
+  bn.num_batches_tracked.fill_(static_cast<double>(start));
+  Tensor x = Tensor::randn({2, 3, 4, 4}).cuda();
+  for (int i = 0; i < 3; ++i) (void)bn(x);
+  CHECK(bn.num_batches_tracked.device() == kCuda);
+  CHECK(bn.num_batches_tracked.to_vector<int64_t>()[0] == start + 3);
+}
+
 TEST_CASE("cuda: the fused LSTM cell, each output and both") {
   manual_seed(24);
   const std::vector<Tensor> in{Tensor::randn({5, 12}), Tensor::randn({5, 3})};

@@ -32,6 +32,22 @@ TEST_CASE("BatchNorm1d training: batch statistics, affine, running estimates by 
   CHECK(bn.num_batches_tracked.item() == 1);
 }
 
+TEST_CASE("BatchNorm counts its batches in int64, exactly past 2^24 (float32's would stall)") {
+  nn::BatchNorm1d bn(2);
+  const int64_t start =
+      (int64_t{1} << 25) + 1;  // float32 rounds it to 2^25, and 2^25 + 1 back to 2^25
+  bn.num_batches_tracked.fill_(static_cast<double>(start));
+  Tensor x = Tensor::of({1, 10, 3, 20}, {2, 2});
+  (void)bn(x);
+  (void)bn(x);
+  CHECK(bn.num_batches_tracked.to_vector<int64_t>()[0] == start + 2);
+  Tensor counts = Tensor::zeros({2, 3}, kInt64).transpose(0, 1);  // a view: through a copy
+  counts.increment_();
+  CHECK(counts.contiguous().to_vector<int64_t>() == std::vector<int64_t>(6, 1));
+  CHECK_THROWS_WITH(Tensor::zeros({2}).increment_(),
+                    doctest::Contains("increment_: expected an int64 tensor, got float32"));
+}
+
 TEST_CASE("BatchNorm2d takes the statistics over N, H and W") {
   nn::BatchNorm2d bn(2, {.momentum = 0.5});
   // x [2, 2, 1, 2]: channel 0 holds 0, 2, 4, 6 (mean 3, biased var 5, unbiased 20/3),

@@ -72,7 +72,8 @@ void record(Kernels& t) {
 // Wraps the entries of `t` and `a` so that they record while capturing, and
 // returns the graph entries that drive them.
 inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
-  record<&Kernels::fill>(t), record<&Kernels::cast>(t), record<&Kernels::unary>(t);
+  record<&Kernels::fill>(t), record<&Kernels::cast>(t), record<&Kernels::increment>(t);
+  record<&Kernels::unary>(t);
   record<&Kernels::binary>(t), record<&Kernels::dropout>(t), record<&Kernels::reduce>(t);
   record<&Kernels::argmax>(t), record<&Kernels::softmax>(t);
   record<&Kernels::softmax_backward>(t), record<&Kernels::gemm>(t), record<&Kernels::linear>(t);

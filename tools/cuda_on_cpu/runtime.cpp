@@ -134,6 +134,7 @@ void install_cuda_on_cpu() {
   static Kernels table{
       .fill = k::fill,
       .cast = k::cast,
+      .increment = k::increment,
       .unary = k::unary,
       .binary = k::binary,
       .dropout = k::dropout,

@@ -195,6 +195,11 @@ void fill(DType t, int64_t n, double start, double step, void* dst) {
   });
 }
 
+// x [n] += 1
+void increment(int64_t n, int64_t* x) {
+  for (int64_t i = 0; i < n; ++i) ++x[i];
+}
+
 // src [n] of `from` -> dst [n] of `to`
 void cast(DType from, DType to, int64_t n, const void* src, void* dst) {
   typed(from, const_cast<void*>(src), [&](auto* s) {

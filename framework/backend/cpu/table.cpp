@@ -42,6 +42,7 @@ const Backend& backend() {
   static const Kernels k{
       .fill = fill,
       .cast = cast,
+      .increment = increment,
       .unary = unary,
       .binary = binary,
       .dropout = dropout,

@@ -42,6 +42,7 @@ void reset_peak();
 // ---- elementwise.cu ----
 void fill(DType t, int64_t n, double start, double step, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);
+void increment(int64_t n, int64_t* x);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
 void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);

@@ -66,6 +66,11 @@ __global__ void cast_kernel(int64_t n, const From* src, To* dst) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) dst[i] = convert<To>(src[i]);
 }
 
+// x [n] += 1
+__global__ void increment_kernel(int64_t n, int64_t* x) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) ++x[i];
+}
+
 // out [bc.n] = f(a, b) under the broadcast index map
 template <class F>
 __global__ void broadcast_kernel(Broadcast bc, const float* a, const float* b, float* out, F f) {
@@ -108,6 +113,12 @@ void fill(DType t, int64_t n, double start, double step, void* dst) {
                                                               static_cast<T*>(dst));
     CUDA_CHECK_LAUNCH();
   });
+}
+
+void increment(int64_t n, int64_t* x) {
+  if (n == 0) return;
+  increment_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, x);
+  CUDA_CHECK_LAUNCH();
 }
 
 void cast(DType from, DType to, int64_t n, const void* src, void* dst) {

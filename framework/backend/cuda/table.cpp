@@ -31,6 +31,7 @@ const Backend* backend_if_present() {
   static const Kernels k{
       .fill = fill,
       .cast = cast,
+      .increment = increment,
       .unary = unary,
       .binary = binary,
       .dropout = dropout,
