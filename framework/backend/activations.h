@@ -1,6 +1,7 @@
 // The pointwise formulas of the fused activations (PyTorch's, as its CPU
 // kernels write them), shared by the CPU and CUDA kernels: leaky ReLU and
-// GELU (exact erf form and tanh approximation), forward and derivative. The
+// GELU (exact erf form and tanh approximation), forward and derivative, and
+// binary cross entropy's terms. The
 // CPU's exact GELU takes Phi from cpu/vec_math.h instead (it vectorizes, and
 // keeps its accuracy for negative x); CUDA's uses gelu and gelu_grad here.
 #pragma once
@@ -32,6 +33,24 @@ MINIDL_HOST_DEVICE inline float gelu_tanh_grad(float g, float x) {
   const float left = 0.5f * (1.f + t);
   const float right = 0.5f * x * (1.f - t * t) * 0.79788456f * (1.f + 3.f * 0.044715f * x * x);
   return g * (left + right);
+}
+
+// Binary cross entropy of p against t, PyTorch's: logs floored at -100 (NaN
+// kept), l = -(t log p + (1 - t) log(1 - p)); gradients g (p - t) /
+// max(p (1 - p), 1e-12) for p and g (log(1 - p) - log p) for t.
+MINIDL_HOST_DEVICE inline float floored_log(float x) {
+  const float l = logf(x);
+  return l < -100.f ? -100.f : l;
+}
+MINIDL_HOST_DEVICE inline float bce(float p, float t) {
+  return -(t * floored_log(p) + (1.f - t) * floored_log(1.f - p));
+}
+MINIDL_HOST_DEVICE inline float bce_grad_p(float g, float p, float t) {
+  const float v = p * (1.f - p);
+  return g * ((p - t) / (v < 1e-12f ? 1e-12f : v));
+}
+MINIDL_HOST_DEVICE inline float bce_grad_t(float g, float p) {
+  return g * (floored_log(1.f - p) - floored_log(p));
 }
 
 }  // namespace minidl::act

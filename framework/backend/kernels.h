@@ -204,6 +204,12 @@ struct Kernels {
   void (*cross_entropy_backward)(int64_t n, int64_t c, const void* labels, DType label_dtype,
                                  const float* g, float* probs);
 
+  // p, t [n] -> l [n] = act::bce(p, t); g [n] -> gp [n], gt [n] (either null:
+  // not wanted) by act::bce_grad_p and act::bce_grad_t
+  void (*binary_cross_entropy_forward)(int64_t n, const float* p, const float* t, float* l);
+  void (*binary_cross_entropy_backward)(int64_t n, const float* g, const float* p, const float* t,
+                                        float* gp, float* gt);
+
   // ---- optimizers: every slice of a step in one call (host array of slices) ----
   void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 

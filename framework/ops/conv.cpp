@@ -65,8 +65,6 @@ ConvGeometry conv_geometry(const char* op, const Tensor& x, const Tensor& w, con
           out_size(W, KW, a.stride.w, a.padding.w, a.dilation.w)};
 }
 
-float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
-
 }  // namespace
 
 namespace {

@@ -76,29 +76,35 @@ Tensor times(const Tensor& l, const Tensor& w) { return w.defined() ? mul(l, w) 
 }  // namespace
 
 // p, target [...] -> l = -w (t max(log p, -100) + (1 - t) max(log(1 - p), -100));
-// gp = g w (p - t) / max(p (1 - p), 1e-12), gt = g w (max(log(1-p), -100) - max(log p, -100))
+// gp = g w (p - t) / max(p (1 - p), 1e-12), gt = g w (max(log(1-p), -100) - max(log p, -100)).
+// One kernel each way (the formulas: backend/activations.h), the weight a
+// product after it.
 Tensor binary_cross_entropy(const Tensor& p, const Tensor& target, const Tensor& weight,
                             const std::string& reduction) {
   const char* op = "binary_cross_entropy";
   check_reduction(op, reduction);
   check_pair(op, p, target, "input", "target");
   check_weight(op, weight, p, "weight");
-  kernels_for(op, p, {&target, &weight});
+  const Kernels& kern = kernels_for(op, p, {&target, &weight});
   if (p.device() == Device::CPU && p.numel() > 0) {
     const double lo = min(p.detach()).item(), hi = max(p.detach()).item();
     MINIDL_CHECK(lo >= 0 && hi <= 1, op, ": every element of the input ", p.shape(),
                  " must lie in [0, 1], got values in [", lo, ", ", hi, "]");
   }
-  Tensor pd = p.detach(), td = target.detach(), w = weight.defined() ? weight.detach() : Tensor();
-  Tensor log_p = clamp(log(pd), -100.0, std::nullopt);
-  Tensor log_q = clamp(log(1.0 - pd), -100.0, std::nullopt);
-  Tensor l = times(neg(add(mul(td, log_p), mul(1.0 - td, log_q))), w);
-  l = record(l, op, {p, target}, [pd, td, w, log_p, log_q](const Tensor& g) {
-    Tensor gw = times(g, w);
-    Tensor gp = mul(gw, div(sub(pd, td), clamp(mul(pd, 1.0 - pd), 1e-12, std::nullopt)));
-    return std::vector<Tensor>{gp, mul(gw, sub(log_q, log_p))};
+  const Tensor pc = contiguous(p.detach()), tc = contiguous(target.detach());
+  Tensor l = empty_like(pc, pc.shape());
+  kern.binary_cross_entropy_forward(pc.numel(), pc.data_ptr<float>(), tc.data_ptr<float>(),
+                                    l.data_ptr<float>());
+  l = record(l, op, {p, target}, [p, target, pc, tc](const Tensor& g) {
+    const Tensor gc = contiguous(g);
+    Tensor gp = p.requires_grad() ? empty_like(gc, pc.shape()) : Tensor();
+    Tensor gt = target.requires_grad() ? empty_like(gc, pc.shape()) : Tensor();
+    kernels(gc.device())
+        .binary_cross_entropy_backward(pc.numel(), gc.data_ptr<float>(), pc.data_ptr<float>(),
+                                       tc.data_ptr<float>(), ptr(gp), ptr(gt));
+    return std::vector<Tensor>{gp, gt};
   });
-  return reduce_loss(l, reduction);
+  return reduce_loss(times(l, weight.defined() ? weight.detach() : Tensor()), reduction);
 }
 
 // x, target [...] -> l = w ((1 - t) x + lw softplus(-x)), lw = 1 + (pw - 1) t,

@@ -7,8 +7,6 @@
 namespace minidl {
 namespace {
 
-float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
-
 // A tensor of one value per index of x's dim 1 (named `dim`: C, D):
 // undefined, or float32 [x.size(1)].
 void check_dim1_tensor(const char* op, const Tensor& t, const char* what, const Tensor& x,

@@ -45,6 +45,9 @@ inline char* view_ptr(const Tensor& t) {
   return static_cast<char*>(t.impl().storage->data) + t.impl().offset;
 }
 
+// A float32 tensor's data, or null where it is undefined (optional kernel arguments).
+inline float* ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
 // An uninitialised float32 tensor on t's device.
 inline Tensor empty_like(const Tensor& t, const Shape& shape) {
   return Tensor::empty(shape, kFloat32, t.device());

@@ -59,6 +59,8 @@ Kernels counted_table() {
   count<&Kernels::gather>(k, "gather"), count<&Kernels::gather_backward>(k, "gather_backward");
   count<&Kernels::cross_entropy_forward>(k, "cross_entropy_forward");
   count<&Kernels::cross_entropy_backward>(k, "cross_entropy_backward");
+  count<&Kernels::binary_cross_entropy_forward>(k, "binary_cross_entropy_forward");
+  count<&Kernels::binary_cross_entropy_backward>(k, "binary_cross_entropy_backward");
   count<&Kernels::update>(k, "update");
   // ---- shape ops (issue 22) ----
   count<&Kernels::strided_copy>(k, "strided_copy"), count<&Kernels::index_select>(k, "index_select");

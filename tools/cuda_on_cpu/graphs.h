@@ -84,7 +84,8 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::avg_pool_backward>(t), record<&Kernels::conv2d_relu_pool_forward>(t);
   record<&Kernels::conv2d_relu_pool_backward>(t), record<&Kernels::gather>(t);
   record<&Kernels::gather_backward>(t), record<&Kernels::cross_entropy_forward>(t);
-  record<&Kernels::cross_entropy_backward>(t);
+  record<&Kernels::cross_entropy_backward>(t), record<&Kernels::binary_cross_entropy_forward>(t);
+  record<&Kernels::binary_cross_entropy_backward>(t);
   // ---- shape ops (issue 22): their structs are copied into the closure ----
   record<&Kernels::strided_copy>(t), record<&Kernels::index_select>(t);
   record<&Kernels::index_add>(t), record<&Kernels::gather_dim>(t);

@@ -160,6 +160,8 @@ void install_cuda_on_cpu() {
       .gather_backward = k::gather_backward,
       .cross_entropy_forward = k::cross_entropy_forward,
       .cross_entropy_backward = k::cross_entropy_backward,
+      .binary_cross_entropy_forward = k::binary_cross_entropy_forward,
+      .binary_cross_entropy_backward = k::binary_cross_entropy_backward,
       .update = k::update,
       // ---- shape ops (issue 22) ----
       .strided_copy = k::strided_copy,

@@ -116,6 +116,9 @@ void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, D
                      float* gx);
 void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels,
                            DType lt, float* loss, float* probs);
+void binary_cross_entropy_forward(int64_t n, const float* p, const float* t, float* l);
+void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, const float* t,
+                                   float* gp, float* gt);
 void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
                             float* probs);
 // optim.cpp

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "framework/backend/activations.h"
 #include "framework/backend/cpu/cpu.h"
 
 namespace minidl::cpu {
@@ -49,6 +50,18 @@ void cross_entropy_forward(int64_t N, int64_t C, const float* px, const void* la
     }
   }
   loss[0] = static_cast<float>(total / N);
+}
+
+// p, t [n] -> l [n]; g -> gp, gt (each optional): act::bce and its gradients
+void binary_cross_entropy_forward(int64_t n, const float* p, const float* t, float* l) {
+  for (int64_t i = 0; i < n; ++i) l[i] = act::bce(p[i], t[i]);
+}
+void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, const float* t,
+                                   float* gp, float* gt) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (gp) gp[i] = act::bce_grad_p(g[i], p[i], t[i]);
+    if (gt) gt[i] = act::bce_grad_t(g[i], p[i]);
+  }
 }
 
 // probs [N, C] -> g / N * (probs - onehot), in place

@@ -68,6 +68,8 @@ const Backend& backend() {
       .gather_backward = gather_backward,
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
+      .binary_cross_entropy_forward = binary_cross_entropy_forward,
+      .binary_cross_entropy_backward = binary_cross_entropy_backward,
       .update = update,
       // ---- shape ops (issue 22) ----
       .strided_copy = strided_copy,

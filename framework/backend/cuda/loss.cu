@@ -4,6 +4,7 @@
 // makes its output, loss or gradient row NaN.
 #include <cmath>
 
+#include "framework/backend/activations.h"
 #include "framework/backend/cuda/device.cuh"
 
 namespace minidl::cuda {
@@ -80,6 +81,20 @@ __global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const void* 
   }
 }
 
+// p, t [n] -> l [n] (act::bce)
+__global__ void bce_kernel(int64_t n, const float* p, const float* t, float* l) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) l[i] = act::bce(p[i], t[i]);
+}
+
+// g, p, t [n] -> gp, gt [n], each where not null
+__global__ void bce_backward_kernel(int64_t n, const float* g, const float* p, const float* t,
+                                    float* gp, float* gt) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    if (gp) gp[i] = act::bce_grad_p(g[i], p[i], t[i]);
+    if (gt) gt[i] = act::bce_grad_t(g[i], p[i]);
+  }
+}
+
 }  // namespace
 
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out) {
@@ -103,6 +118,19 @@ void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void
       n, c, logits, labels, lt == kInt64, row_loss.data(), probs);
   CUDA_CHECK_LAUNCH();
   mean_kernel<<<1, kThreads, 0, stream()>>>(n, row_loss.data(), loss);
+  CUDA_CHECK_LAUNCH();
+}
+
+void binary_cross_entropy_forward(int64_t n, const float* p, const float* t, float* l) {
+  if (n == 0) return;
+  bce_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, p, t, l);
+  CUDA_CHECK_LAUNCH();
+}
+
+void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, const float* t,
+                                   float* gp, float* gt) {
+  if (n == 0 || (!gp && !gt)) return;
+  bce_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, g, p, t, gp, gt);
   CUDA_CHECK_LAUNCH();
 }
 

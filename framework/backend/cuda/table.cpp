@@ -58,6 +58,8 @@ const Backend* backend_if_present() {
       .gather_backward = gather_backward,
       .cross_entropy_forward = cross_entropy_forward,
       .cross_entropy_backward = cross_entropy_backward,
+      .binary_cross_entropy_forward = binary_cross_entropy_forward,
+      .binary_cross_entropy_backward = binary_cross_entropy_backward,
       .update = update,
       // ---- shape ops (issue 22) ----
       .strided_copy = strided_copy,
