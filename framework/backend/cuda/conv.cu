@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
+#include <utility>
 
 #include "framework/backend/cuda/device.cuh"
 
@@ -405,6 +406,16 @@ bool tile_suits(const ConvGeometry& g, int64_t out_channels) {
          fits_int32(g.N * std::max(g.C * g.H * g.W, g.OC * g.OH * g.OW));
 }
 
+// The samples in parts of about 4096 output pixels, so that small weights
+// still give the GPU enough blocks, and at most max_parts: {parts, samples
+// per part}; 32-bit offsets need parts * rows < INT_MAX
+std::pair<int64_t, int64_t> sample_parts(const ConvGeometry& g, int64_t max_parts) {
+  int64_t parts = std::clamp<int64_t>(g.N * g.OH * g.OW / 4096, 1, std::max<int64_t>(g.N, 1));
+  parts = std::min(parts, max_parts);
+  const int64_t per_part = std::max<int64_t>((g.N + parts - 1) / parts, 1);
+  return {std::max<int64_t>((g.N + per_part - 1) / per_part, 1), per_part};
+}
+
 void tile_conv(const TileShape& t, bool flipped, const float* in, const float* w, const float* b,
                float* out) {
   const dim3 grid(blocks_for(int64_t{t.N} * t.OH * t.OW, kThreads), (t.CO + kTileOc - 1) / kTileOc);
@@ -415,14 +426,11 @@ void tile_conv(const TileShape& t, bool flipped, const float* in, const float* w
   CUDA_CHECK_LAUNCH();
 }
 
-// gw [OC, C, 3, 3] by tile_weight_grad_kernel, the samples in parts of about
-// 4096 output pixels summed by sum_parts_kernel
+// gw [OC, C, 3, 3] by tile_weight_grad_kernel, the samples' parts summed by
+// sum_parts_kernel (grid z: at most 65535 parts)
 void tile_weight_grad(const ConvGeometry& g, const float* x, const float* gy, float* gw) {
   const int64_t rows = g.OC * g.C * 9;
-  int64_t parts = std::clamp<int64_t>(g.N * g.OH * g.OW / 4096, 1, std::max<int64_t>(g.N, 1));
-  parts = std::min<int64_t>({parts, 65535, (INT_MAX - 1) / rows});  // grid z; 32-bit offsets
-  const int64_t per_part = (g.N + parts - 1) / parts;
-  parts = (g.N + per_part - 1) / per_part;
+  const auto [parts, per_part] = sample_parts(g, std::min<int64_t>(65535, (INT_MAX - 1) / rows));
   Scratch<float> part(parts > 1 ? parts * rows : 1);
   const TileShape t{int(g.N),  int(g.C), int(g.H), int(g.W),  int(g.OC), int(g.OH),
                     int(g.OW), 3,        3,        int(g.ph), int(g.pw)};
@@ -438,9 +446,9 @@ void tile_weight_grad(const ConvGeometry& g, const float* x, const float* gy, fl
   CUDA_CHECK_LAUNCH();
 }
 
-// gw [OC, CKK] and gb [OC] (null: not wanted) by direct_weight_grad_kernel;
-// the samples split into parts of about 4096 output pixels, so that small
-// weights still give the GPU enough blocks
+// gw [OC, CKK] and gb [OC] (null: not wanted) by the tiled kernel where it
+// takes g (3x3 windows, C * OC >= 256), else direct_weight_grad_kernel, the
+// samples' parts summed by sum_parts_kernel
 void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, float* gw,
                         float* gb) {
   if (tile_suits(g, g.OC) && g.KH == 3 && g.KW == 3 && g.C * g.OC >= 256 && g.C <= 65535) {
@@ -454,10 +462,7 @@ void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, 
   }
   const int64_t L = g.OH * g.OW, weight_rows = g.OC * (g.C / g.groups) * g.KH * g.KW;
   const int64_t rows = weight_rows + (gb ? g.OC : 0);
-  int64_t parts = std::clamp<int64_t>(g.N * L / 4096, 1, std::max<int64_t>(g.N, 1));
-  parts = std::min<int64_t>(parts, (INT_MAX - 1) / rows);
-  const int64_t per_part = std::max<int64_t>((g.N + parts - 1) / parts, 1);
-  parts = std::max<int64_t>((g.N + per_part - 1) / per_part, 1);
+  const auto [parts, per_part] = sample_parts(g, (INT_MAX - 1) / rows);
   const int threads = static_cast<int>(std::clamp<int64_t>((L + 31) / 32 * 32, 32, kThreads));
   Scratch<float> part(parts > 1 ? parts * rows : 1);
   direct_weight_grad_kernel<<<blocks_for(rows * parts, 1), threads, 0, stream()>>>(
