@@ -10,8 +10,9 @@
 //   running_var  = (1 - momentum) running_var  + momentum var * n / (n - 1)
 // (n values per channel: the running variance is the unbiased one), and
 // num_batches_tracked += 1 (in int64 on the tensors' device, without a host
-// read). Evaluation mode normalizes with the running estimates. Parameters: weight [C] (ones), bias
-// [C] (zeros), absent without affine. Buffers: running_mean [C] (zeros), running_var [C] (ones),
+// read). Evaluation mode normalizes with the running estimates. Parameters:
+// weight [C] (ones), bias [C] (zeros), absent without affine. Buffers:
+// running_mean [C] (zeros), running_var [C] (ones),
 // num_batches_tracked [] int64: PyTorch's state_dict names, so checkpoints
 // load in both. The forward is the fused batch_norm op (framework/ops.h: one
 // pass for the statistics, one for the output, two for the backward); a

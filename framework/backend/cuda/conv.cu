@@ -28,8 +28,9 @@ int64_t group_size(const ConvGeometry& g) {
                              std::max<int64_t>(g.N, 1));
 }
 
-// Index type for im2col and col2im: 32-bit where every offset fits (a 64-bit
-// division is many times a 32-bit one; these kernels divide per thread).
+// Whether 32-bit indices hold `elements` with room for a grid-stride step
+// (a 64-bit division is many times a 32-bit one, and these kernels divide
+// per thread).
 bool fits_int32(int64_t elements) { return elements < INT_MAX / 2; }
 
 // Whether x's (samples of them) and a column buffer's offsets fit in 32 bits
@@ -398,6 +399,18 @@ bool direct_suits(const ConvGeometry& g) {
          g.OC / g.groups * g.KH * g.KW <= 1024;
 }
 
+// gy [N, OC, OH, OW] -> gb [OC] by bias_grad_kernel
+void bias_grad(const ConvGeometry& g, const float* gy, float* gb) {
+  bias_grad_kernel<<<blocks_for(g.OC, 1), kThreads, 0, stream()>>>(g.N, g.OC, g.OH * g.OW, gy, gb);
+  CUDA_CHECK_LAUNCH();
+}
+
+// g's forward as the tiled kernels' shape: x in, y out (the weight gradient's too)
+TileShape forward_tile(const ConvGeometry& g) {
+  return {int(g.N),  int(g.C),  int(g.H),  int(g.W),  int(g.OC), int(g.OH),
+          int(g.OW), int(g.KH), int(g.KW), int(g.ph), int(g.pw)};
+}
+
 // Whether the tiled kernel takes g's forward (its input gradient: the same
 // with C for OC); direct_suits too
 bool tile_suits(const ConvGeometry& g, int64_t out_channels) {
@@ -432,12 +445,10 @@ void tile_weight_grad(const ConvGeometry& g, const float* x, const float* gy, fl
   const int64_t rows = g.OC * g.C * 9;
   const auto [parts, per_part] = sample_parts(g, std::min<int64_t>(65535, (INT_MAX - 1) / rows));
   Scratch<float> part(parts > 1 ? parts * rows : 1);
-  const TileShape t{int(g.N),  int(g.C), int(g.H), int(g.W),  int(g.OC), int(g.OH),
-                    int(g.OW), 3,        3,        int(g.ph), int(g.pw)};
   const dim3 grid(static_cast<unsigned>(g.C), static_cast<unsigned>((g.OC + kGradOc - 1) / kGradOc),
                   static_cast<unsigned>(parts));
-  tile_weight_grad_kernel<3><<<grid, kThreads, 0, stream()>>>(t, static_cast<int>(per_part), x, gy,
-                                                              parts > 1 ? part.data() : gw);
+  tile_weight_grad_kernel<3><<<grid, kThreads, 0, stream()>>>(
+      forward_tile(g), static_cast<int>(per_part), x, gy, parts > 1 ? part.data() : gw);
   CUDA_CHECK_LAUNCH();
   if (parts == 1) return;
   sum_parts_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(
@@ -453,11 +464,7 @@ void direct_weight_grad(const ConvGeometry& g, const float* x, const float* gy, 
                         float* gb) {
   if (tile_suits(g, g.OC) && g.KH == 3 && g.KW == 3 && g.C * g.OC >= 256 && g.C <= 65535) {
     tile_weight_grad(g, x, gy, gw);
-    if (gb) {
-      bias_grad_kernel<<<blocks_for(g.OC, 1), kThreads, 0, stream()>>>(g.N, g.OC, g.OH * g.OW, gy,
-                                                                       gb);
-      CUDA_CHECK_LAUNCH();
-    }
+    if (gb) bias_grad(g, gy, gb);
     return;
   }
   const int64_t L = g.OH * g.OW, weight_rows = g.OC * (g.C / g.groups) * g.KH * g.KW;
@@ -506,9 +513,7 @@ void conv2d_forward(const ConvGeometry& g, const float* x, const float* w, const
   };
   auto direct = [&] {  // the bias included
     if (tile_suits(g, g.OC)) {
-      tile_conv({int(g.N), int(g.C), int(g.H), int(g.W), int(g.OC), int(g.OH), int(g.OW), int(g.KH),
-                 int(g.KW), int(g.ph), int(g.pw)},
-                false, x, w, b, y);
+      tile_conv(forward_tile(g), false, x, w, b, y);
       return;
     }
     direct_forward_kernel<<<blocks_for(g.N * g.OC * L), kThreads, 0, stream()>>>(g, x, w, b, y);
@@ -559,10 +564,7 @@ void conv2d_backward(const ConvGeometry& g, const float* x, const float* w, cons
     gb_done = run_conv(ConvPass::WeightGrad, g, {x, nullptr, gy, gw}, by_im2col,
                        suits ? std::function<void()>(direct) : nullptr) == ConvPath::Direct;
   }
-  if (gb && !gb_done) {
-    bias_grad_kernel<<<blocks_for(g.OC, 1), kThreads, 0, stream()>>>(g.N, g.OC, L, gy, gb);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (gb && !gb_done) bias_grad(g, gy, gb);
   if (gx && g.N * chw > 0) {
     auto by_im2col = [&] {
       Scratch<float> col(G * CKK * L);
