@@ -12,8 +12,10 @@
 // in the GFLOP/s column, and their milliseconds on '#' lines.
 //
 //   bench_ops [--threads T] [--min-time S] [--twin on|off] [--only PREFIX] [--conv auto|im2col]
+//             [--gemm auto|openblas]
 // --only runs the cases whose names start with PREFIX (here and in the twins).
 // --conv im2col keeps minidl's strided convolutions off oneDNN (im2col + GEMM).
+// --gemm openblas keeps every product on OpenBLAS (auto: oneDNN's sgemm where it fits).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -23,7 +25,7 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "framework/backend/cpu/cpu.h"  // set_dnnl_conv
+#include "framework/backend/cpu/cpu.h"  // set_dnnl_conv, set_dnnl_gemm
 #include "minidl/minidl.h"
 
 using namespace minidl;
@@ -203,21 +205,24 @@ bool run_twin_configs(const std::filesystem::path& twin, const char* library, lo
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv,
                      {{"threads", "1"}, {"min-time", "0.3"}, {"twin", "on"}, {"only", ""},
-                      {"conv", "auto"}},
+                      {"conv", "auto"}, {"gemm", "auto"}},
                      "[--threads T] [--min-time SECONDS] [--twin on|off] [--only PREFIX] "
-                     "[--conv auto|im2col]");
+                     "[--conv auto|im2col] [--gemm auto|openblas]");
   const std::string only = flags.str("only");
   const long threads = flags.integer("threads");
   const double min_time = flags.real("min-time");
   const std::string twin_flag = flags.str("twin");
-  const std::string conv = flags.str("conv");
+  const std::string conv = flags.str("conv"), gemm = flags.str("gemm");
   if (threads < 1 || (twin_flag != "on" && twin_flag != "off") ||
-      (conv != "auto" && conv != "im2col")) {
-    std::fprintf(stderr, "expected --threads >= 1, --twin on or off and --conv auto or im2col, "
-                 "got %ld, '%s' and '%s'\n", threads, twin_flag.c_str(), conv.c_str());
+      (conv != "auto" && conv != "im2col") || (gemm != "auto" && gemm != "openblas")) {
+    std::fprintf(stderr,
+                 "expected --threads >= 1, --twin on or off, --conv auto or im2col and "
+                 "--gemm auto or openblas, got %ld, '%s', '%s' and '%s'\n",
+                 threads, twin_flag.c_str(), conv.c_str(), gemm.c_str());
     return 2;
   }
   cpu::set_dnnl_conv(conv == "auto");
+  cpu::set_dnnl_gemm(gemm == "auto");
   manual_seed(0);
   set_num_threads(static_cast<int>(threads));
 

@@ -8,7 +8,7 @@
 //   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N]
 //               [--warmup W] [--threads T|auto] [--load K] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
-//               [--graph off|on|both] [--conv auto|im2col|cudnn]
+//               [--graph off|on|both] [--conv auto|im2col|cudnn] [--gemm auto|openblas]
 //
 // --threads auto leaves each library's default (minidl: follow the load, at
 // most one thread per core; libtorch: one per core), printing minidl's count
@@ -43,6 +43,8 @@
 // does, and prints each and graph/eager.
 // --conv auto|im2col|direct|cudnn (CUDA): how convolutions run (cuda::set_conv_algorithm);
 // each choice made is printed as a `conv_choice:` line.
+// --gemm openblas (CPU) keeps minidl's products on OpenBLAS (cpu::set_dnnl_gemm;
+// auto: oneDNN's sgemm where it measured faster).
 // --tf32 on (CUDA): float32 GEMMs and convolutions may use TF32 tensor cores
 // (cuda::set_allow_tf32; off by default), for bench_train_torch.py --tf32.
 #include <cstdio>
@@ -52,6 +54,7 @@
 #include "../examples/models.h"
 #include "bench_common.h"
 #include "framework/backend/backend.h"
+#include "framework/backend/cpu/cpu.h"  // set_dnnl_gemm
 #include "framework/cuda.h"
 #include "zoo_models.h"
 
@@ -229,11 +232,12 @@ int main(int argc, char** argv) {
                      {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "-1"},
                       {"threads", "1"}, {"load", "0"}, {"twin", "on"}, {"parallel", "none"},
                       {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"},
-                      {"tf32", "off"}},
+                      {"tf32", "off"}, {"gemm", "auto"}},
                      "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
                      "[--warmup W] [--threads T|auto] [--load K] "
                      "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
-                     "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn]");
+                     "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn] "
+                     "[--gemm auto|openblas]");
   const bench::BusyLoad load(static_cast<int>(flags.integer("load")), 1800);
   parallel::init();
   const std::string mode = flags.str("parallel");
@@ -296,6 +300,12 @@ int main(int argc, char** argv) {
                            : conv == "im2col" ? cuda::ConvAlgorithm::Im2col
                            : conv == "direct" ? cuda::ConvAlgorithm::Direct
                                               : cuda::ConvAlgorithm::Cudnn);
+  const std::string gemm = flags.str("gemm");
+  if (gemm != "auto" && gemm != "openblas") {
+    std::fprintf(stderr, "bench_train: --gemm expects auto or openblas, got %s\n", gemm.c_str());
+    return 2;
+  }
+  cpu::set_dnnl_gemm(gemm == "auto");
   const std::string tf32 = flags.str("tf32");
   if (tf32 != "on" && tf32 != "off") {
     std::fprintf(stderr, "bench_train: --tf32 expects on or off, got %s\n", tf32.c_str());

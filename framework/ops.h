@@ -40,7 +40,7 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 // Index of the largest value along the last dim: [N, C] -> [N] int64 (no grad).
 Tensor argmax(const Tensor& x);
 
-// ---- linear algebra (cblas_sgemm) ----
+// ---- linear algebra (the device's GEMM: OpenBLAS or oneDNN, cuBLAS) ----
 // op(a) x op(b), op(t) = t, or t with its last two dims swapped where the
 // flag is set (no copy: the GEMM reads it transposed; flashlight's matmulNT/TN):
 // op(a) [M, K] x op(b) [K, N] -> [M, N];

@@ -1,5 +1,5 @@
 // matmul, linear and transpose. Every product is the device's gemm kernel
-// (cblas_sgemm on the CPU).
+// (OpenBLAS or oneDNN sgemm on the CPU, cuBLAS on CUDA).
 #include <algorithm>
 #include <numeric>
 

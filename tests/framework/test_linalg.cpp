@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
+#include <limits>
 
+#include "framework/backend/cpu/cpu.h"
 #include "helpers.h"
 
 using namespace minidl;
@@ -199,6 +202,67 @@ TEST_CASE("matmul and its gradients at mid sizes, on 1 and 2 threads, against a 
                  naive_bmm(transpose(a.detach(), 0, 1).reshape({1, k, m}), g), 1e-4);
     }
   }
+  set_num_threads(before);
+}
+
+// The CPU's gemm runs oneDNN's sgemm from 2^20 multiply-adds (not with both
+// operands transposed, nor x w^T under 256 rows on the library's threads) and
+// OpenBLAS's otherwise (backend/cpu/blas.cpp). Each size below reaches one of
+// gemm's thread paths on 2 threads: the calling thread alone (1.2M), C's rows
+// split between threads (4.8M), the library's own threads (18M). Operands
+// and C are sub-matrices (row strides past their widths); C starts as NaN for
+// beta 0, which must not be read, and as values for beta 0.5.
+TEST_CASE(
+    "gemm on oneDNN and on OpenBLAS: every transpose, sub-matrices and beta, on 1 and 2 "
+    "threads, against a naive loop") {
+  manual_seed(73);
+  const int before = num_threads();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int threads : {1, 2})
+    for (auto mnk : {std::array<int64_t, 3>{130, 90, 100}, std::array<int64_t, 3>{200, 150, 160},
+                     std::array<int64_t, 3>{300, 260, 230}})
+      for (int ops = 0; ops < 4; ++ops)
+        for (float beta : {0.f, 0.5f}) {
+          const int64_t m = mnk[0], n = mnk[1], k = mnk[2];
+          const bool ta = ops & 1, tb = ops & 2;
+          CAPTURE(threads);
+          CAPTURE(m);
+          CAPTURE(ops);
+          CAPTURE(beta);
+          set_num_threads(threads);
+          const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+          const std::vector<float> a = Tensor::randn({(ta ? k : m) * lda}).to_vector<float>();
+          const std::vector<float> b = Tensor::randn({(tb ? n : k) * ldb}).to_vector<float>();
+          const std::vector<float> c0 = Tensor::randn({m * ldc}).to_vector<float>();
+          std::vector<float> want(m * n);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0;
+              for (int64_t p = 0; p < k; ++p)
+                s += double{a[ta ? p * lda + i : i * lda + p]} * b[tb ? j * ldb + p : p * ldb + j];
+              want[i * n + j] = static_cast<float>(1.5 * s + beta * c0[i * ldc + j]);
+            }
+          for (bool dnnl : {true, false}) {
+            CAPTURE(dnnl);
+            cpu::set_dnnl_gemm(dnnl);
+            std::vector<float> c = c0;
+            if (beta == 0)
+              for (int64_t i = 0; i < m; ++i) std::fill_n(c.data() + i * ldc, n, nan);
+            cpu::gemm(ta, tb, m, n, k, 1.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+            double worst = 0;       // NaN where a NaN came out
+            bool untouched = true;  // C past its n columns
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                const double d = std::abs(double{c[i * ldc + j]} - want[i * n + j]);
+                if (std::isnan(d) || d > worst) worst = d;  // a NaN stays
+              }
+              for (int64_t j = n; j < ldc; ++j) untouched &= c[i * ldc + j] == c0[i * ldc + j];
+            }
+            CHECK(worst < 1e-3);  // sums of up to 230 products of N(0, 1) values, |C| ~ 20
+            CHECK(untouched);
+          }
+        }
+  cpu::set_dnnl_gemm(true);
   set_num_threads(before);
 }
 

@@ -1,7 +1,9 @@
 #include <cblas.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
@@ -22,6 +24,41 @@ void set_pool_threads(int n) {
   openblas_set_num_threads(n);
 }
 
+namespace {
+
+std::atomic<bool> dnnl_gemm_on{true};
+
+// Whether oneDNN's sgemm takes a product (else OpenBLAS's). Measured on the
+// 2-core development machine (AMD Zen 4, AVX-512; 2026-11-27; bench_ops
+// --gemm auto against --gemm openblas, and each library's sgemm called alone
+// on the zoo's shapes): from 2^20 multiply-adds oneDNN's ran 1.03-1.44x
+// OpenBLAS's on one thread (the skinny products of the MLP, the LSTM and tiny
+// GPT gained most), below it 0.75-0.84x. It lost with both operands
+// transposed (0.82x), and, on two threads of its own, at x w^T with under
+// 256 rows (0.59-0.91x: the MLP's dense layers at batch 64).
+bool dnnl_gemm_fits(bool trans_a, bool trans_b, int64_t m, int64_t macs, bool threaded) {
+  return dnnl_gemm_on.load(std::memory_order_relaxed) && macs >= (int64_t{1} << 20) &&
+         !(trans_a && trans_b) && !(threaded && trans_b && m < 256);
+}
+
+// One library call, on the threads OpenMP gives it: all of the pool, or one
+// inside a parallel region (OpenBLAS and oneDNN both stay on the calling
+// thread there). Returns false where oneDNN refused its arguments.
+bool sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1;
+  if (dnnl_gemm_fits(trans_a, trans_b, m, m * n * k, threaded))
+    return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
+                      beta, c, ldc) == dnnl_success;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return true;
+}
+
+}  // namespace
+
+void set_dnnl_gemm(bool on) { dnnl_gemm_on = on; }
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c) {
   gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
@@ -36,37 +73,36 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
     return;
   }
-  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   // On 2 threads, products up to 2^24 multiply-adds ran slower under
   // OpenBLAS's own threading than on 1 thread; the small ones (LeNet's dense
   // layers, 64 x 400 x 120 and its gradients: 3.1M) are fastest on the
   // calling thread alone, since splitting them moves their operands between
   // cores. Mid-sized ones (the MLP's at batch 32: 8.4M, 12.8M) split C's rows
-  // between threads instead (blocks of 16 rows), each calling OpenBLAS
-  // single-threaded (it does not fork inside a parallel region), which also
-  // keeps each thread on its own samples.
+  // between threads instead (blocks of 16 rows), each calling the library
+  // single-threaded, which also keeps each thread on its own samples.
   const int64_t macs = m * n * k, threads = omp_get_max_threads();
   // (Below 2^18 OpenBLAS itself stays on one thread.)
   const bool ours = threads > 1 && !omp_in_parallel() && macs >= (int64_t{1} << 18);
+  bool done = true;
   if (ours && macs < (int64_t{1} << 22)) {
-    openblas_set_num_threads(1);  // OpenBLAS has no per-call thread count
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    openblas_set_num_threads(static_cast<int>(threads));
-    return;
-  }
-  if (ours && m >= 32 && macs <= (int64_t{1} << 24)) {
-#pragma omp parallel
+    set_pool_threads(1);  // neither library has a per-call thread count
+    done = sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    set_pool_threads(static_cast<int>(threads));
+  } else if (ours && m >= 32 && macs <= (int64_t{1} << 24)) {
+#pragma omp parallel reduction(&& : done)
     {
       const int64_t t = omp_get_thread_num(), parts = omp_get_num_threads(), blocks = (m + 15) / 16;
       const int64_t r0 = std::min(m, blocks * t / parts * 16);
       const int64_t r1 = std::min(m, blocks * (t + 1) / parts * 16);
       if (r0 < r1)  // rows [r0, r1) of op(A) and of C
-        cblas_sgemm(CblasRowMajor, ta, tb, r1 - r0, n, k, alpha, a + (trans_a ? r0 : r0 * lda), lda,
-                    b, ldb, beta, c + r0 * ldc, ldc);
+        done = sgemm(trans_a, trans_b, r1 - r0, n, k, alpha, a + (trans_a ? r0 : r0 * lda), lda, b,
+                     ldb, beta, c + r0 * ldc, ldc);
     }
-    return;
+  } else {
+    done = sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  MINIDL_CHECK(done, "gemm: oneDNN's sgemm refused [", m, ", ", k, "] x [", k, ", ", n, "] (lda ",
+               lda, ", ldb ", ldb, ", ldc ", ldc, ")");
 }
 
 // src [R, C] -> dst [C, R], in 16x16 tiles so reads and writes both stay in cache lines

@@ -32,13 +32,16 @@ class Scratch {
 
 // ---- threads, GEMM and transpose (blas.cpp) ----
 void set_pool_threads(int n);  // OpenMP's and OpenBLAS's (framework/threads.h decides n)
-// C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (cblas_sgemm).
+// C[M, N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T: oneDNN's sgemm
+// where it measured faster (blas.cpp, dnnl_gemm_fits), else OpenBLAS's
+// (always after set_dnnl_gemm(false): tests and bench_ops --gemm openblas).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, const float* b, float beta, float* c);
 // The same on sub-matrices: row strides lda, ldb, ldc (in elements).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc);
+void set_dnnl_gemm(bool on);
 // src [R, C] -> dst [C, R]
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 
