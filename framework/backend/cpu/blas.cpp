@@ -28,14 +28,15 @@ namespace {
 
 std::atomic<bool> dnnl_gemm_on{true};
 
-// Whether oneDNN's sgemm takes a product (else OpenBLAS's). Measured on the
-// 2-core development machine (AMD Zen 4, AVX-512; 2026-11-27; bench_ops
-// --gemm auto against --gemm openblas, and each library's sgemm called alone
-// on the zoo's shapes): from 2^20 multiply-adds oneDNN's ran 1.03-1.44x
-// OpenBLAS's on one thread (the skinny products of the MLP, the LSTM and tiny
-// GPT gained most), below it 0.75-0.84x. It lost with both operands
-// transposed (0.82x), and, on two threads of its own, at x w^T with under
-// 256 rows (0.59-0.91x: the MLP's dense layers at batch 64).
+// Whether oneDNN's sgemm takes a product (else OpenBLAS's). Measured with
+// bench/bench_gemm (each library called alone on the bundled models'
+// products) on the 2-core development machine (AMD Zen 4, AVX-512),
+// 2026-11-27: on one thread, oneDNN's ran 1.01-1.44x OpenBLAS's on 23 of the
+// 25 products of 2^20 multiply-adds and more (the LSTM's gates gained most)
+// and 0.96-0.97x on two; below 2^20, 0.82-0.86x; with both operands
+// transposed, 0.82x. On two threads of its own it lost at x w^T with under
+// 256 rows (the MLP's dense layers at batch 64: 0.59-0.91x in three of four
+// runs).
 bool dnnl_gemm_fits(bool trans_a, bool trans_b, int64_t m, int64_t macs, bool threaded) {
   return dnnl_gemm_on.load(std::memory_order_relaxed) && macs >= (int64_t{1} << 20) &&
          !(trans_a && trans_b) && !(threaded && trans_b && m < 256);
