@@ -892,42 +892,53 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       {{2, 3, 13, 13}, {5, 3, 3, 3}, false, true, 2, 2, 2, 0},  // dilated
       {{4, 8, 7, 7}, {8, 5, 4, 4}, true, false, 2, 1, 1, 0},    // DCGAN's generator
       {{3, 6, 4, 5}, {6, 4, 3, 3}, true, true, 2, 1, 1, 1},     // output_padding 1
-      // past 16 MiB of copies, in chunks of samples: 10 of 10; 9 of 13 and one of 3
+      // past 16 MiB of copies, in chunks of samples on one thread: 10 of 10; 9 of 13
+      // and one of 3 (whole batches on two)
       {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
       {{120, 16, 28, 28}, {32, 16, 3, 3}, false, true, 2, 1, 1, 0},
   };
   manual_seed(71);
+  const int before = num_threads();
   double worst = 0;
-  for (const Case& c : cases) {
-    Tensor x = Tensor::randn(c.x).requires_grad_(), w = Tensor::randn(c.w).requires_grad_();
-    Tensor b = c.bias ? Tensor::randn({c.transpose ? c.w[1] : c.w[0]}).requires_grad_() : Tensor();
-    std::vector<Tensor> runs[2];
-    for (bool on : {true, false}) {
-      cpu::set_dnnl_conv(on);
-      for (Tensor* p : {&x, &w, &b})
-        if (p->defined()) p->zero_grad();
-      Tensor y = c.transpose ? conv_transpose2d(x, w, b, {.stride = c.stride, .padding = c.padding,
-                                                           .output_padding = c.output_padding,
-                                                           .dilation = c.dilation})
-                             : conv2d(x, w, b, {.stride = c.stride, .padding = c.padding,
-                                                .dilation = c.dilation});
-      (y * y).sum().backward();
-      runs[on] = {y.detach(), x.grad().clone(), w.grad().clone()};  // grads zeroed next run
-      if (c.bias) runs[on].push_back(b.grad().clone());
+  for (int threads : {1, 2})
+    for (const Case& c : cases) {
+      set_num_threads(threads);
+      Tensor x = Tensor::randn(c.x).requires_grad_(), w = Tensor::randn(c.w).requires_grad_();
+      Tensor b =
+          c.bias ? Tensor::randn({c.transpose ? c.w[1] : c.w[0]}).requires_grad_() : Tensor();
+      std::vector<Tensor> runs[2];
+      for (bool on : {true, false}) {
+        cpu::set_dnnl_conv(on);
+        for (Tensor* p : {&x, &w, &b})
+          if (p->defined()) p->zero_grad();
+        Tensor y = c.transpose
+                       ? conv_transpose2d(x, w, b,
+                                          {.stride = c.stride,
+                                           .padding = c.padding,
+                                           .output_padding = c.output_padding,
+                                           .dilation = c.dilation})
+                       : conv2d(x, w, b,
+                                {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
+        (y * y).sum().backward();
+        runs[on] = {y.detach(), x.grad().clone(), w.grad().clone()};  // grads zeroed next run
+        if (c.bias) runs[on].push_back(b.grad().clone());
+      }
+      cpu::set_dnnl_conv(true);
+      for (size_t t = 0; t < runs[0].size(); ++t)
+        worst = std::max(worst, testing::reference_error(runs[1][t], runs[0][t]));
     }
-    cpu::set_dnnl_conv(true);
-    for (size_t t = 0; t < runs[0].size(); ++t)
-      worst = std::max(worst, testing::reference_error(runs[1][t], runs[0][t]));
-  }
+  set_num_threads(before);
   MESSAGE("largest difference, relative to each tensor's largest value: " << worst);
   CHECK(worst < 1e-5);
 }
 
 // oneDNN's backward reorders the output gradient once for both of its
 // primitives; where only one gradient is wanted, it alone is computed (the
-// second batch in chunks of 8 samples).
+// second batch in chunks of 8 samples, which it takes on one thread).
 TEST_CASE("a oneDNN convolution computes just the gradient that is wanted") {
   manual_seed(72);
+  const int before = num_threads();
+  set_num_threads(1);
   const Tensor w0 = Tensor::randn({24, 16, 3, 3});
   for (bool x_grad : {true, false})
     for (const Tensor& x0 : {Tensor::randn({16, 16, 8, 8}), Tensor::randn({100, 16, 28, 28})}) {
@@ -943,4 +954,5 @@ TEST_CASE("a oneDNN convolution computes just the gradient that is wanted") {
       cpu::set_dnnl_conv(true);
       CHECK(testing::reference_error(grads[1], grads[0]) < 1e-5);
     }
+  set_num_threads(before);
 }

@@ -246,10 +246,13 @@ namespace {
 // in 2 MiB, so that each step reads what the one before wrote while it is
 // still in the cache: ResNet's 16-channel layers ran 5-15% faster so
 // (bench_ops res3x3, res3x3s2). DCGAN's (dc4x4s2, 9.2 MiB of copies) ran 6%
-// slower in chunks, and res3x3c64 (6.1 MiB) no faster.
+// slower in chunks, and res3x3c64 (6.1 MiB) no faster. On one thread only:
+// on two, whole batches ran res3x3s2's forward at 182-191 GFLOP/s against
+// 155-164 in chunks (five interleaved runs; the rest alike) and ResNet-8's
+// step 2-4% faster (five pairs; bench/README.md, session 21).
 int64_t chunk_size(const ConvGeometry& g) {
   const int64_t bytes = 2 * sizeof(float) * (g.C * g.H * g.W + g.OC * g.OH * g.OW);
-  if (bytes * g.N <= int64_t{16} << 20) return g.N;
+  if (omp_get_max_threads() > 1 || bytes * g.N <= int64_t{16} << 20) return g.N;
   return std::clamp<int64_t>((int64_t{2} << 20) / bytes, 1, g.N);
 }
 
