@@ -11,8 +11,8 @@
 // call), oneDNN / OpenBLAS, and minidl / the faster of the two.
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -72,7 +72,9 @@ int main(int argc, char** argv) {
     const std::vector<float> b = Tensor::randn({p.k * p.n}).to_vector<float>();
     std::vector<float> c(p.m * p.n);
     const double flops = 2.0 * p.m * p.n * p.k;
-    auto rate = [&](auto call) { return flops / bench::median_seconds([] {}, call, 21, min_time) / 1e9; };
+    auto rate = [&](auto call) {
+      return flops / bench::median_seconds([] {}, call, 21, min_time) / 1e9;
+    };
     const double ob = rate([&] {
       cblas_sgemm(CblasRowMajor, p.ta ? CblasTrans : CblasNoTrans, p.tb ? CblasTrans : CblasNoTrans,
                   p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), p.n);

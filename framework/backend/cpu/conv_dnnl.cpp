@@ -3,8 +3,9 @@
 // (dnnl_conv_fits). A geometry's primitives are made at its first call on a
 // thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW
 // layouts and are reordered to and from the layouts oneDNN picks
-// (format_tag::any) within each call, large batches in chunks of samples
-// (chunk_size). oneDNN runs on the same OpenMP pool as minidl's kernels.
+// (format_tag::any) within each call, large batches on one thread in chunks
+// of samples (chunk_size). oneDNN runs on the same OpenMP pool as minidl's
+// kernels.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
