@@ -37,7 +37,8 @@ struct ConvCase {
 
 // LeNet-5's two; ResNet-8's 3x3 at stride 1 and 2 and its 1x1 projection
 // at stride 2 (batch 128, first stages), its last stage's 3x3 at 64
-// channels; the DCGAN discriminator's 4x4 stride-2 middle layer.
+// channels; the DCGAN discriminator's 4x4 stride-2 middle layer and its first
+// (1 channel in: its input gradient is the generator's last layer's forward).
 inline const std::vector<ConvCase> kConvCases = {
     {"conv1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/6, /*K=*/5, /*pad=*/2, /*stride=*/1},
     {"conv2", /*N=*/64, /*C=*/6, /*H=*/14, /*W=*/14, /*OC=*/16, /*K=*/5, /*pad=*/0, /*stride=*/1},
@@ -46,6 +47,7 @@ inline const std::vector<ConvCase> kConvCases = {
     {"res1x1s2", /*N=*/128, /*C=*/16, /*H=*/28, /*W=*/28, /*OC=*/32, /*K=*/1, /*pad=*/0, /*stride=*/2},
     {"res3x3c64", /*N=*/128, /*C=*/64, /*H=*/7, /*W=*/7, /*OC=*/64, /*K=*/3, /*pad=*/1, /*stride=*/1},
     {"dc4x4s2", /*N=*/64, /*C=*/64, /*H=*/14, /*W=*/14, /*OC=*/128, /*K=*/4, /*pad=*/1, /*stride=*/2},
+    {"dc4x4s2c1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/64, /*K=*/4, /*pad=*/1, /*stride=*/2},
 };
 
 // linear (x [N, IN] w [OUT, IN]^T + b), forward only: the MLP's fc1 at two batches.

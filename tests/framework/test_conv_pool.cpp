@@ -877,7 +877,8 @@ TEST_CASE("conv2d's weight gradient alone, output 1 x 1, batch 16 (the lanes pat
 // switched off the same calls take im2col + GEMM or the lanes kernel. The two
 // agree up to rounding: forward and every gradient, for conv2d (bias or not,
 // dilation, non-square) and for conv_transpose2d (whose forward is conv2d's
-// input gradient).
+// input gradient). Under 16 input channels only the weight and bias
+// gradients come from oneDNN.
 TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
   struct Case {
     Shape x, w;
@@ -892,6 +893,9 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       {{2, 3, 13, 13}, {5, 3, 3, 3}, false, true, 2, 2, 2, 0},  // dilated
       {{4, 8, 7, 7}, {8, 5, 4, 4}, true, false, 2, 1, 1, 0},    // DCGAN's generator
       {{3, 6, 4, 5}, {6, 4, 3, 3}, true, true, 2, 1, 1, 1},     // output_padding 1
+      // one input channel: the input gradient (the transpose's forward) by columns
+      {{6, 1, 28, 28}, {8, 1, 4, 4}, false, true, 2, 1, 1, 0},  // DCGAN's first layer
+      {{5, 8, 14, 14}, {8, 1, 4, 4}, true, true, 2, 1, 1, 0},   // and its generator's last
       // past 16 MiB of copies, in chunks of samples on one thread: 10 of 10; 9 of 13
       // and one of 3 (whole batches on two)
       {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
