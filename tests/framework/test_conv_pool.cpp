@@ -858,17 +858,19 @@ TEST_CASE("convolution family and resizing: bad arguments throw naming the op an
 // The lanes path (batches of 16 on AVX-512 CPUs) planned the input gradient
 // even when only the weight's was wanted; with a kernel as large as the input
 // (a 1 x 1 output, as a DCGAN generator's first transposed convolution's
-// weight gradient has) the plan's sizes went negative: SIGFPE.
+// weight gradient has) the plan's sizes went negative: SIGFPE. (Without
+// padding such a layer is a dense one now, below; padding 1 keeps it here.)
 TEST_CASE("conv2d's weight gradient alone, output 1 x 1, batch 16 (the lanes path)") {
   manual_seed(11);
-  for (int64_t h : {4, 5}) {
+  for (int64_t h : {2, 4, 5}) {
     CAPTURE(h);
+    const int64_t pad = h == 2, oh = h + 2 * pad - 3;
     Tensor x = Tensor::randn({16, 8, h, h}), w = Tensor::randn({6, 8, 4, 4});
-    Tensor r = Tensor::randn({16, 6, h - 3, h - 3});
+    Tensor r = Tensor::randn({16, 6, oh, oh});
     Tensor w_only = w.detach().clone().requires_grad_();
-    (conv2d(x, w_only, Tensor()) * r).sum().backward();
+    (conv2d(x, w_only, Tensor(), {.padding = pad}) * r).sum().backward();
     Tensor x_too = x.detach().clone().requires_grad_(), w_both = w.detach().clone().requires_grad_();
-    (conv2d(x_too, w_both, Tensor()) * r).sum().backward();
+    (conv2d(x_too, w_both, Tensor(), {.padding = pad}) * r).sum().backward();
     CHECK(same_bits(w_only.grad(), w_both.grad()));
   }
 }
@@ -959,4 +961,49 @@ TEST_CASE("a oneDNN convolution computes just the gradient that is wanted") {
       CHECK(testing::reference_error(grads[1], grads[0]) < 1e-5);
     }
   set_num_threads(before);
+}
+
+// A window over the whole unpadded input makes a 1 x 1 output: the layer is a
+// dense one, y [N, OC] = x [N, C*H*W] w [OC, C*H*W]^T + b, and runs as one
+// GEMM (conv.cpp). So is a transposed convolution from 1 x 1 (DCGAN's first
+// generator layer), whose forward is that geometry's input gradient. Both
+// against the dense layer built of matmul, forward and every gradient, on 1
+// and 2 threads.
+TEST_CASE("a convolution whose window covers the whole input equals a dense layer") {
+  manual_seed(73);
+  const int before = num_threads();
+  double worst = 0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (bool transpose : {false, true}) {
+      CAPTURE(transpose);
+      const int64_t N = 70, C = transpose ? 40 : 6, OC = transpose ? 24 : 5, K = 3;
+      Tensor x = Tensor::randn(transpose ? Shape{N, C, 1, 1} : Shape{N, C, K, K}).requires_grad_();
+      Tensor w =
+          Tensor::randn(transpose ? Shape{C, OC, K, K} : Shape{OC, C, K, K}).requires_grad_();
+      Tensor b = Tensor::randn({OC}).requires_grad_();
+      Tensor y =
+          transpose ? conv_transpose2d(x, w, b, {.stride = 2}) : conv2d(x, w, b, {.stride = 2});
+      Tensor r = Tensor::randn(y.shape());
+      (y * r).sum().backward();
+      const std::vector<Tensor> got = {y.detach(), x.grad(), w.grad(), b.grad()};
+      for (Tensor* p : {&x, &w, &b}) p->zero_grad();
+      Tensor want =
+          transpose
+              ? matmul(x.reshape({N, C}), w.reshape({C, OC * K * K})).reshape({N, OC, K, K}) +
+                    b.reshape({1, OC, 1, 1})
+              : (matmul(x.reshape({N, C * K * K}), w.reshape({OC, C * K * K}), false, true) + b)
+                    .reshape({N, OC, 1, 1});
+      (want * r).sum().backward();
+      const std::vector<Tensor> ref = {want.detach(), x.grad(), w.grad(), b.grad()};
+      for (size_t t = 0; t < got.size(); ++t) {
+        CAPTURE(t);
+        const double err = testing::reference_error(got[t], ref[t]);
+        CHECK(err < 1e-5);
+        worst = std::max(worst, err);
+      }
+    }
+  }
+  set_num_threads(before);
+  MESSAGE("largest difference, relative to each tensor's largest value: " << worst);
 }
