@@ -886,6 +886,7 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
     Shape x, w;
     bool transpose, bias;
     Size2 stride, padding, dilation, output_padding;
+    int64_t groups = 1;
   };
   const std::vector<Case> cases = {
       {{5, 6, 14, 14}, {8, 6, 4, 4}, false, true, 2, 1, 1, 0},     // DCGAN's discriminator
@@ -898,6 +899,15 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       // one input channel: the input gradient (the transpose's forward) by columns
       {{6, 1, 28, 28}, {8, 1, 4, 4}, false, true, 2, 1, 1, 0},  // DCGAN's first layer
       {{5, 8, 14, 14}, {8, 1, 4, 4}, true, true, 2, 1, 1, 0},   // and its generator's last
+      // grouped: depthwise 3x3 on oneDNN's kernel, 7x7 with the weight gradient
+      // here, 32 groups of 4 likewise, 8 groups at stride 2, a multiplier of
+      // 2 (oneDNN's GEMM: all here), and transposed depthwise
+      {{5, 32, 9, 9}, {32, 1, 3, 3}, false, true, 1, 1, 1, 0, 32},
+      {{3, 32, 10, 10}, {32, 1, 7, 7}, false, true, 1, 3, 1, 0, 32},
+      {{4, 128, 6, 6}, {128, 4, 3, 3}, false, false, 1, 1, 1, 0, 32},
+      {{4, 64, 9, 9}, {64, 8, 3, 3}, false, true, 2, 1, 1, 0, 8},
+      {{4, 32, 8, 8}, {64, 1, 3, 3}, false, true, 1, 1, 1, 0, 32},
+      {{3, 32, 5, 5}, {32, 1, 4, 4}, true, true, 2, 1, 1, 0, 32},
       // past 16 MiB of copies, in chunks of samples on one thread: 10 of 10; 9 of 13
       // and one of 3 (whole batches on two)
       {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
@@ -911,7 +921,8 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       set_num_threads(threads);
       Tensor x = Tensor::randn(c.x).requires_grad_(), w = Tensor::randn(c.w).requires_grad_();
       Tensor b =
-          c.bias ? Tensor::randn({c.transpose ? c.w[1] : c.w[0]}).requires_grad_() : Tensor();
+          c.bias ? Tensor::randn({c.transpose ? c.w[1] * c.groups : c.w[0]}).requires_grad_()
+                 : Tensor();
       std::vector<Tensor> runs[2];
       for (bool on : {true, false}) {
         cpu::set_dnnl_conv(on);
@@ -922,9 +933,13 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
                                           {.stride = c.stride,
                                            .padding = c.padding,
                                            .output_padding = c.output_padding,
-                                           .dilation = c.dilation})
+                                           .dilation = c.dilation,
+                                           .groups = c.groups})
                        : conv2d(x, w, b,
-                                {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
+                                {.stride = c.stride,
+                                 .padding = c.padding,
+                                 .dilation = c.dilation,
+                                 .groups = c.groups});
         (y * y).sum().backward();
         runs[on] = {y.detach(), x.grad().clone(), w.grad().clone()};  // grads zeroed next run
         if (c.bias) runs[on].push_back(b.grad().clone());

@@ -1,8 +1,8 @@
 // CPU convolution: im2col/col2im and conv2d's entries. conv2d's entries run
 // a window over the whole unpadded input as a dense layer (one GEMM), hand
 // strided and wide geometries to oneDNN (conv_dnnl.cpp: stride 2 and more or
-// 16 channels and more; the input gradient under 16 input channels stays
-// here), then those the direct lanes kernel takes to it
+// 16 channels and more; some of their gradients stay here), then those the
+// direct lanes kernel takes to it
 // (conv_lanes.cpp: stride 1, square padding below the kernel, dilation 1, one
 // group, batches of 16 and more); the rest run here, split by samples
 // between threads: 1x1 kernels without padding as one GEMM per sample, the
@@ -336,7 +336,7 @@ void whole_window_backward(const ConvGeometry& g, const float* x, const float* w
 void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, const float* pb,
                     float* py) {
   if (whole_window_fits(geo)) return linear(geo.N, geo.C * geo.H * geo.W, geo.OC, px, pw, pb, py);
-  if (dnnl_conv_fits(geo)) return dnnl_conv_forward(geo, px, pw, pb, py);
+  if (dnnl_conv_fits(geo, pb != nullptr)) return dnnl_conv_forward(geo, px, pw, pb, py);
   if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
   if (pointwise_fits(geo)) return pointwise_forward(geo, px, pw, pb, py);
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
@@ -366,14 +366,23 @@ void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, c
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
   if (whole_window_fits(geo)) return whole_window_backward(geo, px, pw, pg, gx, gw, gb);
-  if (dnnl_conv_fits(geo)) {
-    if (geo.C >= 16 || !gx) return dnnl_conv_backward(geo, px, pw, pg, gx, gw, gb);
-    // oneDNN's input gradient costs as much under 16 input channels as at 16
-    // (it pads them); the columns below ran it 1.2-9x faster (conv_transpose2d,
-    // whose forward this is, 4x4 stride 2, batch 64, 1 thread: DCGAN's
-    // 1-channel images 9x, 3 channels 2.2-3.5x, 8 channels 1.2-1.4x).
-    if (gw || gb) dnnl_conv_backward(geo, px, pw, pg, nullptr, gw, gb);
-    gw = gb = nullptr;
+  if (dnnl_conv_fits(geo, gb != nullptr)) {
+    // Each gradient on oneDNN, but for two kinds that run faster below:
+    // - the input gradient under 16 input channels (one group), which oneDNN
+    //   pads to 16: 1.2-9x faster here (conv_transpose2d, whose forward this
+    //   is, 4x4 stride 2, batch 64, 1 thread: DCGAN's 1-channel images 9x, 3
+    //   channels 2.2-3.5x, 8 channels 1.2-1.4x);
+    // - a pass oneDNN runs by its GEMM fallback (the weight gradients of
+    //   depthwise 7x7 and of 32 groups of 4 channels: 1.4-3x faster here).
+    const bool bias = gb != nullptr;
+    const bool own_gx =
+        gx && ((geo.C < 16 && geo.groups == 1) || dnnl_conv_by_gemm(geo, bias, ConvPass::Data));
+    const bool own_gw = (gw || gb) && dnnl_conv_by_gemm(geo, bias, ConvPass::Weights);
+    float *dx = own_gx ? nullptr : gx, *dw = own_gw ? nullptr : gw, *db = own_gw ? nullptr : gb;
+    if (dx || dw || db) dnnl_conv_backward(geo, px, pw, pg, dx, dw, db);
+    if (!own_gx) gx = nullptr;
+    if (!own_gw) gw = gb = nullptr;
+    if (!gx && !gw && !gb) return;
   } else if (lanes_conv_fits(geo)) {
     return lanes_conv_backward(geo, px, pw, pg, gx, gw, gb);
   } else if (pointwise_fits(geo)) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "framework/backend/cpu/cpu.h"
@@ -103,7 +104,7 @@ primitive_attr user_scratchpad() {
 class Plan {
  public:
   Plan(const ConvGeometry& g, bool bias)
-      : xd_{g.N, g.C, g.H, g.W}, wd_{g.OC, g.C, g.KH, g.KW}, yd_{g.N, g.OC, g.OH, g.OW},
+      : xd_{g.N, g.C, g.H, g.W}, wd_(weight_dims(g)), yd_{g.N, g.OC, g.OH, g.OW},
         bd_{g.OC}, strides_{g.sh, g.sw}, dilates_{g.dh - 1, g.dw - 1}, pad_l_{g.ph, g.pw},
         pad_r_{pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph),
                pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw)},
@@ -120,7 +121,7 @@ class Plan {
     if (!fwd_) {
       fwd_ = convolution_forward(fwd_pd_);
       fx_ = Operand(xd_, tag::nchw, fwd_pd_.src_desc());
-      fw_ = Operand(wd_, tag::oihw, fwd_pd_.weights_desc());
+      fw_ = Operand(wd_, weight_tag(), fwd_pd_.weights_desc());
       fy_ = Operand(yd_, tag::nchw, fwd_pd_.dst_desc());
     }
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, fx_.in(x, s_)},
@@ -130,6 +131,17 @@ class Plan {
     run(fwd_, fwd_pd_.scratchpad_desc(), args, s_);
     fy_.copy_out(s_);
     for (Operand* o : {&fx_, &fw_, &fy_}) o->release();
+  }
+
+  // Whether oneDNN runs pass p by its GEMM-based fallback (im2col + sgemm,
+  // as minidl's own, but sample by sample)
+  bool by_gemm(ConvPass p) {
+    if (p == ConvPass::Data && !data_) make_data();
+    if (p == ConvPass::Weights && !weights_) make_weights();
+    const char* impl = p == ConvPass::Forward ? fwd_pd_.impl_info_str()
+                       : p == ConvPass::Data  ? data_pd_.impl_info_str()
+                                              : weights_pd_.impl_info_str();
+    return std::string(impl).find("gemm") != std::string::npos;
   }
 
   // gy [N, OC, OH, OW] -> gx (from w), gw and gb (from x; gb with the bias).
@@ -150,7 +162,7 @@ class Plan {
       if (!shared) dgy_.release();
     }
     if (weights) {
-      Scratch unused(gw ? 0 : wd_[0] * wd_[1] * wd_[2] * wd_[3]);  // gw's place if only gb
+      Scratch unused(gw ? 0 : memory::desc(wd_, f32, weight_tag()).get_size() / sizeof(float));
       std::unordered_map<int, memory> args = {
           {DNNL_ARG_SRC, wx_.in(x, s_)},
           {DNNL_ARG_DIFF_DST, shared ? dgy_.held() : wgy_.in(gy, s_)},
@@ -169,7 +181,7 @@ class Plan {
                                         any(yd_), strides_, dilates_, pad_l_, pad_r_),
         user_scratchpad(), cpu_engine(), fwd_pd_);
     data_ = convolution_backward_data(data_pd_);
-    dw_ = Operand(wd_, tag::oihw, data_pd_.weights_desc());
+    dw_ = Operand(wd_, weight_tag(), data_pd_.weights_desc());
     dgy_ = Operand(yd_, tag::nchw, data_pd_.diff_dst_desc());
     dgx_ = Operand(xd_, tag::nchw, data_pd_.diff_src_desc());
   }
@@ -182,8 +194,14 @@ class Plan {
     weights_ = convolution_backward_weights(weights_pd_);
     wx_ = Operand(xd_, tag::nchw, weights_pd_.src_desc());
     wgy_ = Operand(yd_, tag::nchw, weights_pd_.diff_dst_desc());
-    wgw_ = Operand(wd_, tag::oihw, weights_pd_.diff_weights_desc());
+    wgw_ = Operand(wd_, weight_tag(), weights_pd_.diff_weights_desc());
   }
+  // minidl's w [OC, C/G, KH, KW] is oneDNN's [G, OC/G, C/G, KH, KW] (goihw)
+  static memory::dims weight_dims(const ConvGeometry& g) {
+    if (g.groups == 1) return {g.OC, g.C, g.KH, g.KW};
+    return {g.groups, g.OC / g.groups, g.C / g.groups, g.KH, g.KW};
+  }
+  tag weight_tag() const { return wd_.size() == 4 ? tag::oihw : tag::goihw; }
   static memory::desc any(const memory::dims& d) { return {d, f32, tag::any}; }
   memory::desc bias_md() const { return bias_ ? memory::desc(bd_, f32, tag::x) : memory::desc(); }
   memory vector_at(const float* p) {
@@ -209,10 +227,10 @@ class Plan {
 // count: once the count follows a busier machine down (threads.h), a plan
 // made for more threads would oversubscribe the cores.
 Plan& plan(const ConvGeometry& g, bool bias) {
-  using Key = std::array<int64_t, 17>;
+  using Key = std::array<int64_t, 18>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
   const Key key = {g.N, g.C, g.H, g.W, g.OC, g.KH, g.KW, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw,
-                   g.OH, g.OW, bias, omp_get_max_threads()};
+                   g.OH, g.OW, g.groups, bias, omp_get_max_threads()};
   std::unique_ptr<Plan>& p = plans[key];
   if (!p) p = std::make_unique<Plan>(g, bias);
   return *p;
@@ -229,14 +247,17 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // dc4x4s2: 1.5-1.8x) and 16 channels and more (res3x3c64: 1.3-1.5x; res3x3,
 // ResNet's first stage: backward 1.15x, forward on par); not 1x1 kernels
 // (res1x1s2: conv.cpp's GEMM per sample, 1.6-2x) nor fewer channels at stride
-// 1 (LeNet's: the lanes kernel's, 3-6x). One group; no negative padding
-// after the last row or column (conv_transpose2d's output_padding beyond its
-// padding); no empty batch (the chunks would leave the gradients unwritten).
-bool dnnl_conv_fits(const ConvGeometry& g) {
-  return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.groups == 1 &&
-         g.KH * g.KW > 1 && (g.sh > 1 || g.sw > 1 || g.C >= 16) &&
-         pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
-         pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0;
+// 1 (LeNet's: the lanes kernel's, 3-6x). Grouped convolutions where oneDNN
+// has a kernel for them, not its GEMM fallback (depthwise 3x3 and 7x7: 4x and
+// 6x forward; a depthwise multiplier of 2, by GEMM there, ran 1.5x slower on
+// oneDNN). No negative padding after the last row or column
+// (conv_transpose2d's output_padding beyond its padding); no empty batch (the
+// chunks would leave the gradients unwritten).
+bool dnnl_conv_fits(const ConvGeometry& g, bool bias) {
+  return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.KH * g.KW > 1 &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 16) && pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
+         pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0 &&
+         (g.groups == 1 || !dnnl_conv_by_gemm(g, bias, ConvPass::Forward));
 }
 
 namespace {
@@ -265,6 +286,10 @@ ConvGeometry chunk(const ConvGeometry& g, int64_t n0, int64_t S) {
 }
 
 }  // namespace
+
+bool dnnl_conv_by_gemm(const ConvGeometry& g, bool bias, ConvPass p) {
+  return plan(chunk(g, 0, chunk_size(g)), bias).by_gemm(p);
+}
 
 void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                        float* y) {

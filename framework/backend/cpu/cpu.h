@@ -72,16 +72,21 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
                               const float* gy, const void* state, float* gx, float* gw, float* gb);
 
 // ---- oneDNN's convolutions (conv_dnnl.cpp) ----
-// Whether it takes g: a kernel above 1x1 at stride 2 or more or on 16 channels
-// or more, one group, no negative padding after (never after
-// set_dnnl_conv(false): tests and bench_ops --conv im2col compare).
-bool dnnl_conv_fits(const ConvGeometry& g);
+// Whether it takes g (with a bias or not): a kernel above 1x1 at stride 2 or
+// more or on 16 channels or more, groups only where oneDNN has a kernel for
+// them, no negative padding after (never after set_dnnl_conv(false): tests
+// and bench_ops --conv im2col compare).
+bool dnnl_conv_fits(const ConvGeometry& g, bool bias);
 void set_dnnl_conv(bool on);
 // The contracts of conv2d_forward and conv2d_backward (kernels.h).
 void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                        float* y);
 void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, float* gb);
+// Whether oneDNN runs a pass of g by its GEMM-based fallback (im2col + sgemm
+// sample by sample) rather than a kernel of its own
+enum class ConvPass { Forward, Data, Weights };
+bool dnnl_conv_by_gemm(const ConvGeometry& g, bool bias, ConvPass p);
 
 // ---- table entries (see kernels.h for each contract), by file as in backend/cuda ----
 // elementwise.cpp
