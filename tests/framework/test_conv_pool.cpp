@@ -908,6 +908,9 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       {{4, 64, 9, 9}, {64, 8, 3, 3}, false, true, 2, 1, 1, 0, 8},
       {{4, 32, 8, 8}, {64, 1, 3, 3}, false, true, 1, 1, 1, 0, 32},
       {{3, 32, 5, 5}, {32, 1, 4, 4}, true, true, 2, 1, 1, 0, 32},
+      // 1x1 at stride 1 from 32 channels
+      {{5, 32, 6, 6}, {40, 32, 1, 1}, false, true, 1, 0, 1, 0},
+      {{4, 48, 5, 3}, {48, 40, 1, 1}, true, false, 1, 0, 1, 0},
       // past 16 MiB of copies, in chunks of samples on one thread: 10 of 10; 9 of 13
       // and one of 3 (whole batches on two)
       {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
