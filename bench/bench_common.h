@@ -23,22 +23,25 @@ namespace bench {
 
 inline const std::vector<int> kMatmulSizes = {64, 256, 1024};  // square n x n x n
 
-// A convolution: x [N, C, H, W], w [OC, C, K, K], bias [OC], padding and
-// stride on both dims.
+// A convolution: x [N, C, H, W], w [OC, C/groups, K, K], bias [OC], padding
+// and stride on both dims.
 struct ConvCase {
   const char* name;
-  int N, C, H, W, OC, K, pad, stride;
+  int N, C, H, W, OC, K, pad, stride, groups = 1;
   int OH() const { return (H + 2 * pad - K) / stride + 1; }
   int OW() const { return (W + 2 * pad - K) / stride + 1; }
   // Forward multiply-adds times two; the backward pass (input and weight
   // gradients) costs twice this.
-  double forward_flops() const { return 2.0 * N * OC * OH() * OW() * C * K * K; }
+  double forward_flops() const { return 2.0 * N * OC * OH() * OW() * C / groups * K * K; }
 };
 
 // LeNet-5's two; ResNet-8's 3x3 at stride 1 and 2 and its 1x1 projection
 // at stride 2 (batch 128, first stages), its last stage's 3x3 at 64
 // channels; the DCGAN discriminator's 4x4 stride-2 middle layer and its first
 // (1 channel in: its input gradient is the generator's last layer's forward).
+// Beyond the zoo, layers other models are made of: a MobileNet block's
+// depthwise 3x3 and its pointwise 1x1, a ConvNeXt depthwise 7x7, a ResNet-50
+// bottleneck's 1x1 reduction.
 inline const std::vector<ConvCase> kConvCases = {
     {"conv1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/6, /*K=*/5, /*pad=*/2, /*stride=*/1},
     {"conv2", /*N=*/64, /*C=*/6, /*H=*/14, /*W=*/14, /*OC=*/16, /*K=*/5, /*pad=*/0, /*stride=*/1},
@@ -48,6 +51,10 @@ inline const std::vector<ConvCase> kConvCases = {
     {"res3x3c64", /*N=*/128, /*C=*/64, /*H=*/7, /*W=*/7, /*OC=*/64, /*K=*/3, /*pad=*/1, /*stride=*/1},
     {"dc4x4s2", /*N=*/64, /*C=*/64, /*H=*/14, /*W=*/14, /*OC=*/128, /*K=*/4, /*pad=*/1, /*stride=*/2},
     {"dc4x4s2c1", /*N=*/64, /*C=*/1, /*H=*/28, /*W=*/28, /*OC=*/64, /*K=*/4, /*pad=*/1, /*stride=*/2},
+    {"dw3x3", /*N=*/64, /*C=*/64, /*H=*/28, /*W=*/28, /*OC=*/64, /*K=*/3, /*pad=*/1, /*stride=*/1, /*groups=*/64},
+    {"pw1x1", /*N=*/64, /*C=*/64, /*H=*/28, /*W=*/28, /*OC=*/128, /*K=*/1, /*pad=*/0, /*stride=*/1},
+    {"dw7x7", /*N=*/32, /*C=*/96, /*H=*/28, /*W=*/28, /*OC=*/96, /*K=*/7, /*pad=*/3, /*stride=*/1, /*groups=*/96},
+    {"bneck1x1", /*N=*/32, /*C=*/256, /*H=*/14, /*W=*/14, /*OC=*/64, /*K=*/1, /*pad=*/0, /*stride=*/1},
 };
 
 // linear (x [N, IN] w [OUT, IN]^T + b), forward only: the MLP's fc1 at two batches.

@@ -51,8 +51,10 @@ double linear_gflops(const bench::LinearCase& c, double min_time) {
 // and bias gradients; the forward that builds the graph is not timed).
 double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
   Tensor x = Tensor::randn({c.N, c.C, c.H, c.W});
-  Tensor w = Tensor::randn({c.OC, c.C, c.K, c.K}), b = Tensor::randn({c.OC});
-  auto conv = [&] { return conv2d(x, w, b, {.stride = c.stride, .padding = c.pad}); };
+  Tensor w = Tensor::randn({c.OC, c.C / c.groups, c.K, c.K}), b = Tensor::randn({c.OC});
+  auto conv = [&] {
+    return conv2d(x, w, b, {.stride = c.stride, .padding = c.pad, .groups = c.groups});
+  };
   if (!backward) {
     NoGradGuard no_grad;
     const double s = bench::median_seconds([] {}, [&] { Tensor y = conv(); }, 21, min_time);

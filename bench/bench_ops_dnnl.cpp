@@ -48,13 +48,17 @@ struct Operand {
 
 // Median seconds of one forward (or backward) call on case c.
 double conv_seconds(const bench::ConvCase& c, bool backward, bool blocked, double min_time) {
-  const memory::dims x_dims = {c.N, c.C, c.H, c.W}, w_dims = {c.OC, c.C, c.K, c.K};
+  const int G = c.groups;  // weights [G, OC/G, C/G, K, K] (goihw) when grouped
+  const memory::dims x_dims = {c.N, c.C, c.H, c.W};
+  const memory::dims w_dims = G == 1 ? memory::dims{c.OC, c.C, c.K, c.K}
+                                     : memory::dims{G, c.OC / G, c.C / G, c.K, c.K};
+  const tag w_tag = G == 1 ? tag::oihw : tag::goihw;
   const memory::dims b_dims = {c.OC}, y_dims = {c.N, c.OC, c.OH(), c.OW()};
   const memory::dims strides = {c.stride, c.stride}, pad = {c.pad, c.pad};
   auto md = [&](const memory::dims& d, tag plain) {
     return memory::desc(d, memory::data_type::f32, blocked ? tag::any : plain);
   };
-  const memory::desc x_md = md(x_dims, tag::nchw), w_md = md(w_dims, tag::oihw);
+  const memory::desc x_md = md(x_dims, tag::nchw), w_md = md(w_dims, w_tag);
   const memory::desc y_md = md(y_dims, tag::nchw), b_md(b_dims, memory::data_type::f32, tag::x);
   const auto prop = backward ? prop_kind::forward_training : prop_kind::forward_inference;
   convolution_forward::primitive_desc fwd_pd(
@@ -63,7 +67,7 @@ double conv_seconds(const bench::ConvCase& c, bool backward, bool blocked, doubl
       eng);
   Operand b(b_dims, tag::x, b_md);
   if (!backward) {
-    Operand x(x_dims, tag::nchw, fwd_pd.src_desc()), w(w_dims, tag::oihw, fwd_pd.weights_desc());
+    Operand x(x_dims, tag::nchw, fwd_pd.src_desc()), w(w_dims, w_tag, fwd_pd.weights_desc());
     Operand y(y_dims, tag::nchw, fwd_pd.dst_desc());
     convolution_forward fwd(fwd_pd);
     auto body = [&] {
@@ -84,12 +88,12 @@ double conv_seconds(const bench::ConvCase& c, bool backward, bool blocked, doubl
       convolution_backward_weights::desc(algorithm::convolution_direct, x_md, w_md, b_md, y_md,
                                          strides, pad, pad),
       eng, fwd_pd);
-  Operand w(w_dims, tag::oihw, data_pd.weights_desc());
+  Operand w(w_dims, w_tag, data_pd.weights_desc());
   Operand gy_data(y_dims, tag::nchw, data_pd.diff_dst_desc());
   Operand gx(x_dims, tag::nchw, data_pd.diff_src_desc());
   Operand x(x_dims, tag::nchw, weights_pd.src_desc());
   Operand gy_weights(y_dims, tag::nchw, weights_pd.diff_dst_desc());
-  Operand gw(w_dims, tag::oihw, weights_pd.diff_weights_desc()), gb(b_dims, tag::x, b_md);
+  Operand gw(w_dims, w_tag, weights_pd.diff_weights_desc()), gb(b_dims, tag::x, b_md);
   convolution_backward_data data(data_pd);
   convolution_backward_weights weights(weights_pd);
   auto body = [&] {

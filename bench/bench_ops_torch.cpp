@@ -36,8 +36,10 @@ double linear_gflops(const bench::LinearCase& c, double min_time) {
 // and bias gradients; the forward that builds the graph is not timed).
 double conv_gflops(const bench::ConvCase& c, bool backward, double min_time) {
   auto x = torch::randn({c.N, c.C, c.H, c.W});
-  auto w = torch::randn({c.OC, c.C, c.K, c.K}), b = torch::randn({c.OC});
-  auto conv = [&] { return torch::conv2d(x, w, b, /*stride=*/c.stride, /*padding=*/c.pad); };
+  auto w = torch::randn({c.OC, c.C / c.groups, c.K, c.K}), b = torch::randn({c.OC});
+  auto conv = [&] {
+    return torch::conv2d(x, w, b, /*stride=*/c.stride, /*padding=*/c.pad, /*dilation=*/1, c.groups);
+  };
   if (!backward) {
     torch::NoGradGuard no_grad;
     const double s = bench::median_seconds([] {}, [&] { auto y = conv(); }, 21, min_time);

@@ -305,7 +305,7 @@ void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, co
 void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, float* gb) {
   const int64_t S = chunk_size(g), xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
-  const int64_t ws = g.OC * g.C * g.KH * g.KW;
+  const int64_t ws = g.OC * (g.C / g.groups) * g.KH * g.KW;
   std::vector<float> gw_part(gw && S < g.N ? ws : 0), gb_part(gb && S < g.N ? g.OC : 0);
   for (int64_t n0 = 0; n0 < g.N; n0 += S) {
     const bool first = n0 == 0;
