@@ -245,19 +245,17 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // Where oneDNN measured faster than minidl's own kernels on this machine
 // (bench_ops --conv auto against --conv im2col): stride 2 and more (res3x3s2,
 // dc4x4s2: 1.5-1.8x) and 16 channels and more (res3x3c64: 1.3-1.5x; res3x3,
-// ResNet's first stage: backward 1.15x, forward on par); 1x1 kernels only at
-// stride 1 from 32 channels (64 -> 64 at 28x28 and 256 -> 64 at 14x14: 1.6x
-// forward, 2x backward; res1x1s2 and 16 channels run faster or as fast on
-// conv.cpp's GEMM per sample); not fewer channels at stride 1 (LeNet's: the
-// lanes kernel's, 3-6x). Grouped convolutions where oneDNN has a kernel for
+// ResNet's first stage: backward 1.15x, forward on par); not 1x1 kernels
+// (conv.cpp's GEMM per sample: res1x1s2 1.6-2x; pw1x1 and bneck1x1 1.2-1.4x
+// oneDNN's 1x1 kernel with its reorders) nor fewer channels at stride 1
+// (LeNet's: the lanes kernel's, 3-6x). Grouped convolutions where oneDNN has a kernel for
 // them, not its GEMM fallback (depthwise 3x3 and 7x7: 4x and 6x forward; a
 // depthwise multiplier of 2, by GEMM there, ran 1.5x slower on oneDNN). No
 // negative padding after the last row or column (conv_transpose2d's
 // output_padding beyond its padding); no empty batch (the chunks would leave
 // the gradients unwritten).
 bool dnnl_conv_fits(const ConvGeometry& g, bool bias) {
-  const bool kernel = g.KH * g.KW > 1 || (g.sh == 1 && g.sw == 1 && g.C >= 32);
-  return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && kernel &&
+  return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.KH * g.KW > 1 &&
          (g.sh > 1 || g.sw > 1 || g.C >= 16) && pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0 &&
          (g.groups == 1 || !dnnl_conv_by_gemm(g, bias, ConvPass::Forward));

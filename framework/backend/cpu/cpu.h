@@ -73,8 +73,7 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
 
 // ---- oneDNN's convolutions (conv_dnnl.cpp) ----
 // Whether it takes g (with a bias or not): a kernel above 1x1 at stride 2 or
-// more or on 16 channels or more, a 1x1 kernel at stride 1 on 32 channels or
-// more, groups only where oneDNN has a kernel for
+// more or on 16 channels or more, groups only where oneDNN has a kernel for
 // them, no negative padding after (never after set_dnnl_conv(false): tests
 // and bench_ops --conv im2col compare).
 bool dnnl_conv_fits(const ConvGeometry& g, bool bias);
