@@ -912,7 +912,8 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       // and one of 3 (whole batches on two)
       {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
       {{120, 16, 28, 28}, {32, 16, 3, 3}, false, true, 2, 1, 1, 0},
-      {{48, 32, 28, 28}, {32, 1, 3, 3}, false, true, 1, 1, 1, 0, 32},  // depthwise: 9 of 5, 3
+      // depthwise: 9 of 5 and one of 3, on two threads too
+      {{48, 32, 28, 28}, {32, 1, 3, 3}, false, true, 1, 1, 1, 0, 32},
   };
   manual_seed(71);
   const int before = num_threads();

@@ -3,9 +3,9 @@
 // (dnnl_conv_fits). A geometry's primitives are made at its first call on a
 // thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW
 // layouts and are reordered to and from the layouts oneDNN picks
-// (format_tag::any) within each call, large batches on one thread in chunks
-// of samples (chunk_size). oneDNN runs on the same OpenMP pool as minidl's
-// kernels.
+// (format_tag::any) within each call, large batches on one thread (grouped
+// ones on any) in chunks of samples (chunk_size). oneDNN runs on the same
+// OpenMP pool as minidl's kernels.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -272,10 +272,13 @@ namespace {
 // slower in chunks, and res3x3c64 (6.1 MiB) no faster. On one thread only:
 // on two, whole batches ran res3x3s2's forward at 182-191 GFLOP/s against
 // 155-164 in chunks (five interleaved runs; the rest alike) and ResNet-8's
-// step 2-4% faster (five pairs; bench/README.md, session 21).
+// step 2-4% faster (five pairs; bench/README.md, session 21). Grouped
+// convolutions, memory-bound, go in chunks on two threads too: depthwise 3x3
+// (bench_ops dw3x3) ran 1.2-1.8x faster so, 7x7 alike (three pairs each).
 int64_t chunk_size(const ConvGeometry& g) {
   const int64_t bytes = 2 * sizeof(float) * (g.C * g.H * g.W + g.OC * g.OH * g.OW);
-  if (omp_get_max_threads() > 1 || bytes * g.N <= int64_t{16} << 20) return g.N;
+  const bool whole = omp_get_max_threads() > 1 && g.groups == 1;
+  if (whole || bytes * g.N <= int64_t{16} << 20) return g.N;
   return std::clamp<int64_t>((int64_t{2} << 20) / bytes, 1, g.N);
 }
 
