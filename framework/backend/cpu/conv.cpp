@@ -367,22 +367,15 @@ void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, c
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
   if (whole_window_fits(geo)) return whole_window_backward(geo, px, pw, pg, gx, gw, gb);
-  if (dnnl_conv_fits(geo, gb != nullptr)) {
-    // Each gradient on oneDNN, but for two kinds that run faster below:
-    // - the input gradient under 16 input channels (one group), which oneDNN
-    //   pads to 16: 1.2-9x faster here (conv_transpose2d, whose forward this
-    //   is, 4x4 stride 2, batch 64, 1 thread: DCGAN's 1-channel images 9x, 3
-    //   channels 2.2-3.5x, 8 channels 1.2-1.4x);
-    // - a pass oneDNN runs by its GEMM fallback (the weight gradients of
-    //   depthwise 7x7 and of 32 groups of 4 channels: 1.4-3x faster here).
+  if (dnnl_conv_fits(geo, gb != nullptr)) {  // the gradients oneDNN does not take run below
     const bool bias = gb != nullptr;
-    const bool own_gx =
-        gx && ((geo.C < 16 && geo.groups == 1) || dnnl_conv_by_gemm(geo, bias, ConvPass::Data));
-    const bool own_gw = (gw || gb) && dnnl_conv_by_gemm(geo, bias, ConvPass::Weights);
-    float *dx = own_gx ? nullptr : gx, *dw = own_gw ? nullptr : gw, *db = own_gw ? nullptr : gb;
-    if (dx || dw || db) dnnl_conv_backward(geo, px, pw, pg, dx, dw, db);
-    if (!own_gx) gx = nullptr;
-    if (!own_gw) gw = gb = nullptr;
+    const bool dnnl_gx = gx && dnnl_conv_takes(geo, bias, ConvPass::Data);
+    const bool dnnl_gw = (gw || gb) && dnnl_conv_takes(geo, bias, ConvPass::Weights);
+    if (dnnl_gx || dnnl_gw)
+      dnnl_conv_backward(geo, px, pw, pg, dnnl_gx ? gx : nullptr, dnnl_gw ? gw : nullptr,
+                         dnnl_gw ? gb : nullptr);
+    if (dnnl_gx) gx = nullptr;
+    if (dnnl_gw) gw = gb = nullptr;
     if (!gx && !gw && !gb) return;
   } else if (pointwise_fits(geo)) {
     return pointwise_backward(geo, px, pw, pg, gx, gw, gb);

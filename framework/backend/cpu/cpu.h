@@ -83,10 +83,12 @@ void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, co
                        float* y);
 void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, float* gb);
-// Whether oneDNN runs a pass of g by its GEMM-based fallback (im2col + sgemm
-// sample by sample) rather than a kernel of its own
+// Whether oneDNN takes pass p of a geometry it fits (the others run on
+// conv.cpp's columns): not where it runs the pass by its GEMM-based fallback
+// (im2col + sgemm sample by sample), nor the input gradient under 16 input
+// channels of one group
 enum class ConvPass { Forward, Data, Weights };
-bool dnnl_conv_by_gemm(const ConvGeometry& g, bool bias, ConvPass p);
+bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p);
 
 // ---- table entries (see kernels.h for each contract), by file as in backend/cuda ----
 // elementwise.cpp
