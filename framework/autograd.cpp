@@ -9,6 +9,7 @@
 
 #include "framework/backend/backend.h"
 #include "framework/ops.h"
+#include "framework/ops/util.h"
 #include "framework/threads.h"
 
 namespace minidl {
@@ -133,18 +134,21 @@ static void accumulate(Tensor& slot, Tensor g) {
 }
 
 // Stores a leaf's final gradient for this pass and fires its ready hooks.
+// A gradient that broadcasts a smaller tensor (sum's, mean's, expand's: a
+// view) is added from that tensor, not copied out first.
 static void finish_leaf(TensorImpl* leaf, Tensor g) {
   if (!g.defined()) return;
   if (g.dtype() != leaf->dtype) g = cast(g, leaf->dtype);
-  g = g.contiguous();  // a view's backward may hand out a view
   Tensor grad(leaf->grad);
   if (grad.defined() && grad.dtype() == kFloat32 && g.dtype() == kFloat32 &&
-      grad.device() == g.device()) {
-    Broadcast same;  // accumulate in place, as PyTorch does
-    same.n = grad.numel();
-    kernels(grad.device())
-        .binary(BinaryOp::Add, same, grad.data_ptr<float>(), g.data_ptr<float>(), grad.data_ptr<float>());
+      grad.device() == g.device()) {  // accumulate in place, as PyTorch does
+    Tensor base = g.is_contiguous() ? g : expanded_base(g);
+    if (!base.defined()) base = g.contiguous();
+    const Broadcast bc = broadcast_index(grad.shape(), base.shape(), grad.shape(), "backward");
+    float* acc = grad.data_ptr<float>();
+    kernels(grad.device()).binary(BinaryOp::Add, bc, acc, base.data_ptr<float>(), acc);
   } else {
+    g = g.contiguous();  // a view's backward may hand out a view
     if (grad.defined()) {
       g = cast(add(grad, g), leaf->dtype);
     } else if (g.impl_ptr().use_count() > 1 || g.impl().storage.use_count() > 1) {

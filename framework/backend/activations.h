@@ -1,6 +1,6 @@
 // The pointwise formulas of the fused activations (PyTorch's, as its CPU
-// kernels write them), shared by the CPU and CUDA kernels: leaky ReLU and
-// GELU (exact erf form and tanh approximation), forward and derivative, and
+// kernels write them), shared by the CPU and CUDA kernels: leaky ReLU, GELU
+// (exact erf form and tanh approximation) and SiLU, forward and derivative, and
 // binary cross entropy's terms. The
 // CPU's exact GELU takes Phi from cpu/vec_math.h instead (it vectorizes, and
 // keeps its accuracy for negative x); CUDA's uses gelu and gelu_grad here.
@@ -23,16 +23,30 @@ MINIDL_HOST_DEVICE inline float gelu_grad(float g, float x) {
   return g * (cdf + x * pdf);
 }
 
-// 0.5 x (1 + tanh(b (x + k x^3))), b = sqrt(2 / pi), k = 0.044715, and its gradient
-MINIDL_HOST_DEVICE inline float gelu_tanh(float x) {
-  const float inner = 0.79788456f * (x + 0.044715f * x * x * x);
-  return 0.5f * x * (1.f + tanhf(inner));
+// 0.5 x (1 + tanh(b (x + k x^3))), b = sqrt(2 / pi), k = 0.044715, and its
+// gradient; the *_of forms take t = tanh(gelu_tanh_arg(x)) from the caller
+// (the CPU's vectorizing tanh)
+MINIDL_HOST_DEVICE inline float gelu_tanh_arg(float x) {
+  return 0.79788456f * (x + 0.044715f * x * x * x);
 }
-MINIDL_HOST_DEVICE inline float gelu_tanh_grad(float g, float x) {
-  const float t = tanhf(0.79788456f * (x + 0.044715f * x * x * x));
+MINIDL_HOST_DEVICE inline float gelu_tanh_of(float x, float t) { return 0.5f * x * (1.f + t); }
+MINIDL_HOST_DEVICE inline float gelu_tanh_grad_of(float g, float x, float t) {
   const float left = 0.5f * (1.f + t);
   const float right = 0.5f * x * (1.f - t * t) * 0.79788456f * (1.f + 3.f * 0.044715f * x * x);
   return g * (left + right);
+}
+MINIDL_HOST_DEVICE inline float gelu_tanh(float x) {
+  return gelu_tanh_of(x, tanhf(gelu_tanh_arg(x)));
+}
+MINIDL_HOST_DEVICE inline float gelu_tanh_grad(float g, float x) {
+  return gelu_tanh_grad_of(g, x, tanhf(gelu_tanh_arg(x)));
+}
+
+// x sigmoid(x), and its gradient g s (1 + x (1 - s)) (PyTorch's), from
+// s = sigmoid(x) computed by the caller
+MINIDL_HOST_DEVICE inline float silu_of(float x, float s) { return x * s; }
+MINIDL_HOST_DEVICE inline float silu_grad_of(float g, float x, float s) {
+  return g * (s * (1.f + x * (1.f - s)));
 }
 
 // Binary cross entropy of p against t, PyTorch's: logs floored at -100 (NaN

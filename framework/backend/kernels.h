@@ -19,17 +19,17 @@ namespace minidl {
 
 // out = f(x, s): Pow x^s; PowGrad s*x^(s-1); Rsqrt 1/sqrt(x); Erf, Expm1
 // (exp(x) - 1), Log1p (log(1 + x)) as in <cmath>; LeakyRelu with slope s
-// and LeakyReluSlope its derivative (1 or s), Gelu and GeluTanh
+// and LeakyReluSlope its derivative (1 or s), Gelu, GeluTanh and Silu
 // (backend/activations.h).
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad,
                      Abs, Erf, Expm1, Log1p, Rsqrt, Sin, Cos,
-                     LeakyRelu, LeakyReluSlope, Gelu, GeluTanh };
+                     LeakyRelu, LeakyReluSlope, Gelu, GeluTanh, Silu };
 // out = f(a, b); the *Grad ops take (gradient, forward output):
 // ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b];
-// Maximum, Minimum propagate NaN from either side (torch.maximum); GeluGrad
-// and GeluTanhGrad take (gradient, forward input).
+// Maximum, Minimum propagate NaN from either side (torch.maximum); GeluGrad,
+// GeluTanhGrad and SiluGrad take (gradient, forward input).
 enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad,
-                      Maximum, Minimum, GeluGrad, GeluTanhGrad };
+                      Maximum, Minimum, GeluGrad, GeluTanhGrad, SiluGrad };
 // out = [a op b] as 1 or 0 (NaN compares unequal to everything, as in C++).
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Max };  // Max propagates NaN

@@ -1,4 +1,4 @@
-// Activations: leaky ReLU and GELU as one kernel forward and one or two
+// Activations: leaky ReLU, GELU and SiLU as one kernel forward and one or two
 // back (backend/activations.h has PyTorch's formulas); the rest composed from
 // elementwise ops (their gradients follow from the ops'), with the masks of
 // comparisons where PyTorch's gradient at a kink differs from what the
@@ -44,8 +44,13 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   });
 }
 
+// x sigmoid(x) in one kernel forward and one back
 Tensor silu(const Tensor& x) {
-  return activation("silu", x, [](const Tensor& v) { return mul(v, sigmoid(v)); });
+  return activation("silu", x, [](const Tensor& v) {
+    return record(unary_map(v, UnaryOp::Silu), "silu", {v}, [v](const Tensor& g) {
+      return std::vector<Tensor>{broadcast_map(g, v, "silu", BinaryOp::SiluGrad)};
+    });
+  });
 }
 
 // x > 0: x; else alpha * expm1(x), fed min(x, 0) so large x cannot overflow

@@ -68,7 +68,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   Tensor out = reduce_dims(x, dims, ReduceOp::Sum).reshape(reduced_shape(x.shape(), dims, keepdim));
   Shape in_shape = x.shape(), kept = reduced_shape(x.shape(), dims, true);
   return record(out, "sum", {x}, [in_shape, kept](const Tensor& g) {
-    return std::vector<Tensor>{add(g.reshape(kept), Tensor::zeros(in_shape, kFloat32, g.device()))};
+    return std::vector<Tensor>{expand(g.reshape(kept), in_shape)};  // a view, stride 0 on dims
   });
 }
 

@@ -65,4 +65,9 @@ Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryO
 Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out, const char* name);
 Tensor unary_map(const Tensor& x, UnaryOp op, float s = 0);
 
+// Where x is a contiguous tensor broadcast along dims of stride 0 (expand's
+// view): that tensor (size 1 on those dims), viewing x's storage; else
+// undefined.
+Tensor expanded_base(const Tensor& x);
+
 }  // namespace minidl

@@ -48,27 +48,41 @@ TEST_CASE("batch_norm gradients of x, weight and bias match finite differences")
   }
 }
 
-// x [64, 3, 20, 20] spans the threaded path: the fused op equals the formula
-// composed of ops, values and gradients.
-TEST_CASE("batch_norm equals its composition from ops, threaded") {
-  manual_seed(23);
-  Tensor x = Tensor::randn({64, 3, 20, 20}), r = Tensor::randn({64, 3, 20, 20});
-  Tensor w = Tensor::of({1.5, -0.7, 0.4}), b = Tensor::of({0.2, 0.3, -0.1});
+namespace {
+
+// The fused op equals the formula composed of ops, values and gradients, for
+// x [N, C, ...] of `shape` (statistics over every dim but 1).
+void check_composition(const Shape& shape) {
+  Tensor x = Tensor::randn(shape), r = Tensor::randn(shape);
+  const int64_t C = shape[1];
+  Tensor w = Tensor::randn({C}), b = Tensor::randn({C});
   Tensor xf = x.clone().requires_grad_(), wf = w.clone().requires_grad_(),
          bf = b.clone().requires_grad_();
   Tensor fused = batch_norm(xf, wf, bf, {}, {}, true);
   (fused * r).sum().backward();
   Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_(),
          bc = b.clone().requires_grad_();
-  const Shape pc{1, 3, 1, 1};
-  Tensor mean = xc.mean({0, 2, 3}, true), d = xc - mean;
-  Tensor composed =
-      d / ((d * d).mean({0, 2, 3}, true) + 1e-5).sqrt() * wc.reshape(pc) + bc.reshape(pc);
+  std::vector<int64_t> dims{0};
+  Shape pc(shape.size(), 1);
+  pc[1] = C;
+  for (int64_t d = 2; d < static_cast<int64_t>(shape.size()); ++d) dims.push_back(d);
+  Tensor mean = xc.mean(dims, true), d = xc - mean;
+  Tensor composed = d / ((d * d).mean(dims, true) + 1e-5).sqrt() * wc.reshape(pc) + bc.reshape(pc);
   (composed * r).sum().backward();
   check_same(fused, composed);
   check_same(xf.grad(), xc.grad());
   check_same(wf.grad(), wc.grad(), 1e-4);  // sums of 25600 products: float32's own rounding
   check_same(bf.grad(), bc.grad(), 1e-4);
+}
+
+}  // namespace
+
+// Both sizes span the threaded path. [300, 150] (BatchNorm1d's [N, C]) goes
+// in blocks of 64 channels down the rows: two whole blocks and a part.
+TEST_CASE("batch_norm equals its composition from ops, threaded") {
+  manual_seed(23);
+  check_composition({64, 3, 20, 20});
+  check_composition({300, 150});
 }
 
 // Values near 1000 with standard deviation 1: the statistics keep their

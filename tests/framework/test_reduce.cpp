@@ -2,6 +2,9 @@
 // keepdim, their gradients, and argmax.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "helpers.h"
 
 using namespace minidl;
@@ -203,4 +206,53 @@ TEST_CASE("norm with p = 1, 2, inf and 3; zero gradient at zero") {
   CHECK_GRADCHECK([](const Inputs& in) { return norm(in[0], 2, {1}); }, {distinct({2, 3}, 0.25)});
   CHECK_GRADCHECK([](const Inputs& in) { return norm(in[0], 3, {0}); }, {distinct({2, 3}, 0.25)});
   CHECK_ERROR(norm(x, 0), "norm: expected p > 0");
+}
+
+// Rows of 1000 (16 lanes and a tail of 8) and columns of 37 rows: sums
+// equal the double sums up to float32 rounding, maxima exactly; a NaN
+// anywhere in a row makes its max NaN, as torch.amax.
+TEST_CASE("sum and max along long rows and down columns, with NaN") {
+  manual_seed(5);
+  const int64_t R = 37, C = 1000;
+  Tensor x = Tensor::randn({R, C});
+  const std::vector<float> v = x.to_vector<float>();
+  std::vector<double> row_sum(R, 0), col_sum(C, 0), row_max(R, -1e30), col_max(C, -1e30);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      const double e = v[r * C + c];
+      row_sum[r] += e, col_sum[c] += e;
+      row_max[r] = std::max(row_max[r], e), col_max[c] = std::max(col_max[c], e);
+    }
+  // Sums of 1000 values of size 1: float32 rounding is about 1e-5 of 30.
+  check_values(sum(x, {1}), row_sum, 1e-5);
+  check_values(sum(x, {0}), col_sum, 1e-5);
+  auto as_double = [](const Tensor& t) {
+    std::vector<float> f = t.to_vector<float>();
+    return std::vector<double>(f.begin(), f.end());
+  };
+  CHECK(as_double(max(x, {1})) == row_max);
+  CHECK(as_double(max(x, {0})) == col_max);
+  for (int64_t at : {0, 5, 999}) {  // the first lane, a middle lane, the tail
+    CAPTURE(at);
+    std::vector<float> w = v;
+    w[3 * C + at] = std::nanf("");
+    const std::vector<float> m = max(Tensor::from_vector(w, {R, C}), {1}).to_vector<float>();
+    CHECK(std::isnan(m[3]));
+    CHECK(m[4] == static_cast<float>(row_max[4]));
+  }
+}
+
+// sum's gradient is a broadcast view; the second backward adds it into
+// .grad from the [R, 1] values it broadcasts.
+TEST_CASE("a sum's gradient accumulates into .grad over two backward passes") {
+  Tensor x = Tensor::randn({4, 300}).requires_grad_();
+  Tensor g = Tensor::of({1, -2, 3, 0.5});
+  for (int pass = 0; pass < 2; ++pass) sum(x, {1}).backward(g);
+  std::vector<double> want;
+  for (double gv : {1.0, -2.0, 3.0, 0.5}) want.insert(want.end(), 300, 2 * gv);
+  const std::vector<float> got = x.grad().to_vector<float>();
+  CHECK(std::vector<double>(got.begin(), got.end()) == want);
+  Tensor y = Tensor::randn({2, 3, 5}).requires_grad_();
+  for (int pass = 0; pass < 3; ++pass) mean(y, {0, 2}).sum().backward();
+  check_values(y.grad(), std::vector<double>(30, 3.0 / 10), 1e-7);
 }

@@ -206,3 +206,40 @@ TEST_CASE("gradient of scaled_softmax, causal and not") {
   CHECK_THROWS_WITH(scaled_softmax(Tensor::randn({4}), 1.0, true),
                     doctest::Contains("expected scores [..., L, S], got [4]"));
 }
+
+// Rows of 1000 (vectorized, with a tail) and columns down dim 0 of [40, 300]
+// (a slab of 256 columns and one of 44) against softmax evaluated in double;
+// -inf entries (a mask) give exact zeros, and log_softmax -inf there.
+TEST_CASE("softmax of long rows, down dim 0, and with -inf entries") {
+  manual_seed(9);
+  auto reference = [](const std::vector<float>& v, int64_t outer, int64_t d, int64_t inner) {
+    std::vector<double> out(v.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t k) { return o * d * inner + k * inner + i; };
+        double m = -INFINITY, s = 0;
+        for (int64_t k = 0; k < d; ++k) m = std::max(m, double(v[at(k)]));
+        for (int64_t k = 0; k < d; ++k) s += std::exp(v[at(k)] - m);
+        for (int64_t k = 0; k < d; ++k) out[at(k)] = std::exp(v[at(k)] - m) / s;
+      }
+    return out;
+  };
+  Tensor rows = Tensor::randn({3, 1000}) * 4.0;
+  check_values(softmax(rows), reference(rows.to_vector<float>(), 3, 1000, 1), 1e-5);
+  Tensor cols = Tensor::randn({40, 300}) * 4.0;
+  check_values(softmax(cols, 0), reference(cols.to_vector<float>(), 1, 40, 300), 1e-5);
+  std::vector<double> log_want = reference(cols.to_vector<float>(), 1, 40, 300);
+  for (double& p : log_want) p = std::log(p);
+  check_values(log_softmax(cols, 0), log_want, 1e-5);
+
+  std::vector<float> masked = rows.to_vector<float>();
+  for (int64_t c = 500; c < 1000; ++c) masked[c] = -INFINITY;  // row 0's second half
+  Tensor m = Tensor::from_vector(masked, {3, 1000});
+  const std::vector<float> p = softmax(m).to_vector<float>();
+  const std::vector<float> lp = log_softmax(m).to_vector<float>();
+  for (int64_t c = 500; c < 1000; ++c) {
+    CHECK(p[c] == 0.f);
+    CHECK(lp[c] == -INFINITY);
+  }
+  check_values(softmax(m), reference(masked, 3, 1000, 1), 1e-5);
+}

@@ -102,6 +102,8 @@ void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float*
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
+// x, y [D] -> softmax (log: log_softmax) of one row; returns log(sum(e^x))
+double softmax_row(bool log, int64_t d, const float* x, float* y);
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx);
 void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x, float* y);

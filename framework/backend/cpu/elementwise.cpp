@@ -90,8 +90,8 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Sqrt: return map(n, x, out, [](float v) { return std::sqrt(v); });
     // NaN stays NaN (PyTorch's relu); written as "below zero" so it vectorizes
     case UnaryOp::Relu: return map(n, x, out, [](float v) { return v < 0.f ? 0.f : v; });
-    case UnaryOp::Sigmoid: return map(n, x, out, [](float v) { return 1.f / (1.f + std::exp(-v)); });
-    case UnaryOp::Tanh: return map(n, x, out, [](float v) { return std::tanh(v); });
+    case UnaryOp::Sigmoid: return map(n, x, out, [](float v) { return vec::sigmoid(v); });
+    case UnaryOp::Tanh: return map(n, x, out, [](float v) { return vec::tanh(v); });
     case UnaryOp::Pow: return map(n, x, out, [s](float v) { return std::pow(v, s); });
     case UnaryOp::PowGrad: return map(n, x, out, [s](float v) { return s * std::pow(v, s - 1); });
     case UnaryOp::Abs: return map(n, x, out, [](float v) { return std::fabs(v); });
@@ -105,7 +105,11 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::LeakyReluSlope:
       return map(n, x, out, [s](float v) { return act::leaky_relu_slope(v, s); });
     case UnaryOp::Gelu: return map(n, x, out, [](float v) { return v * vec::normal_cdf(v); });
-    case UnaryOp::GeluTanh: return map(n, x, out, [](float v) { return act::gelu_tanh(v); });
+    case UnaryOp::GeluTanh: return map(n, x, out, [](float v) {
+        return act::gelu_tanh_of(v, vec::tanh(act::gelu_tanh_arg(v)));
+      });
+    case UnaryOp::Silu:
+      return map(n, x, out, [](float v) { return act::silu_of(v, vec::sigmoid(v)); });
   }
 }
 
@@ -152,7 +156,13 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
         return g * (vec::normal_cdf(x) + x * (0.39894228f * vec::exp(-0.5f * x * x)));
       });
     case BinaryOp::GeluTanhGrad:
-      return broadcast_map(bc, a, b, out, [](float g, float x) { return act::gelu_tanh_grad(g, x); });
+      return broadcast_map(bc, a, b, out, [](float g, float x) {
+        return act::gelu_tanh_grad_of(g, x, vec::tanh(act::gelu_tanh_arg(x)));
+      });
+    case BinaryOp::SiluGrad:
+      return broadcast_map(bc, a, b, out, [](float g, float x) {
+        return act::silu_grad_of(g, x, vec::sigmoid(x));
+      });
   }
 }
 
@@ -240,7 +250,10 @@ void strided_copy(size_t es, const StridedCopy& m, const void* src, void* dst) {
         so += idx * m.src_stride[d];
         dof += idx * m.dst_stride[d];
       }
-      for (int64_t i = 0; i < inner; ++i) o[dof + i * di] = s[so + i * si];
+      if (di == 1 && si == 1) std::copy(s + so, s + so + inner, o + dof);
+      else if (di == 1 && si == 0) std::fill(o + dof, o + dof + inner, s[so]);  // expand's
+      else
+        for (int64_t i = 0; i < inner; ++i) o[dof + i * di] = s[so + i * si];
     }
   };
   switch (es) {

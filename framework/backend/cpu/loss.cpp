@@ -2,6 +2,7 @@
 // fused cross-entropy (see backend/kernels.h). Labels are int32 or int64.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "framework/backend/activations.h"
 #include "framework/backend/cpu/cpu.h"
@@ -31,22 +32,19 @@ void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, D
   for (int64_t i = 0; i < n; ++i) gx[i * c + label(labels, lt, i)] = g[i];
 }
 
-// logits [N, C] -> loss [1], probs [N, C] or null
+// logits [N, C] -> loss [1], probs [N, C] or null (then each row's in a
+// buffer of the thread's)
 void cross_entropy_forward(int64_t N, int64_t C, const float* px, const void* labels, DType lt,
                            float* loss, float* pp) {
   double total = 0;
-#pragma omp parallel for reduction(+ : total) if (N * C > 65536)
-  for (int64_t i = 0; i < N; ++i) {
-    const float* row = px + i * C;
-    float m = row[0];
-    for (int64_t c = 1; c < C; ++c) m = std::max(m, row[c]);
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(row[c] - m));
-    const double lse = m + std::log(s);
-    total += lse - row[label(labels, lt, i)];
-    if (pp) {
-      const float log_s = static_cast<float>(std::log(s));  // exact for large logits too
-      for (int64_t c = 0; c < C; ++c) pp[i * C + c] = std::exp((row[c] - m) - log_s);
+#pragma omp parallel reduction(+ : total) if (N * C > 65536)
+  {
+    std::vector<float> row_probs(pp ? 0 : C);
+#pragma omp for
+    for (int64_t i = 0; i < N; ++i) {
+      const float* row = px + i * C;
+      const double lse = softmax_row(false, C, row, pp ? pp + i * C : row_probs.data());
+      total += lse - row[label(labels, lt, i)];
     }
   }
   loss[0] = static_cast<float>(total / N);

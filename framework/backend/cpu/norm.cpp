@@ -74,6 +74,123 @@ MINIDL_CLONES void channel_grad_input(int64_t n, int64_t c, int64_t s, const flo
   }
 }
 
+// Channels of [N, C] (S = 1) that one thread takes down all N rows: a row's
+// block of them is contiguous where a channel's values lie C apart.
+constexpr int64_t kBlock = 64;
+
+// x [N, C], channels [b, b + w) -> their sums of v = x - shift[j] (as channel_sums)
+MINIDL_CLONES void block_sums(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
+                              const double* shift, Sums* out) {
+  double s1[kBlock] = {}, s2[kBlock] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * c + b;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) {
+      const double v = static_cast<double>(row[j]) - shift[j];
+      s1[j] += v;
+      s2[j] += v * v;
+    }
+  }
+  for (int64_t j = 0; j < w; ++j) out[j] = {s1[j], s2[j]};
+}
+
+// x, y [N, C], channels [b, b + w): y = x * scale[j] + shift[j]
+MINIDL_CLONES void block_affine(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
+                                const float* scale, const float* shift, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x + i * c + b;
+    float* yr = y + i * c + b;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) yr[j] = xr[j] * scale[j] + shift[j];
+  }
+}
+
+// gy, x [N, C], channels [b, b + w) -> sum(gy), sum(gy * (x - mean[j]))
+MINIDL_CLONES void block_grad_sums(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
+                                   const float* gy, const float* mean, Sums* out) {
+  double s1[kBlock] = {}, s2[kBlock] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t off = i * c + b;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) {
+      const double g = gy[off + j];
+      s1[j] += g;
+      s2[j] += g * (static_cast<double>(x[off + j]) - mean[j]);
+    }
+  }
+  for (int64_t j = 0; j < w; ++j) out[j] = {s1[j], s2[j]};
+}
+
+// gx [N, C], channels [b, b + w) = (gy - gm[j] - (x - mean[j]) k[j]) * a[j]
+MINIDL_CLONES void block_grad_input(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
+                                    const float* gy, const float* mean, const float* gm,
+                                    const float* k, const float* a, float* gx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t off = i * c + b;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j)
+      gx[off + j] = (gy[off + j] - gm[j] - (x[off + j] - mean[j]) * k[j]) * a[j];
+  }
+}
+
+// Calls f(first, count) for the channels one task takes: one channel (its N
+// strips of S values) or, where S = 1, a block of kBlock; in parallel
+template <class F>
+void for_channels(int64_t n, int64_t c, int64_t s, F f) {
+  const int64_t step = s == 1 ? kBlock : 1, tasks = (c + step - 1) / step;
+#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) f(t * step, std::min(step, c - t * step));
+}
+
+// What batch_norm_forward keeps of channel ch: the mean and variance (from
+// the shifted sums in training, else the running estimates; running ones
+// updated in training), save_mean and save_invstd; returns y's scale and
+// shift (PyTorch's order: alpha = invstd * w, beta = b - mean * alpha, here
+// in double from the double mean).
+struct Affine {
+  float alpha, beta;
+};
+Affine channel_stats(bool training, const Sums& sums, double shift, int64_t count, int64_t ch,
+                     const float* weight, const float* bias, float* running_mean,
+                     float* running_var, double momentum, double eps, float* save_mean,
+                     float* save_invstd) {
+  double mean, var;
+  if (training) {
+    const double d = sums.s1 / count;
+    mean = shift + d;
+    var = std::max(sums.s2 / count - d * d, 0.0);
+    if (running_mean) {
+      running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mean);
+      running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] +
+                                           momentum * var * count / (count - 1));
+    }
+  } else {
+    mean = running_mean[ch], var = running_var[ch];
+  }
+  const float invstd = static_cast<float>(1 / std::sqrt(var + eps));
+  save_mean[ch] = static_cast<float>(mean), save_invstd[ch] = invstd;
+  const float alpha = invstd * (weight ? weight[ch] : 1.f);
+  return {alpha, static_cast<float>((bias ? bias[ch] : 0.0) - mean * alpha)};
+}
+
+// What batch_norm_backward takes of channel ch's sums: gweight, gbias, and
+// gx's terms gx = (gy - gm - (x - mean) k) * a
+struct GradTerms {
+  float a, gm, k;
+};
+GradTerms channel_grads(bool training, const Sums& sums, int64_t count, int64_t ch,
+                        const float* save_invstd, const float* weight, float* gweight,
+                        float* gbias) {
+  const float invstd = save_invstd[ch];
+  if (gweight) gweight[ch] = static_cast<float>(sums.s2 * invstd);
+  if (gbias) gbias[ch] = static_cast<float>(sums.s1);
+  const float a = invstd * (weight ? weight[ch] : 1.f);
+  const float gm = training ? static_cast<float>(sums.s1 / count) : 0.f;
+  const float k =
+      training ? static_cast<float>(sums.s2 * double(invstd) * double(invstd) / count) : 0.f;
+  return {a, gm, k};
+}
+
 }  // namespace
 
 // x [N, C, S] -> y [N, C, S], save_mean, save_invstd [C]; running stats updated in training
@@ -82,31 +199,22 @@ void batch_norm_forward(bool training, int64_t n, int64_t c, int64_t s, const fl
                         float* running_var, double momentum, double eps, float* save_mean,
                         float* save_invstd, float* y) {
   const int64_t count = n * s;
-#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && c > 1)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double mean, var;
-    if (training) {
-      const double shift = x[ch * s];  // the channel's first value
-      const Sums sums = channel_sums(n, c, s, x, ch, shift);
-      const double d = sums.s1 / count;
-      mean = shift + d;
-      var = std::max(sums.s2 / count - d * d, 0.0);
-      if (running_mean) {
-        running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mean);
-        running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] +
-                                             momentum * var * count / (count - 1));
-      }
-    } else {
-      mean = running_mean[ch], var = running_var[ch];
+  for_channels(n, c, s, [&](int64_t b, int64_t w) {
+    Sums sums[kBlock];
+    double shift[kBlock];  // each channel's first value
+    for (int64_t j = 0; j < w; ++j) shift[j] = x[(b + j) * s];
+    if (training && s == 1) block_sums(n, c, b, w, x, shift, sums);
+    else if (training) sums[0] = channel_sums(n, c, s, x, b, shift[0]);
+    float alpha[kBlock], beta[kBlock];
+    for (int64_t j = 0; j < w; ++j) {
+      const Affine f = channel_stats(training, sums[j], shift[j], count, b + j, weight, bias,
+                                     running_mean, running_var, momentum, eps, save_mean,
+                                     save_invstd);
+      alpha[j] = f.alpha, beta[j] = f.beta;
     }
-    const float invstd = static_cast<float>(1 / std::sqrt(var + eps));
-    save_mean[ch] = static_cast<float>(mean), save_invstd[ch] = invstd;
-    // PyTorch's order: alpha = invstd * w, beta = b - mean * alpha (here in
-    // double, from the double mean), y = x * alpha + beta
-    const float alpha = invstd * (weight ? weight[ch] : 1.f);
-    const float beta = static_cast<float>((bias ? bias[ch] : 0.0) - mean * alpha);
-    channel_affine(n, c, s, x, ch, alpha, beta, y);
-  }
+    if (s == 1) block_affine(n, c, b, w, x, alpha, beta, y);
+    else channel_affine(n, c, s, x, b, alpha[0], beta[0], y);
+  });
 }
 
 // gy, x [N, C, S] -> gx [N, C, S], gweight, gbias [C] (each may be null)
@@ -114,19 +222,20 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
                          const float* gy, const float* save_mean, const float* save_invstd,
                          const float* weight, float* gx, float* gweight, float* gbias) {
   const int64_t count = n * s;
-#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && c > 1)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const float mean = save_mean[ch], invstd = save_invstd[ch];
-    const Sums sums = channel_grad_sums(n, c, s, x, gy, ch, mean);  // sum(gy), sum(gy (x - mean))
-    if (gweight) gweight[ch] = static_cast<float>(sums.s2 * invstd);
-    if (gbias) gbias[ch] = static_cast<float>(sums.s1);
-    if (!gx) continue;
-    const float a = invstd * (weight ? weight[ch] : 1.f);
-    const float gm = training ? static_cast<float>(sums.s1 / count) : 0.f;
-    const float k =
-        training ? static_cast<float>(sums.s2 * double(invstd) * double(invstd) / count) : 0.f;
-    channel_grad_input(n, c, s, x, gy, ch, mean, gm, k, a, gx);
-  }
+  for_channels(n, c, s, [&](int64_t b, int64_t w) {
+    Sums sums[kBlock];
+    if (s == 1) block_grad_sums(n, c, b, w, x, gy, save_mean + b, sums);
+    else sums[0] = channel_grad_sums(n, c, s, x, gy, b, save_mean[b]);
+    float a[kBlock], gm[kBlock], k[kBlock];
+    for (int64_t j = 0; j < w; ++j) {
+      const GradTerms t =
+          channel_grads(training, sums[j], count, b + j, save_invstd, weight, gweight, gbias);
+      a[j] = t.a, gm[j] = t.gm, k[j] = t.k;
+    }
+    if (!gx) return;
+    if (s == 1) block_grad_input(n, c, b, w, x, gy, save_mean + b, gm, k, a, gx);
+    else channel_grad_input(n, c, s, x, gy, b, save_mean[b], gm[0], k[0], a[0], gx);
+  });
 }
 
 // x [R, D] -> mean, rstd [R], y [R, D]

@@ -10,28 +10,39 @@
 
 namespace minidl::cpu {
 
-// x [outer, R, inner] -> out [outer, inner]
-void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out) {
-  auto fold = [&](float init, auto f) {
-    std::fill(out, out + outer * inner, init);
-#pragma omp parallel for if (outer * r * inner > 65536 && outer > 1)
+// x [outer, R, inner] -> out [outer, inner]. Along a row (inner 1) a sum
+// runs in 16 lanes (OpenMP's simd reduction) and a max in vec::max_of.
+MINIDL_CLONES void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x,
+                          float* out) {
+  const bool sum = op == ReduceOp::Sum;
+  if (inner == 1) {
+#pragma omp parallel for if (outer * r > 65536 && outer > 1)
     for (int64_t o = 0; o < outer; ++o) {
-      float* dst = out + o * inner;
-      if (inner == 1) {  // along a row: in a register, in the same order
-        float acc = init;
-        for (int64_t k = 0; k < r; ++k) acc = f(acc, x[o * r + k]);
-        dst[0] = acc;
-        continue;
+      const float* row = x + o * r;
+      float acc = 0;
+      if (sum) {
+#pragma omp simd reduction(+ : acc)
+        for (int64_t k = 0; k < r; ++k) acc += row[k];
       }
-      for (int64_t k = 0; k < r; ++k) {
-        const float* src = x + (o * r + k) * inner;
-        for (int64_t i = 0; i < inner; ++i) dst[i] = f(dst[i], src[i]);
+      out[o] = sum ? acc : r > 0 ? vec::max_of(row, r) : -std::numeric_limits<float>::infinity();
+    }
+    return;
+  }
+  std::fill(out, out + outer * inner, sum ? 0.f : -std::numeric_limits<float>::infinity());
+#pragma omp parallel for if (outer * r * inner > 65536 && outer > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    float* dst = out + o * inner;
+    for (int64_t k = 0; k < r; ++k) {
+      const float* src = x + (o * r + k) * inner;
+      if (sum) {
+#pragma omp simd
+        for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < inner; ++i) dst[i] = vec::max2(dst[i], src[i]);
       }
     }
-  };
-  if (op == ReduceOp::Sum) return fold(0.f, [](float a, float b) { return a + b; });
-  fold(-std::numeric_limits<float>::infinity(),
-       [](float a, float b) { return b > a || b != b ? b : a; });
+  }
 }
 
 // x [rows, cols] -> out [rows]
@@ -40,25 +51,139 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {
     out[i] = std::max_element(x + i * cols, x + (i + 1) * cols) - (x + i * cols);
 }
 
-// x [outer, D, inner] -> y
-void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* px, float* py) {
-#pragma omp parallel for collapse(2) if (outer * d * inner > 65536)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const float* xs = px + o * d * inner + i;
-      float* ys = py + o * d * inner + i;
-      float m = xs[0];
-      for (int64_t k = 1; k < d; ++k) m = std::max(m, xs[k * inner]);
-      double s = 0;
-      for (int64_t k = 0; k < d; ++k) s += std::exp(static_cast<double>(xs[k * inner] - m));
-      // (x - m) - log(s), not x - (m + log(s)): m + log(s) rounds to m's
-      // precision (0.001 at 1e4) and would shift every output by that error.
-      const float log_s = static_cast<float>(std::log(s));
-      for (int64_t k = 0; k < d; ++k) {
-        float v = (xs[k * inner] - m) - log_s;
-        ys[k * inner] = log ? v : std::exp(v);
-      }
+namespace {
+
+// Columns of a [D, inner] slab one softmax call takes at a time (inner > 1).
+constexpr int64_t kSlab = 256;
+
+}  // namespace
+
+// x, y [D] -> softmax (log: log_softmax) of the row; returns log(sum(e^x)).
+// Max, then e = e^(x - max) with its sum s in double, then y = e / s, or
+// (x - max) - log(s): not x - (max + log(s)), which rounds to max's
+// precision (0.001 at 1e4) and would shift every output by that error.
+MINIDL_CLONES double softmax_row(bool log, int64_t d, const float* x, float* y) {
+  const float m = vec::max_of(x, d);
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < d; ++k) s += y[k] = vec::exp_or_zero(x[k] - m);
+  if (log) {
+    const auto log_s = static_cast<float>(std::log(s));
+#pragma omp simd
+    for (int64_t k = 0; k < d; ++k) y[k] = (x[k] - m) - log_s;
+  } else {
+    const auto inv = static_cast<float>(1 / s);
+#pragma omp simd
+    for (int64_t k = 0; k < d; ++k) y[k] *= inv;
+  }
+  return m + std::log(s);
+}
+
+namespace {
+
+// x, y [D, inner], columns [0, w) of rows `stride` apart (w <= kSlab) -> the
+// same per column as softmax_row, each step a vector across the columns
+MINIDL_CLONES void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, const float* x,
+                                float* y) {
+  float m[kSlab], last[kSlab];  // last: log(s) or 1 / s
+  double s[kSlab] = {};
+  std::copy(x, x + w, m);
+  for (int64_t k = 1; k < d; ++k) {
+    const float* xk = x + k * stride;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) m[j] = vec::max2(m[j], xk[j]);
+  }
+  for (int64_t k = 0; k < d; ++k) {
+    const float* xk = x + k * stride;
+    float* yk = y + k * stride;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) s[j] += yk[j] = vec::exp_or_zero(xk[j] - m[j]);
+  }
+  for (int64_t j = 0; j < w; ++j)
+    last[j] = static_cast<float>(log ? std::log(s[j]) : 1 / s[j]);
+  for (int64_t k = 0; k < d; ++k) {
+    const float* xk = x + k * stride;
+    float* yk = y + k * stride;
+    if (log) {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) yk[j] = (xk[j] - m[j]) - last[j];
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) yk[j] *= last[j];
     }
+  }
+}
+
+// y, gy, gx [D] -> softmax_backward of the row (sums in double)
+MINIDL_CLONES void softmax_backward_row(bool log, int64_t d, const float* y, const float* gy,
+                                        float* gx) {
+  double sum_g = 0, sum_gy = 0, sum_y = 0;
+#pragma omp simd reduction(+ : sum_g, sum_gy, sum_y)
+  for (int64_t k = 0; k < d; ++k) {
+    sum_g += gy[k];
+    sum_gy += double(gy[k]) * y[k];
+    sum_y += y[k];
+  }
+  const double dot = sum_gy / sum_y;
+  if (log) {
+#pragma omp simd
+    for (int64_t k = 0; k < d; ++k)
+      gx[k] = static_cast<float>(gy[k] - double(vec::exp_or_zero(y[k])) * sum_g);
+  } else {
+#pragma omp simd
+    for (int64_t k = 0; k < d; ++k) gx[k] = static_cast<float>(y[k] * (gy[k] - dot));
+  }
+}
+
+// y, gy, gx [D, inner], columns [0, w) of rows `stride` apart -> the same
+// per column as softmax_backward_row
+MINIDL_CLONES void softmax_backward_slab(bool log, int64_t d, int64_t stride, int64_t w,
+                                         const float* y, const float* gy, float* gx) {
+  double sum_g[kSlab] = {}, sum_gy[kSlab] = {}, sum_y[kSlab] = {};
+  for (int64_t k = 0; k < d; ++k) {
+    const float *yk = y + k * stride, *gk = gy + k * stride;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) {
+      sum_g[j] += gk[j];
+      sum_gy[j] += double(gk[j]) * yk[j];
+      sum_y[j] += yk[j];
+    }
+  }
+  for (int64_t j = 0; j < w; ++j) sum_gy[j] /= sum_y[j];  // the dot
+  for (int64_t k = 0; k < d; ++k) {
+    const float *yk = y + k * stride, *gk = gy + k * stride;
+    float* out = gx + k * stride;
+    if (log) {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j)
+        out[j] = static_cast<float>(gk[j] - double(vec::exp_or_zero(yk[j])) * sum_g[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) out[j] = static_cast<float>(yk[j] * (gk[j] - sum_gy[j]));
+    }
+  }
+}
+
+// Calls f(offset, w) for each row (inner == 1: offset o * D, w = 1) or slab
+// of up to kSlab columns of [outer, D, inner], in parallel
+template <class F>
+void for_each_slab(int64_t outer, int64_t d, int64_t inner, F f) {
+  const int64_t slabs = (inner + kSlab - 1) / kSlab, items = outer * slabs;
+#pragma omp parallel for if (outer * d * inner > 65536 && items > 1)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t o = it / slabs, j0 = it % slabs * kSlab;
+    f(o * d * inner + j0, std::min(kSlab, inner - j0));
+  }
+}
+
+}  // namespace
+
+// x [outer, D, inner] -> y
+void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y) {
+  for_each_slab(outer, d, inner, [&](int64_t at, int64_t w) {
+    if (inner == 1) softmax_row(log, d, x + at, y + at);
+    else softmax_slab(log, d, inner, w, x + at, y + at);
+  });
 }
 
 // y, gy [outer, D, inner] -> gx. Softmax's sum(gy * y) is taken over sum(y)
@@ -67,26 +192,10 @@ void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* px,
 // rounding would otherwise shift every gx of the row by a few 1e-8.
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx) {
-#pragma omp parallel for collapse(2) if (outer * d * inner > 65536)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const int64_t first = o * d * inner + i;
-      const float *ys = y + first, *gs = gy + first;
-      float* out = gx + first;
-      double sum_g = 0, sum_gy = 0, sum_y = 0;
-      for (int64_t k = 0; k < d; ++k) {
-        const double g = gs[k * inner], yk = ys[k * inner];
-        sum_g += g;
-        sum_gy += g * yk;
-        sum_y += yk;
-      }
-      const double dot = sum_gy / sum_y;
-      for (int64_t k = 0; k < d; ++k) {
-        const int64_t j = k * inner;
-        out[j] = log ? static_cast<float>(gs[j] - std::exp(double(ys[j])) * sum_g)
-                     : static_cast<float>(ys[j] * (gs[j] - dot));
-      }
-    }
+  for_each_slab(outer, d, inner, [&](int64_t at, int64_t w) {
+    if (inner == 1) softmax_backward_row(log, d, y + at, gy + at, gx + at);
+    else softmax_backward_slab(log, d, inner, w, y + at, gy + at, gx + at);
+  });
 }
 
 // x [rows, S] -> y: row r's first n columns (n = S, or i + 1 for row i = r %
@@ -99,9 +208,10 @@ MINIDL_CLONES void scaled_softmax(float scale, int64_t causal, int64_t rows, int
     const float* xs = x + r * s;
     float* ys = y + r * s;
     const int64_t n = causal > 0 ? std::min(s, r % causal + 1) : s;
-    float m = xs[0] * scale;
-#pragma omp simd reduction(max : m)
-    for (int64_t k = 1; k < n; ++k) m = std::max(m, xs[k] * scale);
+    float m = xs[0] * scale;  // max(x) * scale where scale > 0 (rounding keeps the order)
+    if (scale > 0) m = vec::max_of(xs, n) * scale;
+    else
+      for (int64_t k = 1; k < n; ++k) m = std::max(m, xs[k] * scale);
     double sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t k = 0; k < n; ++k) sum += ys[k] = vec::exp(xs[k] * scale - m);

@@ -5,6 +5,7 @@
 // the device's own functions.
 #pragma once
 #include <bit>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -30,6 +31,28 @@ inline float exp(float x) {
                       1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f;
   const int32_t e = std::bit_cast<int32_t>(n + 12582912.f) - 0x4B400000;  // n as an integer
   return p * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+}
+
+// e^x, and 0 below -87 (where e^x < 1.7e-38): a softmax's -inf entries
+// (masked out) give exact zeros
+inline float exp_or_zero(float x) { return select(x < -87.f, 0.f, exp(x)); }
+
+// The larger of a and b, NaN from either side, by select (vectorizes)
+inline float max2(float a, float b) { return select(b > a || b != b, b, a); }
+
+// max of x[0..n), n >= 1, NaN if any, in 16 running maxima: neither a max
+// reduction nor std::max vectorizes (GCC keeps their order, for NaN); max2 does.
+inline float max_of(const float* x, int64_t n) {
+  float m[16];
+  std::fill(m, m + 16, x[0]);
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+#pragma omp simd
+    for (int j = 0; j < 16; ++j) m[j] = max2(m[j], x[k + j]);
+  for (; k < n; ++k) m[0] = max2(m[0], x[k]);
+  float r = m[0];
+  for (int j = 1; j < 16; ++j) r = max2(r, m[j]);
+  return r;
 }
 
 // Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt(2)) / 2. erfc(z), z >= 0, is

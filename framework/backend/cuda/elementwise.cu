@@ -178,6 +178,9 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
       return map(n, x, out, [] __device__(float v) { return act::gelu(v); });
     case UnaryOp::GeluTanh:
       return map(n, x, out, [] __device__(float v) { return act::gelu_tanh(v); });
+    case UnaryOp::Silu:
+      return map(n, x, out,
+                 [] __device__(float v) { return act::silu_of(v, 1.f / (1.f + expf(-v))); });
   }
 }
 
@@ -223,6 +226,10 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
     case BinaryOp::GeluTanhGrad:
       return broadcast(bc, a, b, out,
                        [] __device__(float g, float x) { return act::gelu_tanh_grad(g, x); });
+    case BinaryOp::SiluGrad:
+      return broadcast(bc, a, b, out, [] __device__(float g, float x) {
+        return act::silu_grad_of(g, x, 1.f / (1.f + expf(-x)));
+      });
   }
 }
 
