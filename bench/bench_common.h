@@ -1,6 +1,6 @@
 // Shared by the minidl benchmarks and their libtorch twins: the case list,
-// flag parsing, a median timer and peak RSS. Standard library and POSIX only,
-// so a twin can include it without linking minidl.
+// flag parsing, a median timer, peak RSS and running a twin. Standard
+// library and POSIX only, so a twin can include it without linking minidl.
 #pragma once
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -272,6 +273,35 @@ inline void reexec_with_env_default(char** argv, const char* name, const char* v
   setenv(name, value, 1);
   execv("/proc/self/exe", argv);
   std::fprintf(stderr, "warning: could not re-execute with %s=%s; continuing\n", name, value);
+}
+
+// ---- twins: another program's `name value` lines ----
+
+// Runs the twin and reads its `name value` lines; '#' lines are kept as notes.
+// Returns false (and no figures) when it cannot be run or fails.
+inline bool run_twin(const std::string& command,
+                     std::vector<std::pair<std::string, double>>& figures,
+                     std::vector<std::string>& notes) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return false;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::string text = line;
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    char name[256];
+    double value = 0;
+    if (!text.empty() && text[0] == '#')
+      notes.push_back(text);
+    else if (std::sscanf(text.c_str(), "%255s %lf", name, &value) == 2)
+      figures.emplace_back(name, value);
+  }
+  return pclose(pipe) == 0;
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
 }
 
 }  // namespace bench

@@ -144,32 +144,6 @@ void run_cases(double min_time, const std::string& only, Emit emit) {
   for (const auto& c : bench::kAttentionCases) run(c.name, [&] { return attention_gflops(c, min_time); });
 }
 
-// Runs the twin and reads its `name value` lines; '#' lines are kept as notes.
-// Returns false (and no figures) when it cannot be run or fails.
-bool run_twin(const std::string& command, std::vector<std::pair<std::string, double>>& figures,
-              std::vector<std::string>& notes) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return false;
-  char line[512];
-  while (std::fgets(line, sizeof line, pipe)) {
-    std::string text = line;
-    if (!text.empty() && text.back() == '\n') text.pop_back();
-    char name[256];
-    double value = 0;
-    if (!text.empty() && text[0] == '#')
-      notes.push_back(text);
-    else if (std::sscanf(text.c_str(), "%255s %lf", name, &value) == 2)
-      figures.emplace_back(name, value);
-  }
-  return pclose(pipe) == 0;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
 // A twin's figures: case -> (GFLOP/s, OpenBLAS threads of the run that gave it).
 using Figures = std::map<std::string, std::pair<double, long>>;
 
@@ -184,12 +158,12 @@ bool run_twin_configs(const std::filesystem::path& twin, const char* library, lo
   }
   for (long bt : blas_threads) {
     const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
-                                shell_quote(twin.string()) + " --threads " +
+                                bench::shell_quote(twin.string()) + " --threads " +
                                 std::to_string(threads) + " --min-time " + min_time +
-                                (only.empty() ? "" : " --only " + shell_quote(only));
+                                (only.empty() ? "" : " --only " + bench::shell_quote(only));
     std::vector<std::pair<std::string, double>> figures;
     std::vector<std::string> notes;
-    if (!run_twin(command, figures, notes)) {
+    if (!bench::run_twin(command, figures, notes)) {
       std::printf("# the %s twin failed: %s\n", library, command.c_str());
       return false;
     }

@@ -36,9 +36,11 @@ Tensor averaging_matrix(int64_t in, int64_t out, const Tensor& x) {
 }  // namespace
 
 // x [N, C, H, W] -> [N, C, OH, OW] = A_h x A_w^T per plane: x as [NCH, W] times
-// A_w^T -> [NC, H, OW], transposed to [NC, OW, H] times A_h^T, transposed back
+// A_w^T -> [NC, H, OW], transposed to [NC, OW, H] times A_h^T, transposed back.
+// To 1 x 1 (a network's global pooling) it is the mean over H and W.
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 size) {
   check_size("adaptive_avg_pool2d", x, size);
+  if (size.h == 1 && size.w == 1) return mean(x, {2, 3}, /*keepdim=*/true);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   Tensor t = matmul(reshape(x, {N * C * H, W}), averaging_matrix(W, size.w, x), false, true);
   t = transpose(reshape(t, {N * C, H, size.w}), 1, 2);  // [NC, OW, H]

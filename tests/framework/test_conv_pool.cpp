@@ -776,6 +776,7 @@ TEST_CASE("adaptive_avg_pool2d: PyTorch's windows (hand-computed) and gradients"
   CHECK(adaptive_avg_pool2d(xr, {3, 2}).shape() == Shape{2, 3, 3, 2});
   CHECK_GRADCHECK([](const Inputs& in) { return adaptive_avg_pool2d(in[0], {3, 2}); }, {xr});
   CHECK_GRADCHECK([](const Inputs& in) { return adaptive_avg_pool2d(in[0], {9, 4}); }, {xr});
+  CHECK_GRADCHECK([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 1); }, {xr});  // the mean
 }
 
 TEST_CASE("upsample_nearest2d and interpolate (hand-computed) and gradients") {
