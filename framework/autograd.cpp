@@ -134,19 +134,15 @@ static void accumulate(Tensor& slot, Tensor g) {
 }
 
 // Stores a leaf's final gradient for this pass and fires its ready hooks.
-// A gradient that broadcasts a smaller tensor (sum's, mean's, expand's: a
-// view) is added from that tensor, not copied out first.
+// A gradient that is a view (sum's, expand's, permute's, a slice's) is added
+// through its strides where it can be (add_into), not copied out first.
 static void finish_leaf(TensorImpl* leaf, Tensor g) {
   if (!g.defined()) return;
   if (g.dtype() != leaf->dtype) g = cast(g, leaf->dtype);
   Tensor grad(leaf->grad);
   if (grad.defined() && grad.dtype() == kFloat32 && g.dtype() == kFloat32 &&
       grad.device() == g.device()) {  // accumulate in place, as PyTorch does
-    Tensor base = g.is_contiguous() ? g : expanded_base(g);
-    if (!base.defined()) base = g.contiguous();
-    const Broadcast bc = broadcast_index(grad.shape(), base.shape(), grad.shape(), "backward");
-    float* acc = grad.data_ptr<float>();
-    kernels(grad.device()).binary(BinaryOp::Add, bc, acc, base.data_ptr<float>(), acc);
+    add_into(grad, g);
   } else {
     g = g.contiguous();  // a view's backward may hand out a view
     if (grad.defined()) {

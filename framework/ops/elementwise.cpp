@@ -1,5 +1,6 @@
 // Elementwise ops: broadcasting binary ops and unary maps, each with its
 // backward beside it; the loops are the device's unary and binary kernels.
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -74,6 +75,37 @@ Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryO
   Broadcast bc = broadcast_index(a.shape(), b.shape(), out_shape, name);
   k.binary(op, bc, dense(a).data_ptr<float>(), dense(b).data_ptr<float>(), out.data_ptr<float>());
   return out;
+}
+
+void add_into(const Tensor& acc, const Tensor& g) {
+  assert(acc.is_contiguous() && acc.shape() == g.shape());
+  Broadcast bc;  // acc's strides as stride_a, g's as stride_b, dims merged
+  bc.n = acc.numel();
+  const Shape& shape = acc.shape();
+  const std::vector<int64_t> gs = g.strides();
+  std::vector<int64_t> as(shape.size());
+  for (size_t d = shape.size(), s = 1; d-- > 0; s *= static_cast<size_t>(shape[d]))
+    as[d] = static_cast<int64_t>(s);
+  bool strided = !g.is_contiguous();
+  for (size_t d = 0; strided && d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    const int last = bc.nd - 1;
+    const bool merges = bc.nd > 0 && bc.stride_a[last] == as[d] * shape[d] &&
+                        bc.stride_b[last] == gs[d] * shape[d];
+    if (merges) {
+      bc.size[last] *= shape[d], bc.stride_a[last] = as[d], bc.stride_b[last] = gs[d];
+    } else if (bc.nd < kMaxDims) {
+      bc.size[bc.nd] = shape[d], bc.stride_a[bc.nd] = as[d], bc.stride_b[bc.nd] = gs[d], ++bc.nd;
+    } else {
+      strided = false;
+    }
+  }
+  if (strided && bc.nd > 0 && bc.stride_b[bc.nd - 1] > 1) strided = false;
+  const Tensor b = strided ? g : g.contiguous();
+  if (!strided) bc = Broadcast{}, bc.n = acc.numel();
+  float* a = acc.data_ptr<float>();
+  const auto* from = reinterpret_cast<const float*>(view_ptr(b));
+  kernels(acc.device()).binary(BinaryOp::Add, bc, a, from, a);
 }
 
 Tensor unary_map(const Tensor& x, UnaryOp op, float s) {

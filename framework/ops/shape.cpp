@@ -446,23 +446,6 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   return reshape(x, s);
 }
 
-Tensor expanded_base(const Tensor& x) {
-  const std::vector<int64_t> st = x.strides();
-  Shape base = x.shape();
-  bool broadcast = false;
-  for (size_t d = 0; d < base.size(); ++d)
-    if (st[d] == 0 && base[d] > 1) base[d] = 1, broadcast = true;
-  if (!broadcast) return Tensor();
-  std::vector<int64_t> row_major(base.size());
-  int64_t acc = 1;
-  for (size_t d = base.size(); d-- > 0;) {
-    if (base[d] > 1 && st[d] != acc) return Tensor();
-    row_major[d] = acc;
-    acc *= base[d];
-  }
-  return alias(x, base, row_major, x.impl().offset);
-}
-
 // x [..] -> [shape] broadcast (-1 keeps a dim; a view, stride 0 where
 // broadcast); backward sums
 Tensor expand(const Tensor& x, const Shape& shape) {

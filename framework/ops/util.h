@@ -65,9 +65,10 @@ Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryO
 Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out, const char* name);
 Tensor unary_map(const Tensor& x, UnaryOp op, float s = 0);
 
-// Where x is a contiguous tensor broadcast along dims of stride 0 (expand's
-// view): that tensor (size 1 on those dims), viewing x's storage; else
-// undefined.
-Tensor expanded_base(const Tensor& x);
+// acc += g in place (no autograd): acc a contiguous float32 tensor, g a
+// float32 tensor of its shape on its device, any view. g is read through its
+// strides where its innermost dim (after merging the dims that can be) has
+// stride 0 or 1 (expand's, permute's, slices' views), else copied out first.
+void add_into(const Tensor& acc, const Tensor& g);
 
 }  // namespace minidl

@@ -267,3 +267,31 @@ TEST_CASE("register_grad_ready_hook on a non-leaf and set_grad with a wrong shap
   CHECK_ERROR(y.register_grad_ready_hook([](Tensor&) {}), "only leaf tensors");
   CHECK_ERROR(x.set_grad(Tensor::zeros({3})), "set_grad: gradient [3] does not match tensor [2]");
 }
+
+// A leaf's gradient that reaches it as a view (sum's broadcast, permute's,
+// a slice of cat's, transpose's) is added into .grad through its strides,
+// or copied out first where its innermost stride is not 0 or 1: three
+// backward passes give exactly three times one (sums of equal floats).
+TEST_CASE("gradients that arrive as views accumulate exactly into .grad") {
+  manual_seed(12);
+  auto thrice = [](const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+    const Tensor gy = Tensor::randn(f(x).shape());
+    f(x).backward(gy);
+    const std::vector<float> once = x.grad().to_vector<float>();
+    for (int pass = 0; pass < 2; ++pass) f(x).backward(gy);
+    const std::vector<float> got = x.grad().to_vector<float>();
+    REQUIRE(got.size() == once.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == 3 * once[i]);
+  };
+  thrice(Tensor::randn({4, 300}).requires_grad_(), [](const Tensor& v) { return sum(v, {1}); });
+  thrice(Tensor::randn({2, 3, 5}).requires_grad_(),
+         [](const Tensor& v) { return mean(v, {0, 2}); });
+  thrice(Tensor::randn({3, 5, 4, 6}).requires_grad_(),
+         [](const Tensor& v) { return contiguous(permute(v, {0, 2, 1, 3})); });
+  thrice(Tensor::randn({2, 3, 4}).requires_grad_(),
+         [](const Tensor& v) { return cat({v, v * 2.0}, 1); });
+  thrice(Tensor::randn({7, 9}).requires_grad_(),
+         [](const Tensor& v) { return contiguous(transpose(v, 0, 1)); });
+  thrice(Tensor::randn({3, 1, 4}).requires_grad_(),
+         [](const Tensor& v) { return expand(v, {2, 3, 5, 4}) * 1.0; });
+}
