@@ -371,6 +371,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // + bias. One kernel forward; backward one for gx and two for the weight and
 // bias gradients (not differentiable twice). nn's layer_norm and group_norm.
 Tensor layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+// x [N, C, *] float32 (or float16), C divisible by groups -> the same shape:
+// each sample's groups of C / groups channels normalized as layer_norm_rows'
+// rows, then times weight[c] and plus bias[c] ([C] or undefined). One kernel
+// forward, one backward (not differentiable twice). nn's group_norm.
+Tensor group_norm_rows(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                       double eps);
 
 // ---- the LSTM cell's pointwise part (issue 23) ----
 // gates [B, 4H] float32 (the pre-activations of i, f, g, o: PyTorch's order),

@@ -36,14 +36,7 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   const int64_t c = x.size(1);
   check_affine("group_norm", weight, "weight", {c});
   check_affine("group_norm", bias, "bias", {c});
-  const int64_t rows = x.size(0) * groups;
-  Tensor y = layer_norm_rows(x.reshape({rows, rows > 0 ? x.numel() / rows : 0}), {}, {}, eps)
-                 .reshape(x.shape());
-  Shape per_channel(x.dim(), 1);  // [1, C, 1, ...]
-  per_channel[1] = c;
-  if (weight.defined()) y = y * weight.reshape(per_channel);
-  if (bias.defined()) y = y + bias.reshape(per_channel);
-  return y;
+  return group_norm_rows(x, groups, weight, bias, eps);
 }
 
 }  // namespace minidl

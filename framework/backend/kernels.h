@@ -291,6 +291,20 @@ struct Kernels {
   void (*layer_norm_backward)(int64_t r, int64_t d, const float* x, const float* gy,
                               const float* mean, const float* rstd, const float* weight, float* gx,
                               float* gweight, float* gbias);
+  // ---- group norm ----
+  // x [N, C, S] in G groups of C/G channels (a group's C/G * S values lie
+  // together): per (sample, group) mean and rstd [N, G] as layer_norm's, then
+  // y = (x - mean) rstd weight[c] + bias[c] (weight, bias [C] or null).
+  void (*group_norm_forward)(int64_t n, int64_t c, int64_t s, int64_t g, double eps,
+                             const float* x, const float* weight, const float* bias, float* mean,
+                             float* rstd, float* y);
+  // gy, x [N, C, S] -> gx = rstd (gw - mean(gw) - xhat mean(gw xhat)) over each
+  // (sample, group), gw = gy weight[c]; gweight[c] = sum(gy xhat), gbias[c] =
+  // sum(gy) over N and S. Sums in double, folded in a fixed order; each output
+  // may be null.
+  void (*group_norm_backward)(int64_t n, int64_t c, int64_t s, int64_t g, const float* x,
+                              const float* gy, const float* mean, const float* rstd,
+                              const float* weight, float* gx, float* gweight, float* gbias);
   // ---- the LSTM cell's pointwise part (issue 23) ----
   // gates a [B, 4H] (pre-activations of i, f, g, o: PyTorch's order), c [B, H]
   // -> c' = sigmoid(f) c + sigmoid(i) tanh(g) and h = sigmoid(o) tanh(c'), [B, H],

@@ -100,4 +100,40 @@ Tensor layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias
                 });
 }
 
+
+Tensor group_norm_rows(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                       double eps) {
+  if (x.dtype() == kFloat16)
+    return cast(group_norm_rows(cast(x, kFloat32), groups, weight, bias, eps), kFloat16);
+  if (!all_contiguous({x, weight, bias}))
+    return group_norm_rows(contiguous(x), groups, contiguous(weight), contiguous(bias), eps);
+  require_f32("group_norm", x);
+  MINIDL_CHECK(x.dim() >= 2 && groups > 0 && x.size(1) % groups == 0,
+               "group_norm: expected input [N, C, *] with C divisible by num_groups = ", groups,
+               ", got ", x.shape());
+  const int64_t N = x.size(0), C = x.size(1), S = N * C > 0 ? x.numel() / (N * C) : 0;
+  check_dim1_tensor("group_norm", weight, "weight", x, "C");
+  check_dim1_tensor("group_norm", bias, "bias", x, "C");
+  const Kernels& kern = kernels_for("group_norm", x, {&weight, &bias});
+  Tensor y = empty_like(x, x.shape());
+  Tensor mean = empty_like(x, {N, groups}), rstd = empty_like(x, {N, groups});
+  if (x.numel() > 0)
+    kern.group_norm_forward(N, C, S, groups, eps, x.data_ptr<float>(), ptr(weight), ptr(bias),
+                            mean.data_ptr<float>(), rstd.data_ptr<float>(), y.data_ptr<float>());
+  return record(y, "group_norm", {x, weight, bias},
+                [x, weight, bias, mean, rstd, N, C, S, groups](const Tensor& g) {
+                  auto grad_of = [&](const Tensor& t, const Shape& s) {
+                    return t.defined() && t.requires_grad() ? empty_like(g, s) : Tensor();
+                  };
+                  Tensor gx = grad_of(x, x.shape()), gw = grad_of(weight, {C});
+                  Tensor gb = grad_of(bias, {C});
+                  kernels(g.device())
+                      .group_norm_backward(N, C, S, groups, x.data_ptr<float>(),
+                                           g.data_ptr<float>(), mean.data_ptr<float>(),
+                                           rstd.data_ptr<float>(), ptr(weight), ptr(gx), ptr(gw),
+                                           ptr(gb));
+                  return std::vector<Tensor>{gx, gw, gb};
+                });
+}
+
 }  // namespace minidl

@@ -76,6 +76,8 @@ Kernels counted_table() {
   count<&Kernels::batch_norm_backward>(k, "batch_norm_backward");
   count<&Kernels::layer_norm_forward>(k, "layer_norm_forward");
   count<&Kernels::layer_norm_backward>(k, "layer_norm_backward");
+  count<&Kernels::group_norm_forward>(k, "group_norm_forward");
+  count<&Kernels::group_norm_backward>(k, "group_norm_backward");
   // ---- the LSTM cell (issue 23) ----
   count<&Kernels::lstm_cell_forward>(k, "lstm_cell_forward");
   count<&Kernels::lstm_cell_backward>(k, "lstm_cell_backward");

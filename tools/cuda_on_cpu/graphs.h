@@ -97,6 +97,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   // ---- batch norm (issue 23) ----
   record<&Kernels::batch_norm_forward>(t), record<&Kernels::batch_norm_backward>(t);
   record<&Kernels::layer_norm_forward>(t), record<&Kernels::layer_norm_backward>(t);
+  record<&Kernels::group_norm_forward>(t), record<&Kernels::group_norm_backward>(t);
   // ---- the LSTM cell (issue 23) ----
   record<&Kernels::lstm_cell_forward>(t), record<&Kernels::lstm_cell_backward>(t);
 

@@ -180,6 +180,8 @@ void install_cuda_on_cpu() {
       .batch_norm_backward = k::batch_norm_backward,
       .layer_norm_forward = k::layer_norm_forward,
       .layer_norm_backward = k::layer_norm_backward,
+      .group_norm_forward = k::group_norm_forward,
+      .group_norm_backward = k::group_norm_backward,
       .lstm_cell_forward = k::lstm_cell_forward,
       .lstm_cell_backward = k::lstm_cell_backward,
   };

@@ -238,6 +238,23 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
   });
 }
 
+namespace {
+
+// A row of x [D] -> its mean and 1 / sqrt(biased variance + eps): the mean,
+// then the variance, in double (layer norm's and group norm's rows)
+MINIDL_CLONES double row_stats(int64_t d, double eps, const float* xr, float* rstd) {
+  double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1)
+  for (int64_t k = 0; k < d; ++k) s1 += xr[k];
+  const double m = s1 / d;
+#pragma omp simd reduction(+ : s2)
+  for (int64_t k = 0; k < d; ++k) s2 += (xr[k] - m) * (xr[k] - m);
+  *rstd = static_cast<float>(1 / std::sqrt(s2 / d + eps));
+  return m;
+}
+
+}  // namespace
+
 // x [R, D] -> mean, rstd [R], y [R, D]
 MINIDL_CLONES void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x,
                                       const float* weight, const float* bias, float* mean,
@@ -246,14 +263,8 @@ MINIDL_CLONES void layer_norm_forward(int64_t r, int64_t d, double eps, const fl
   for (int64_t i = 0; i < r; ++i) {
     const float* xr = x + i * d;
     float* yr = y + i * d;
-    double s1 = 0, s2 = 0;
-#pragma omp simd reduction(+ : s1)
-    for (int64_t k = 0; k < d; ++k) s1 += xr[k];
-    const double m = s1 / d;
-#pragma omp simd reduction(+ : s2)
-    for (int64_t k = 0; k < d; ++k) s2 += (xr[k] - m) * (xr[k] - m);
-    const float mf = static_cast<float>(m), rs = static_cast<float>(1 / std::sqrt(s2 / d + eps));
-    mean[i] = mf, rstd[i] = rs;
+    const auto mf = static_cast<float>(row_stats(d, eps, xr, &rstd[i])), rs = rstd[i];
+    mean[i] = mf;
 #pragma omp simd
     for (int64_t k = 0; k < d; ++k)
       yr[k] = (xr[k] - mf) * rs * (weight ? weight[k] : 1.f) + (bias ? bias[k] : 0.f);
@@ -303,6 +314,70 @@ MINIDL_CLONES void layer_norm_backward(int64_t r, int64_t d, const float* x, con
     for (int64_t ch = 0; ch < chunks; ++ch) w += part[2 * ch * d + k], b += part[(2 * ch + 1) * d + k];
     if (gweight) gweight[k] = static_cast<float>(w);
     if (gbias) gbias[k] = static_cast<float>(b);
+  }
+}
+
+
+// x [N, C, S] -> mean, rstd [N, G], y: per (sample, group) row of D = C/G * S
+// contiguous values, the mean, then the variance, in double; then each
+// channel's S values at once with its scale and shift.
+MINIDL_CLONES void group_norm_forward(int64_t n, int64_t c, int64_t s, int64_t g, double eps,
+                                      const float* x, const float* weight, const float* bias,
+                                      float* mean, float* rstd, float* y) {
+  const int64_t cg = c / g, d = cg * s;
+#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && n * g > 1)
+  for (int64_t row = 0; row < n * g; ++row) {
+    const float* xr = x + row * d;
+    const double m = row_stats(d, eps, xr, &rstd[row]);
+    const float rs = rstd[row];
+    mean[row] = static_cast<float>(m);
+    for (int64_t j = 0; j < cg; ++j) {
+      const int64_t ch = row % g * cg + j;
+      const float alpha = rs * (weight ? weight[ch] : 1.f);
+      const auto beta = static_cast<float>((bias ? bias[ch] : 0.0) - m * alpha);
+      channel_affine(1, 1, s, xr + j * s, 0, alpha, beta, y + row * d + j * s);
+    }
+  }
+}
+
+// gy, x [N, C, S] -> gx, gweight, gbias [C]: per (sample, channel) the sums
+// of gy and gy (x - mean) in double, kept [N, C]; per row the gx terms from
+// its channels' sums; the weight and bias gradients folded over N in order.
+MINIDL_CLONES void group_norm_backward(int64_t n, int64_t c, int64_t s, int64_t g, const float* x,
+                                       const float* gy, const float* mean, const float* rstd,
+                                       const float* weight, float* gx, float* gweight,
+                                       float* gbias) {
+  const int64_t cg = c / g, d = cg * s;
+  std::vector<Sums> sums(n * c);  // sum(gy), sum(gy (x - mean)) per (sample, channel)
+#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && n * g > 1)
+  for (int64_t row = 0; row < n * g; ++row) {
+    const float m = mean[row], rs = rstd[row];
+    double a = 0, b = 0;  // sum(gw), sum(gw xhat) over the row, gw = gy weight
+    for (int64_t j = 0; j < cg; ++j) {
+      const int64_t ch = row % g * cg + j, at = row * d + j * s;
+      Sums& t = sums[row / g * c + ch];
+      t = channel_grad_sums(1, 1, s, x + at, gy + at, 0, m);
+      const double w = weight ? weight[ch] : 1.0;
+      a += w * t.s1, b += w * t.s2 * rs;
+    }
+    if (!gx) continue;
+    // gx = rstd (gy w - mean(gw) - xhat mean(gw xhat)) = gy w rstd - c0 - (x - m) c1
+    const auto c0 = static_cast<float>(rs * a / d), c1 = static_cast<float>(rs * rs * b / d);
+    for (int64_t j = 0; j < cg; ++j) {
+      const int64_t ch = row % g * cg + j, at = row * d + j * s;
+      const float wr = rs * (weight ? weight[ch] : 1.f);
+#pragma omp simd
+      for (int64_t k = at; k < at + s; ++k) gx[k] = gy[k] * wr - c0 - (x[k] - m) * c1;
+    }
+  }
+  for (int64_t ch = 0; ch < c && (gweight || gbias); ++ch) {
+    double w = 0, b = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const Sums& t = sums[i * c + ch];
+      w += t.s2 * rstd[i * g + ch / cg], b += t.s1;
+    }
+    if (gweight) gweight[ch] = static_cast<float>(w);
+    if (gbias) gbias[ch] = static_cast<float>(b);
   }
 }
 

@@ -88,6 +88,8 @@ const Backend& backend() {
       .batch_norm_backward = batch_norm_backward,
       .layer_norm_forward = layer_norm_forward,
       .layer_norm_backward = layer_norm_backward,
+      .group_norm_forward = group_norm_forward,
+      .group_norm_backward = group_norm_backward,
       .lstm_cell_forward = lstm_cell_forward,
       .lstm_cell_backward = lstm_cell_backward,
   };

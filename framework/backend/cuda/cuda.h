@@ -150,6 +150,12 @@ void layer_norm_forward(int64_t r, int64_t d, double eps, const float* x, const 
 void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy, const float* mean,
                          const float* rstd, const float* weight, float* gx, float* gweight,
                          float* gbias);
+void group_norm_forward(int64_t n, int64_t c, int64_t s, int64_t g, double eps, const float* x,
+                        const float* weight, const float* bias, float* mean, float* rstd,
+                        float* y);
+void group_norm_backward(int64_t n, int64_t c, int64_t s, int64_t g, const float* x,
+                         const float* gy, const float* mean, const float* rstd,
+                         const float* weight, float* gx, float* gweight, float* gbias);
 
 // ---- the LSTM cell's pointwise part (issue 23): rnn.{cpp,cu} ----
 void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, float* act,

@@ -1,8 +1,9 @@
-// CUDA kernels for the fused batch norm and layer norm (kernels.h). Batch
-// norm: blocks take each channel's sums by parts (in double, shifted by the
-// channel's first value as on the CPU), folded across the block in shared
-// memory and then across the parts in a fixed order (deterministic); then one
-// grid-stride pass over every element. Layer norm: a warp per row.
+// CUDA kernels for the fused batch norm, layer norm and group norm
+// (kernels.h). Batch norm: blocks take each channel's sums by parts (in
+// double, shifted by the channel's first value as on the CPU), folded across
+// the block in shared memory and then across the parts in a fixed order
+// (deterministic); then one grid-stride pass over every element. Layer norm:
+// a warp per row; group norm: a warp per (sample, group) row.
 #include "framework/backend/cuda/device.cuh"
 
 namespace minidl::cuda {
@@ -146,6 +147,18 @@ __global__ void batch_norm_grad_input_kernel(bool training, int64_t n, int64_t c
 
 constexpr int64_t kRowsPerPart = 64;
 
+// A row of x [D], the warp's lanes over it -> its mean, and rstd = 1 /
+// sqrt(biased variance + eps): the mean, then the variance, in double
+__device__ double warp_row_stats(int64_t d, double eps, const float* xr, float* rstd) {
+  const int lane = threadIdx.x % 32;
+  double s1 = 0, s2 = 0;
+  for (int64_t k = lane; k < d; k += 32) s1 += xr[k];
+  const double m = warp_sum(s1) / d;
+  for (int64_t k = lane; k < d; k += 32) s2 += (xr[k] - m) * (xr[k] - m);
+  *rstd = static_cast<float>(1 / sqrt(warp_sum(s2) / d + eps));
+  return m;
+}
+
 // x [R, D] -> mean, rstd [R], y [R, D]; the row's mean, then its variance, in double
 __global__ void layer_norm_forward_kernel(int64_t r, int64_t d, double eps, const float* x,
                                           const float* weight, const float* bias, float* mean,
@@ -154,12 +167,8 @@ __global__ void layer_norm_forward_kernel(int64_t r, int64_t d, double eps, cons
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t row = thread_index() / 32; row < r; row += warps) {
     const float* xr = x + row * d;
-    double s1 = 0, s2 = 0;
-    for (int64_t k = lane; k < d; k += 32) s1 += xr[k];
-    const double m = warp_sum(s1) / d;
-    for (int64_t k = lane; k < d; k += 32) s2 += (xr[k] - m) * (xr[k] - m);
-    const float mf = static_cast<float>(m);
-    const float rs = static_cast<float>(1 / sqrt(warp_sum(s2) / d + eps));
+    float rs;
+    const auto mf = static_cast<float>(warp_row_stats(d, eps, xr, &rs));
     if (lane == 0) mean[row] = mf, rstd[row] = rs;
     for (int64_t k = lane; k < d; k += 32)
       y[row * d + k] = (xr[k] - mf) * rs * (weight ? weight[k] : 1.f) + (bias ? bias[k] : 0.f);
@@ -224,6 +233,88 @@ __global__ void layer_norm_grad_fold_kernel(int64_t d, int64_t parts, const doub
     for (int64_t p = 0; p < parts; ++p) a += part[p * d + c], b += part[(parts + p) * d + c];
     if (gweight) gweight[c] = static_cast<float>(a);
     if (gbias) gbias[c] = static_cast<float>(b);
+  }
+}
+
+// ---- group norm: a warp per (sample, group) row of D = C/G * S values; the
+// weight and bias gradients from per (sample, channel) sums, folded over the
+// samples in order ----
+
+// x [N, C, S] -> mean, rstd [N, G], y; the row's mean, then its variance, in double
+__global__ void group_norm_forward_kernel(int64_t rows, int64_t g, int64_t cg, int64_t s,
+                                          double eps, const float* x, const float* weight,
+                                          const float* bias, float* mean, float* rstd, float* y) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock, d = cg * s;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const float* xr = x + row * d;
+    float rs;
+    const double m = warp_row_stats(d, eps, xr, &rs);
+    if (lane == 0) mean[row] = static_cast<float>(m), rstd[row] = rs;
+    for (int64_t k = lane; k < d; k += 32) {
+      const int64_t ch = row % g * cg + k / s;
+      const float alpha = rs * (weight ? weight[ch] : 1.f);
+      const float beta = static_cast<float>((bias ? bias[ch] : 0.0) - m * alpha);
+      y[row * d + k] = xr[k] * alpha + beta;
+    }
+  }
+}
+
+// gy, x [N, C, S] -> part [N * C] pairs: sum(gy), sum(gy (x - mean)) over
+// each (sample, channel)'s S values; a warp per pair
+__global__ void group_norm_grad_sums_kernel(int64_t nc, int64_t g, int64_t cg, int64_t s,
+                                            const float* x, const float* gy, const float* mean,
+                                            double* part) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock, c = g * cg;
+  for (int64_t p = thread_index() / 32; p < nc; p += warps) {
+    const float m = mean[p / c * g + p % c / cg];
+    double a = 0, b = 0;
+    for (int64_t k = lane; k < s; k += 32) {
+      const float v = gy[p * s + k];
+      a += v, b += v * (x[p * s + k] - m);
+    }
+    a = warp_sum(a), b = warp_sum(b);
+    if (lane == 0) part[2 * p] = a, part[2 * p + 1] = b;
+  }
+}
+
+// -> gx = gy w rstd - c0 - (x - mean) c1 per row, c0, c1 from its channels' sums
+__global__ void group_norm_grad_input_kernel(int64_t rows, int64_t g, int64_t cg, int64_t s,
+                                             const float* x, const float* gy, const float* mean,
+                                             const float* rstd, const float* weight,
+                                             const double* part, float* gx) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock, d = cg * s;
+  for (int64_t row = thread_index() / 32; row < rows; row += warps) {
+    const float m = mean[row], rs = rstd[row];
+    double a = 0, b = 0;
+    for (int64_t j = lane; j < cg; j += 32) {
+      const int64_t ch = row % g * cg + j, p = row / g * g * cg + ch;
+      const double w = weight ? weight[ch] : 1.0;
+      a += w * part[2 * p], b += w * part[2 * p + 1] * rs;
+    }
+    const auto c0 = static_cast<float>(rs * warp_sum(a) / d);
+    const auto c1 = static_cast<float>(rs * rs * warp_sum(b) / d);
+    for (int64_t k = lane; k < d; k += 32) {
+      const int64_t ch = row % g * cg + k / s, i = row * d + k;
+      gx[i] = gy[i] * (rs * (weight ? weight[ch] : 1.f)) - c0 - (x[i] - m) * c1;
+    }
+  }
+}
+
+// part -> gweight[c] = sum over samples of rstd sum(gy (x - mean)), gbias[c]
+// = of sum(gy), in sample order (either may be null)
+__global__ void group_norm_grad_fold_kernel(int64_t n, int64_t g, int64_t cg,
+                                            const double* part, const float* rstd,
+                                            float* gweight, float* gbias) {
+  const int64_t c = g * cg;
+  for (int64_t ch = thread_index(); ch < c; ch += thread_count()) {
+    double w = 0, b = 0;
+    for (int64_t i = 0; i < n; ++i)
+      w += part[2 * (i * c + ch) + 1] * rstd[i * g + ch / cg], b += part[2 * (i * c + ch)];
+    if (gweight) gweight[ch] = static_cast<float>(w);
+    if (gbias) gbias[ch] = static_cast<float>(b);
   }
 }
 
@@ -293,6 +384,34 @@ void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy, 
   CUDA_CHECK_LAUNCH();
   layer_norm_grad_fold_kernel<<<blocks_for(d), kThreads, 0, stream()>>>(d, parts, part.data(),
                                                                         gweight, gbias);
+  CUDA_CHECK_LAUNCH();
+}
+
+void group_norm_forward(int64_t n, int64_t c, int64_t s, int64_t g, double eps, const float* x,
+                        const float* weight, const float* bias, float* mean, float* rstd,
+                        float* y) {
+  if (n * c * s == 0) return;
+  group_norm_forward_kernel<<<blocks_for(n * g * 32), kThreads, 0, stream()>>>(
+      n * g, g, c / g, s, eps, x, weight, bias, mean, rstd, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void group_norm_backward(int64_t n, int64_t c, int64_t s, int64_t g, const float* x,
+                         const float* gy, const float* mean, const float* rstd,
+                         const float* weight, float* gx, float* gweight, float* gbias) {
+  if (n * c * s == 0) return;
+  Scratch<double> part(2 * n * c);
+  group_norm_grad_sums_kernel<<<blocks_for(n * c * 32), kThreads, 0, stream()>>>(
+      n * c, g, c / g, s, x, gy, mean, part.data());
+  CUDA_CHECK_LAUNCH();
+  if (gx) {
+    group_norm_grad_input_kernel<<<blocks_for(n * g * 32), kThreads, 0, stream()>>>(
+        n * g, g, c / g, s, x, gy, mean, rstd, weight, part.data(), gx);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (!gweight && !gbias) return;
+  group_norm_grad_fold_kernel<<<blocks_for(c), kThreads, 0, stream()>>>(n, g, c / g, part.data(),
+                                                                        rstd, gweight, gbias);
   CUDA_CHECK_LAUNCH();
 }
 
