@@ -1,6 +1,7 @@
 // The CPU allocator: 64-byte aligned blocks, freed ones of 4 KiB and up kept
 // for reuse, and the byte counts memory_stats() reports.
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -14,8 +15,10 @@ namespace {
 
 // Keeps freed blocks of 4 KiB and up for reuse by the next allocation of the
 // same size: a training step allocates the same shapes every step, and fresh
-// pages from the OS cost a page fault each. Bounded; never destroyed, so
-// tensors that outlive static destruction can still return their blocks.
+// pages from the OS cost a page fault each. Bounded: a block that does not fit
+// pushes out the longest-kept ones (so the cache follows the sizes in use
+// now, not the first ones to fill it). Never destroyed, so tensors that
+// outlive static destruction can still return their blocks.
 class BlockCache {
  public:
   static BlockCache& get() {
@@ -26,8 +29,9 @@ class BlockCache {
     if (bytes >= kMinBlock) {
       std::lock_guard lock(mutex_);
       auto it = free_.find(bytes);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
+      if (it != free_.end() && !it->second.empty()) {  // the latest freed of this size
+        void* p = it->second.back()->second;
+        order_.erase(it->second.back());
         it->second.pop_back();
         cached_ -= bytes;
         return p;
@@ -38,21 +42,31 @@ class BlockCache {
     return p;
   }
   void release(void* p, size_t bytes) {
-    if (bytes >= kMinBlock) {
+    if (bytes >= kMinBlock && bytes <= kMaxCached) {
       std::lock_guard lock(mutex_);
-      if (cached_ + bytes <= kMaxCached) {
-        free_[bytes].push_back(p);
-        cached_ += bytes;
-        return;
-      }
+      while (cached_ + bytes > kMaxCached) drop_oldest();
+      order_.emplace_back(bytes, p);
+      free_[bytes].push_back(std::prev(order_.end()));
+      cached_ += bytes;
+      return;
     }
     std::free(p);
   }
 
  private:
+  using Order = std::list<std::pair<size_t, void*>>;  // cached blocks, the longest kept first
+  void drop_oldest() {  // the oldest block is the first of its size's list
+    const auto [bytes, p] = order_.front();
+    std::vector<Order::iterator>& same = free_[bytes];
+    same.erase(same.begin());
+    order_.pop_front();
+    cached_ -= bytes;
+    std::free(p);
+  }
   static constexpr size_t kMinBlock = 4096, kMaxCached = size_t(256) << 20;
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  Order order_;
+  std::unordered_map<size_t, std::vector<Order::iterator>> free_;  // per size, oldest first
   size_t cached_ = 0;
 };
 
