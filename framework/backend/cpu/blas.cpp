@@ -106,9 +106,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
                lda, ", ldb ", ldb, ", ldc ", ldc, ")");
 }
 
-// src [R, C] -> dst [C, R], in 16x16 tiles so reads and writes both stay in cache lines
+// src [R, C] -> dst [C, R], in 16x16 tiles so reads and writes both stay in
+// cache lines; bands of 16 rows on the pool's threads when large
 MINIDL_CLONES void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
   constexpr int64_t kTile = 16;
+#pragma omp parallel for if (rows * cols > 65536 && rows > kTile)
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile)
       for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)

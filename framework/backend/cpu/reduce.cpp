@@ -51,13 +51,6 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {
     out[i] = std::max_element(x + i * cols, x + (i + 1) * cols) - (x + i * cols);
 }
 
-namespace {
-
-// Columns of a [D, inner] slab one softmax call takes at a time (inner > 1).
-constexpr int64_t kSlab = 256;
-
-}  // namespace
-
 // x, y [D] -> softmax (log: log_softmax) of the row; returns log(sum(e^x)).
 // Max, then e = e^(x - max) with its sum s in double, then y = e / s, or
 // (x - max) - log(s): not x - (max + log(s)), which rounds to max's
@@ -80,6 +73,9 @@ MINIDL_CLONES double softmax_row(bool log, int64_t d, const float* x, float* y) 
 }
 
 namespace {
+
+// Columns of a [D, inner] slab one softmax call takes at a time (inner > 1).
+constexpr int64_t kSlab = 256;
 
 // x, y [D, inner], columns [0, w) of rows `stride` apart (w <= kSlab) -> the
 // same per column as softmax_row, each step a vector across the columns
