@@ -1,8 +1,10 @@
-// CPU kernels for the fused batch norm (kernels.h): one thread per channel,
-// which reads its N strips of S values for the statistics and again for the
-// output while they are still in its cache (a [128, 16, 28, 28] channel is
-// 400 KB). Sums are taken in double, shifted by the channel's first value
-// (the shifted-data variance: no cancellation when |mean| >> std).
+// CPU kernels for the fused batch norm, layer norm and group norm
+// (kernels.h). Batch norm: one thread per channel, which reads its N strips
+// of S values for the statistics and again for the output while they are
+// still in its cache (a [128, 16, 28, 28] channel is 400 KB); on [N, C]
+// (S = 1) a block of 64 channels down the rows. Sums are taken in double,
+// shifted by the channel's first value (the shifted-data variance: no
+// cancellation when |mean| >> std). Layer and group norm: a thread per row.
 #include <algorithm>
 #include <cmath>
 #include <vector>
