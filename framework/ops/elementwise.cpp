@@ -24,6 +24,24 @@ Shape broadcast_shape(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+// bc's dims from out's, with a's and b's element strides ta, tb per dim:
+// dims of size 1 dropped, neighbours contiguous on both sides merged. False
+// where more than kMaxDims remain.
+static bool merge_dims(const Shape& out, const std::vector<int64_t>& ta,
+                       const std::vector<int64_t>& tb, Broadcast& bc) {
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;
+    const int last = bc.nd - 1;
+    if (bc.nd > 0 && bc.stride_a[last] == ta[d] * out[d] && bc.stride_b[last] == tb[d] * out[d]) {
+      bc.size[last] *= out[d], bc.stride_a[last] = ta[d], bc.stride_b[last] = tb[d];
+      continue;
+    }
+    if (bc.nd == kMaxDims) return false;
+    bc.size[bc.nd] = out[d], bc.stride_a[bc.nd] = ta[d], bc.stride_b[bc.nd] = tb[d], ++bc.nd;
+  }
+  return true;
+}
+
 // The index map of a broadcast from a and b to out_shape. Dims are coalesced
 // so the kernel's inner loop has stride 0 or 1 on each side.
 Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out_shape,
@@ -46,24 +64,8 @@ Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out_shape
     }
     return st;
   };
-  std::vector<int64_t> ta = strides_of(a), tb = strides_of(b);
-  for (size_t d = 0; d < nd; ++d) {
-    if (out_shape[d] == 1) continue;
-    const int last = bc.nd - 1;
-    if (bc.nd > 0 && bc.stride_a[last] == ta[d] * out_shape[d] &&
-        bc.stride_b[last] == tb[d] * out_shape[d]) {
-      bc.size[last] *= out_shape[d];
-      bc.stride_a[last] = ta[d];
-      bc.stride_b[last] = tb[d];
-      continue;
-    }
-    MINIDL_CHECK(bc.nd < kMaxDims, name, ": shapes ", a, " and ", b, " broadcast over more than ",
-                 kMaxDims, " separate dims");
-    bc.size[bc.nd] = out_shape[d];
-    bc.stride_a[bc.nd] = ta[d];
-    bc.stride_b[bc.nd] = tb[d];
-    ++bc.nd;
-  }
+  MINIDL_CHECK(merge_dims(out_shape, strides_of(a), strides_of(b), bc), name, ": shapes ", a,
+               " and ", b, " broadcast over more than ", kMaxDims, " separate dims");
   return bc;
 }
 
@@ -86,20 +88,7 @@ void add_into(const Tensor& acc, const Tensor& g) {
   std::vector<int64_t> as(shape.size());
   for (size_t d = shape.size(), s = 1; d-- > 0; s *= static_cast<size_t>(shape[d]))
     as[d] = static_cast<int64_t>(s);
-  bool strided = !g.is_contiguous();
-  for (size_t d = 0; strided && d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    const int last = bc.nd - 1;
-    const bool merges = bc.nd > 0 && bc.stride_a[last] == as[d] * shape[d] &&
-                        bc.stride_b[last] == gs[d] * shape[d];
-    if (merges) {
-      bc.size[last] *= shape[d], bc.stride_a[last] = as[d], bc.stride_b[last] = gs[d];
-    } else if (bc.nd < kMaxDims) {
-      bc.size[bc.nd] = shape[d], bc.stride_a[bc.nd] = as[d], bc.stride_b[bc.nd] = gs[d], ++bc.nd;
-    } else {
-      strided = false;
-    }
-  }
+  bool strided = !g.is_contiguous() && merge_dims(shape, as, gs, bc);
   if (strided && bc.nd > 0 && bc.stride_b[bc.nd - 1] > 1) strided = false;
   const Tensor b = strided ? g : g.contiguous();
   if (!strided) bc = Broadcast{}, bc.n = acc.numel();
