@@ -401,4 +401,19 @@ struct LstmLayer {
 LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, const Tensor& c0,
                      bool reverse = false);
 
+// A whole GRU layer over T steps (nn::GRU's; nn::GRUCell's with T = 1): gx
+// [T, B, 3H] float32, the input path's gates r, z, n of every step with
+// b_ih; w_hh [3H, H]; b_hh [3H] or undefined; h0 [B, H]. Step by step
+// (t = T-1 .. 0 with reverse): gh = h w_hh^T + b_hh, r = sigmoid(gx_r +
+// gh_r), z = sigmoid(gx_z + gh_z), n = tanh(gx_n + r gh_n), h' = (1 - z) n
+// + z h, PyTorch's GRU. Returns y [T, B, H] (h of every step, in time
+// order) and h_n [B, H]. A GEMM and one kernel a step forward and back;
+// w_hh's gradient is one GEMM over all steps. Equal to the steps composed
+// of ops up to rounding (tests/framework/test_gru_layer.cpp).
+struct GruLayer {
+  Tensor y, h_n;
+};
+GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
+                   bool reverse = false);
+
 }  // namespace minidl

@@ -53,14 +53,6 @@ Tensor lstm_step(const Tensor& gx, const Tensor& gh, Tensor& c) {
   return h;
 }
 
-// gates r, z, n; n = tanh(gx_n + r * gh_n)
-Tensor gru_step(const Tensor& gx, const Tensor& gh, const Tensor& h) {
-  const std::vector<Tensor> x = chunk(gx, 3, 1), hh = chunk(gh, 3, 1);
-  const Tensor r = sigmoid(add(x[0], hh[0])), z = sigmoid(add(x[1], hh[1]));
-  const Tensor n = tanh(add(x[2], mul(r, hh[2])));
-  return add(n, mul(z, sub(h, n)));  // (1 - z) n + z h
-}
-
 // g [T*B, G*H] -> T pieces [B, G*H] (views), split in halves: a piece's
 // backward (narrow's) is zero-padded to its parent's size, so halving costs
 // O(T log T) in backward where chunk(g, T) would cost O(T^2).
@@ -96,6 +88,10 @@ RNNBase::RNNBase(const char* kind, int64_t gates, int64_t in, int64_t hidden, RN
       bias_hh.push_back(w.b_hh);
       weight_hr.push_back(w.w_hr);
     }
+}
+
+void RNNBase::step(const Tensor&, const Tensor&, Tensor&, Tensor&) const {
+  MINIDL_CHECK(false, describe(), ": runs each layer as one op and has no step (internal error)");
 }
 
 std::string RNNBase::describe() const {
@@ -152,6 +148,12 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
         outs.push_back(layer.y);
         h_n.push_back(layer.h_n);
         c_n.push_back(layer.c_n);
+        continue;
+      }
+      if (std::string_view(kind_) == "GRU") {  // the layer as one op
+        GruLayer layer = gru_layer(gx.reshape({T, B, 3 * H}), weight_hh[j], bias_hh[j], h, d == 1);
+        outs.push_back(layer.y);
+        h_n.push_back(layer.h_n);
         continue;
       }
       std::vector<Tensor> gx_t;  // T x [B, G*H]
@@ -220,10 +222,6 @@ std::pair<Tensor, LSTMState> LSTM::operator()(const Tensor& x, const LSTMState& 
 
 // ---- GRU ----
 GRU::GRU(int64_t in, int64_t hidden, RNNOptions opt) : RNNBase("GRU", 3, in, hidden, opt) {}
-
-void GRU::step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor&) const {
-  h = gru_step(gx, gh, h);
-}
 
 std::pair<Tensor, Tensor> GRU::forward(const Tensor& x, const std::optional<Tensor>& h0) {
   Result r = run(x, h0.value_or(Tensor()), Tensor(), false);
@@ -300,7 +298,8 @@ Tensor GRUCell::forward(const Tensor& x) { return forward(x, Tensor()); }
 
 Tensor GRUCell::forward(const Tensor& x_in, const Tensor& h_in) {
   const Tensor x = batched_input(x_in), h = batched_state(h_in, x_in, "h");
-  const Tensor out = gru_step(input_gates(x), hidden_gates(h), h);
+  const Tensor gx = input_gates(x);  // [B, 3H], one step of gru_layer
+  const Tensor out = gru_layer(unsqueeze(gx, 0), weight_hh, bias_hh, h).h_n;
   return x_in.dim() == 1 ? squeeze(out, 0) : out;
 }
 

@@ -30,9 +30,9 @@
 //         z = sigmoid(gx_z + gh_z), n = tanh(gx_n + r * gh_n), h_t = (1 - z) n + z h_{t-1}
 // Cost: per layer and direction one GEMM for the input path of all steps
 // ([T*B, I] x [I, G*H]) and one GEMM per step for the hidden path ([B, H] x [H, G*H]).
-// LSTM without a projection runs each layer and direction as one op,
-// lstm_layer (framework/ops.h): two kernels a step each way, W_hh's gradient
-// one GEMM over all steps.
+// LSTM without a projection and GRU run each layer and direction as one op,
+// lstm_layer and gru_layer (framework/ops.h): a GEMM and one or two kernels
+// a step each way, W_hh's gradient one GEMM over all steps.
 //
 // Errors (minidl::Error, naming the layer and both shapes): an input that is
 // not [T, B, I] / [T, I]; a state that is not [D*L, B, H] (h with proj_size:
@@ -85,7 +85,9 @@ class RNNBase : public Cell {
           RNNOptions options, int64_t proj_size = 0);
   // One step: gx [B, G*H] (input path, bias included), gh [B, G*H] (hidden
   // path) and the state (h, and c for LSTM) -> the next state, in place.
-  virtual void step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const = 0;
+  // GRU, and LSTM without a projection, run each layer as one op instead
+  // (lstm_layer, gru_layer) and have no step.
+  virtual void step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const;
   // x in any accepted layout, states [D*L, B, H] (h [D*L, B, P] with
   // proj_size) or undefined ->
   // (output in x's layout, h_n, c_n); c_n only where `with_c`.
@@ -143,9 +145,6 @@ class GRU : public RNNBase {
   GRU(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
   std::pair<Tensor, Tensor> forward(const Tensor& x, const std::optional<Tensor>& h0 = {});
   std::pair<Tensor, Tensor> operator()(const Tensor& x, const std::optional<Tensor>& h0 = {});
-
- protected:
-  void step(const Tensor& gx, const Tensor& gh, Tensor& h, Tensor& c) const override;
 };
 
 // ---- cells: one step of the layers above ----

@@ -319,6 +319,20 @@ struct Kernels {
   //   gc [B, H] = dc sigmoid(f), c's gradient (null: not wanted; may be gc_next)
   void (*lstm_cell_backward)(int64_t b, int64_t h, const float* act, const float* c,
                              const float* gh, const float* gc_next, float* ga, float* gc);
+  // ---- the GRU cell's pointwise part (issue 23) ----
+  // gx, gh [B, 3H] (the input and hidden paths' pre-activations of r, z, n,
+  // each with its bias: PyTorch's order), hp [B, H] (the previous h) ->
+  //   r = sigmoid(gx_r + gh_r), z = sigmoid(gx_z + gh_z),
+  //   n = tanh(gx_n + r gh_n), h' [B, H] = n + z (hp - n)
+  // and act [B, 4H] = r, z, n, gh_n for the backward (no exp or tanh there).
+  void (*gru_cell_forward)(int64_t b, int64_t h, const float* gx, const float* gh,
+                           const float* hp, float* act, float* h_out);
+  // The backward from h''s gradient gy [B, H]: with dn = gy (1 - z) (1 - n^2),
+  // dr = dn gh_n r (1 - r) and dz = gy (hp - n) z (1 - z),
+  //   ggx [B, 3H] = dr, dz, dn;  ggh [B, 3H] = dr, dz, dn r;
+  //   ghp [B, H] += gy z (hp's own part; null: not wanted)
+  void (*gru_cell_backward)(int64_t b, int64_t h, const float* act, const float* hp,
+                            const float* gy, float* ggx, float* ggh, float* ghp);
 };
 
 }  // namespace minidl

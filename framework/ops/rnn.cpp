@@ -2,11 +2,47 @@
 // outputs where the composed step took ten ops, and one per output backward,
 // which reads the activations the forward kept. And a whole LSTM layer as one
 // op, its steps driving the kernels directly: a GEMM and the cell each step,
-// forward and back.
+// forward and back; a GRU layer likewise.
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
 namespace minidl {
+namespace {
+
+// The layers' steps (lstm_layer's comment): step s runs at time(s); h (and
+// c) live in buffers of T+1 rows in time order, the initial state at row
+// `first`, each step reading row time(s) + prev_at and writing time(s) + y_at.
+struct Steps {
+  int64_t T;
+  bool reverse;
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+  int64_t first() const { return reverse ? T : 0; }
+  int64_t y_at() const { return reverse ? 0 : 1; }
+  int64_t prev_at() const { return reverse ? 1 : 0; }
+};
+
+// The hidden path's GEMMs on w [G, H] (w_hh) for a batch of B rows.
+struct HiddenPath {
+  const Kernels& kern;
+  int64_t B, H, G;
+  const float* w;
+  // gates [B, G] += h [B, H] w^T
+  void forward(const float* h, float* gates) const {
+    kern.gemm(false, true, B, G, H, 1.f, h, H, 0, w, H, 0, 1.f, gates, G, 0, 1);
+  }
+  // dh [B, H] = beta dh + g [B, G] w
+  void backward(const float* g, float beta, float* dh) const {
+    kern.gemm(false, false, B, H, G, 1.f, g, G, 0, w, H, 0, beta, dh, H, 0, 1);
+  }
+  // w's gradient [G, H]: sum over T steps of g[t]^T h[t], g [T, B, G], h [T, B, H]
+  Tensor weight_grad(int64_t T, const float* g, const float* h, Device dev) const {
+    Tensor gw = Tensor::empty({G, H}, kFloat32, dev);
+    kern.gemm(true, false, G, H, T * B, 1.f, g, G, 0, h, H, 0, 0.f, gw.data_ptr<float>(), H, 0, 1);
+    return gw;
+  }
+};
+
+}  // namespace
 
 // gates [B, 4H], c [B, H] -> {h, c'} [B, H]
 std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor& c) {
@@ -65,8 +101,9 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   // the h each step reads are both T contiguous rows of it; cs likewise c.
   // Both live in one buffer, state [2, T+1, B, H], the op's one output, of
   // which y, h_n and c_n are views: one node, one pass back through time.
-  auto time = [T, reverse](int64_t s) { return reverse ? T - 1 - s : s; };
-  const int64_t first = reverse ? T : 0, y_at = reverse ? 0 : 1, prev_at = reverse ? 1 : 0;
+  const Steps st{T, reverse};
+  auto time = [st](int64_t s) { return st.time(s); };
+  const int64_t first = st.first(), y_at = st.y_at(), prev_at = st.prev_at();
   Tensor gates = gx.detach().clone();  // [T, B, 4H]; each step adds h w_hh^T
   Tensor state = empty_like(gx, {2, T + 1, B, H});
   Tensor hb = state.slice(0, 1).reshape({T + 1, B, H}), cs = state.slice(1, 2).reshape({T + 1, B, H});
@@ -74,12 +111,11 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
   cs.slice(first, first + 1).copy_(c0.reshape({1, B, H}));
   const Tensor w = dense(w_hh.detach());
-  const float* wp = w.data_ptr<float>();
+  const HiddenPath path{kern, B, H, G, w.data_ptr<float>()};
   float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>(), *gp = gates.data_ptr<float>();
   for (int64_t s = 0; s < T; ++s) {
     const int64_t t = time(s), in = t + prev_at, out = t + y_at;  // rows of hb and cs
-    kern.gemm(false, true, B, G, H, 1.f, hp + in * BH, H, 0, wp, H, 0, 1.f, gp + t * B * G, G, 0,
-              1);  // [B, H] x [H, 4H]
+    path.forward(hp + in * BH, gp + t * B * G);  // [B, H] x [H, 4H]
     kern.lstm_cell_forward(B, H, gp + t * B * G, cp + in * BH, act.data_ptr<float>() + t * 5 * BH,
                            cp + out * BH, hp + out * BH);
   }
@@ -90,30 +126,22 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   // step, and h0's and c0's.
   const bool want_w = w_hh.requires_grad(), want_h0 = h0.requires_grad(), want_c0 = c0.requires_grad();
   const Device dev = gx.device();
-  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, cs, w, want_w, want_h0, want_c0, dev,
+  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, cs, w, path, want_w, want_h0, want_c0, dev,
                &kern](const Tensor& gy, const Tensor& gc) {
     Tensor dh = gy.clone(), dc = gc.clone();
     Tensor ga = Tensor::empty({T, B, G}, kFloat32, dev);
-    const float *wp = w.data_ptr<float>(), *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
+    const float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
     for (int64_t s = T - 1; s >= 0; --s) {
       const int64_t t = time(s);
-      if (s + 1 < T)  // dh[t] += ga[t'] w_hh: [B, 4H] x [4H, H]
-        kern.gemm(false, false, B, H, G, 1.f, gap + time(s + 1) * B * G, G, 0, wp, H, 0, 1.f,
-                  dhp + t * BH, H, 0, 1);
+      if (s + 1 < T) path.backward(gap + time(s + 1) * B * G, 1.f, dhp + t * BH);  // += ga[t'] w_hh
       kern.lstm_cell_backward(B, H, act.data_ptr<float>() + t * 5 * BH, cp + (t + prev_at) * BH,
                               dhp + t * BH, dcp, gap + t * B * G, dcp);
     }
-    Tensor gw, gh0;
-    if (want_w) {  // sum over steps of ga[t]^T h[t-1]: [4H, T*B] x [T*B, H]
-      gw = Tensor::empty({G, H}, kFloat32, dev);
-      kern.gemm(true, false, G, H, T * B, 1.f, gap, G, 0, hp + prev_at * BH, H, 0, 0.f,
-                gw.data_ptr<float>(), H, 0, 1);
-    }
+    Tensor gw = want_w ? path.weight_grad(T, gap, hp + prev_at * BH, dev) : Tensor(), gh0;
     if (want_h0) {  // the first step's ga w_hh
       gh0 = Tensor::empty({B, H}, kFloat32, dev);
-      kern.gemm(false, false, B, H, G, 1.f, gap + time(0) * B * G, G, 0, wp, H, 0, 0.f,
-                gh0.data_ptr<float>(), H, 0, 1);
+      path.backward(gap + time(0) * B * G, 0.f, gh0.data_ptr<float>());
     }
     return std::vector<Tensor>{ga, gw, gh0, want_c0 ? dc : Tensor()};
   };
@@ -125,6 +153,78 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   const Tensor y = state.narrow(0, 0, 1).narrow(1, y_at, T).reshape({T, B, H});
   return {y, reshape(narrow(y, 0, time(T - 1), 1), {B, H}),
           state.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H})};
+}
+
+// gx [T, B, 3H], w_hh [3H, H], b_hh [3H] or undefined, h0 [B, H] -> y [T, B, H], h_n [B, H]
+GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
+                   bool reverse) {
+  const char* op = "gru_layer";
+  require_f32(op, gx, "gx");
+  require_f32(op, w_hh, "w_hh");
+  require_f32(op, h0, "h0");
+  if (b_hh.defined()) require_f32(op, b_hh, "b_hh");
+  MINIDL_CHECK(gx.dim() == 3 && w_hh.dim() == 2 && h0.dim() == 2 && w_hh.size(0) == gx.size(2) &&
+                   w_hh.size(1) * 3 == gx.size(2) &&
+                   h0.shape() == Shape({gx.size(1), w_hh.size(1)}) &&
+                   (!b_hh.defined() || b_hh.shape() == Shape({gx.size(2)})),
+               op, ": expected gx [T, B, 3H], w_hh [3H, H], b_hh [3H] or none and h0 [B, H], "
+               "got gx ", gx.shape(), ", w_hh ", w_hh.shape(), ", b_hh ",
+               b_hh.defined() ? cat(b_hh.shape()) : "none", ", h0 ", h0.shape());
+  const int64_t T = gx.size(0), B = gx.size(1), G = gx.size(2), H = G / 3, BH = B * H;
+  MINIDL_CHECK(T > 0, op, ": expected at least one step, got gx ", gx.shape());
+  const Kernels& kern = kernels_for(op, gx, {&w_hh, &b_hh, &h0});
+  const Device dev = gx.device();
+  // hb [T+1, B, H]: h in time order with h0 at its end before the first
+  // step (0 forward, T reversed), as lstm_layer's; y and h_n are its views.
+  const Steps st{T, reverse};
+  auto time = [st](int64_t s) { return st.time(s); };
+  const int64_t first = st.first(), y_at = st.y_at(), prev_at = st.prev_at();
+  const Tensor x = dense(gx.detach()), w = dense(w_hh.detach());
+  const HiddenPath path{kern, B, H, G, w.data_ptr<float>()};
+  Tensor gh = Tensor::empty({T, B, G}, kFloat32, dev);  // each step: b_hh + h w_hh^T
+  if (b_hh.defined()) gh.copy_(b_hh.detach().reshape({1, 1, G}).expand({T, B, G}));
+  else gh.fill_(0);
+  Tensor hb = empty_like(gx, {T + 1, B, H});
+  Tensor act = empty_like(gx, {T, B, 4 * H});  // each step's r, z, n, gh_n, for the backward
+  hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
+  const float* xp = x.data_ptr<float>();
+  float *hp = hb.data_ptr<float>(), *ghp = gh.data_ptr<float>(), *ap = act.data_ptr<float>();
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = time(s), in = t + prev_at;  // hb's rows: in, and t + y_at out
+    path.forward(hp + in * BH, ghp + t * B * G);  // [B, H] x [H, 3H]
+    kern.gru_cell_forward(B, H, xp + t * B * G, ghp + t * B * G, hp + in * BH, ap + t * 4 * BH,
+                          hp + (t + y_at) * BH);
+  }
+  // Back through time from hb's gradient: y's rows gy [T, B, H] (h_n's is
+  // one of them). Step by step the two paths' gate gradients ggx, ggh [T, B,
+  // 3H]; the previous h's gradient gets gy z from the cell and ggh w_hh;
+  // then w_hh's and b_hh's over every step at once.
+  const bool want_w = w_hh.requires_grad(), want_b = b_hh.defined() && b_hh.requires_grad(),
+             want_h0 = h0.requires_grad();
+  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, w, path, want_w, want_b, want_h0, dev,
+               &kern](const Tensor& gy) {
+    Tensor dh = gy.clone();
+    Tensor ggx = Tensor::empty({T, B, G}, kFloat32, dev);
+    Tensor ggh = Tensor::empty({T, B, G}, kFloat32, dev);
+    Tensor gh0 = want_h0 ? Tensor::zeros({B, H}, kFloat32, dev) : Tensor();
+    const float *hp = hb.data_ptr<float>(), *ap = act.data_ptr<float>();
+    float *dhp = dh.data_ptr<float>(), *gxp = ggx.data_ptr<float>(), *gp = ggh.data_ptr<float>();
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t t = time(s);
+      if (s + 1 < T) path.backward(gp + time(s + 1) * B * G, 1.f, dhp + t * BH);  // += ggh[t'] w_hh
+      float* prev = s > 0 ? dhp + time(s - 1) * BH : want_h0 ? gh0.data_ptr<float>() : nullptr;
+      kern.gru_cell_backward(B, H, ap + t * 4 * BH, hp + (t + prev_at) * BH, dhp + t * BH,
+                             gxp + t * B * G, gp + t * B * G, prev);
+    }
+    // h0's: the first step's ggh w_hh besides gy z
+    if (want_h0) path.backward(gp + time(0) * B * G, 1.f, gh0.data_ptr<float>());
+    Tensor gw = want_w ? path.weight_grad(T, gp, hp + prev_at * BH, dev) : Tensor();
+    return std::vector<Tensor>{ggx, gw, want_b ? sum(ggh.reshape({T * B, G}), {0}) : Tensor(), gh0};
+  };
+  hb = record(hb, op, {gx, w_hh, b_hh, h0},
+              [bptt, T, y_at](const Tensor& g) { return bptt(g.narrow(0, y_at, T)); });
+  const Tensor y = hb.narrow(0, y_at, T);
+  return {y, reshape(narrow(y, 0, time(T - 1), 1), {B, H})};
 }
 
 }  // namespace minidl

@@ -78,9 +78,11 @@ Kernels counted_table() {
   count<&Kernels::layer_norm_backward>(k, "layer_norm_backward");
   count<&Kernels::group_norm_forward>(k, "group_norm_forward");
   count<&Kernels::group_norm_backward>(k, "group_norm_backward");
-  // ---- the LSTM cell (issue 23) ----
+  // ---- the LSTM and GRU cells (issue 23) ----
   count<&Kernels::lstm_cell_forward>(k, "lstm_cell_forward");
   count<&Kernels::lstm_cell_backward>(k, "lstm_cell_backward");
+  count<&Kernels::gru_cell_forward>(k, "gru_cell_forward");
+  count<&Kernels::gru_cell_backward>(k, "gru_cell_backward");
   return k;
 }
 

@@ -88,3 +88,17 @@ TEST_CASE("cuda: the fused LSTM cell, each output and both") {
               Tensor::randn({3, 2})});
   }
 }
+
+TEST_CASE("cuda: the fused GRU layer, both directions, y and h_n both used") {
+  manual_seed(25);
+  for (bool reverse : {false, true}) {
+    CAPTURE(reverse);
+    check_op("gru_layer",
+             [reverse](const In& x) {
+               GruLayer l = gru_layer(x[0], x[1], x[2], x[3], reverse);
+               return cat({l.y.reshape({-1}), (l.h_n * l.h_n).reshape({-1})}, 0);
+             },
+             {Tensor::randn({4, 3, 6}), Tensor::randn({6, 2}), Tensor::randn({6}),
+              Tensor::randn({3, 2})});
+  }
+}

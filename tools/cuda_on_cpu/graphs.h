@@ -98,8 +98,9 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::batch_norm_forward>(t), record<&Kernels::batch_norm_backward>(t);
   record<&Kernels::layer_norm_forward>(t), record<&Kernels::layer_norm_backward>(t);
   record<&Kernels::group_norm_forward>(t), record<&Kernels::group_norm_backward>(t);
-  // ---- the LSTM cell (issue 23) ----
+  // ---- the LSTM and GRU cells (issue 23) ----
   record<&Kernels::lstm_cell_forward>(t), record<&Kernels::lstm_cell_backward>(t);
+  record<&Kernels::gru_cell_forward>(t), record<&Kernels::gru_cell_backward>(t);
 
   static void (*copy)(void*, const void*, size_t, CopyKind) = a.copy;
   a.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {

@@ -1,5 +1,6 @@
-// The LSTM cell's pointwise part (kernels.h, issue 23): one pass over the
-// gates where the composed step took ten ops, each a pass with its backward.
+// The LSTM and GRU cells' pointwise parts (kernels.h, issue 23): one pass
+// over the gates where the composed step took ten ops, each a pass with its
+// backward.
 // The forward keeps the activations, so the backward evaluates no exp or tanh;
 // the forward's are vec_math.h's, so that its loop vectorizes.
 #include "framework/backend/cpu/cpu.h"
@@ -44,6 +45,42 @@ MINIDL_CLONES void lstm_cell_backward(int64_t b, int64_t h, const float* act, co
       gr[2 * h + j] = dc * i * (1.f - g * g);
       gr[3 * h + j] = dh * t * o * (1.f - o);
       if (gc) gc[r * h + j] = dc * f;
+    }
+  }
+}
+
+// gx, gh [B, 3H] (r, z, n), hp [B, H] -> act [B, 4H] (r, z, n, gh_n), h_out [B, H]
+MINIDL_CLONES void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh,
+                                    const float* hp, float* act, float* h_out) {
+  for (int64_t r = 0; r < b; ++r) {
+    const float *x = gx + r * 3 * h, *g = gh + r * 3 * h;
+    float* s = act + r * 4 * h;
+#pragma omp simd
+    for (int64_t j = 0; j < h; ++j) {
+      const float rg = vec::sigmoid(x[j] + g[j]), z = vec::sigmoid(x[h + j] + g[h + j]);
+      const float n = vec::tanh(x[2 * h + j] + rg * g[2 * h + j]);
+      s[j] = rg, s[h + j] = z, s[2 * h + j] = n, s[3 * h + j] = g[2 * h + j];
+      h_out[r * h + j] = n + z * (hp[r * h + j] - n);
+    }
+  }
+}
+
+// act [B, 4H], hp, gy [B, H] -> ggx, ggh [B, 3H]; ghp [B, H] += gy z (null: not wanted)
+MINIDL_CLONES void gru_cell_backward(int64_t b, int64_t h, const float* act, const float* hp,
+                                     const float* gy, float* ggx, float* ggh, float* ghp) {
+  for (int64_t r = 0; r < b; ++r) {
+    const float* s = act + r * 4 * h;
+    float *gx = ggx + r * 3 * h, *gh = ggh + r * 3 * h;
+#pragma omp simd
+    for (int64_t j = 0; j < h; ++j) {
+      const float rg = s[j], z = s[h + j], n = s[2 * h + j], hn = s[3 * h + j];
+      const float dy = gy[r * h + j], dn = dy * (1.f - z) * (1.f - n * n);
+      const float dr = dn * hn * rg * (1.f - rg), dz = dy * (hp[r * h + j] - n) * z * (1.f - z);
+      gx[j] = gh[j] = dr;
+      gx[h + j] = gh[h + j] = dz;
+      gx[2 * h + j] = dn;
+      gh[2 * h + j] = dn * rg;
+      if (ghp) ghp[r * h + j] += dy * z;
     }
   }
 }

@@ -92,6 +92,8 @@ const Backend& backend() {
       .group_norm_backward = group_norm_backward,
       .lstm_cell_forward = lstm_cell_forward,
       .lstm_cell_backward = lstm_cell_backward,
+      .gru_cell_forward = gru_cell_forward,
+      .gru_cell_backward = gru_cell_backward,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

@@ -163,4 +163,10 @@ void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, flo
 void lstm_cell_backward(int64_t b, int64_t h, const float* act, const float* c,
                         const float* gh, const float* gc_next, float* ga, float* gc);
 
+// ---- the GRU cell's pointwise part (issue 23): rnn.{cpp,cu} ----
+void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh, const float* hp,
+                      float* act, float* h_out);
+void gru_cell_backward(int64_t b, int64_t h, const float* act, const float* hp, const float* gy,
+                       float* ggx, float* ggh, float* ghp);
+
 }  // namespace minidl::cuda

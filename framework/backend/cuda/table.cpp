@@ -82,6 +82,8 @@ const Backend* backend_if_present() {
       .group_norm_backward = group_norm_backward,
       .lstm_cell_forward = lstm_cell_forward,
       .lstm_cell_backward = lstm_cell_backward,
+      .gru_cell_forward = gru_cell_forward,
+      .gru_cell_backward = gru_cell_backward,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,
