@@ -175,6 +175,76 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({50, 32, 256});
     return [=] { return (*gru)(x).first; };
   });
+  add("leaky_relu", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return leaky_relu(x, 0.01); };
+  });
+  add("elu", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return elu(x); };
+  });
+  add("softplus", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return softplus(x); };
+  });
+  add("exp", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return exp(x); };
+  });
+  add("pow2", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return pow(x, 2); };
+  });
+  add("clamp", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return clamp(x, -1.0, 1.0); };
+  });
+  add("div", [] {
+    Tensor a = input({1024, 3072}), b = input({1024, 3072});
+    return [=] { return div(a, b); };
+  });
+  add("where", [] {
+    Tensor a = input({1024, 3072}), b = input({1024, 3072});
+    return [=] { return where(gt(a, 0.0), a, b); };
+  });
+  add("masked_fill", [] {
+    Tensor x = input({32, 12, 128, 128});
+    Tensor m = eq(triu(Tensor::ones({128, 128}), 1), 1.0);
+    return [=] { return masked_fill(x, m, -1e9); };
+  });
+  add("max_dim1", [] {
+    Tensor x = input({4096, 1000});
+    return [=] { return max(x, {1}); };
+  });
+  add("mean_dim0", [] {
+    Tensor x = input({4096, 1000});
+    return [=] { return mean(x, {0}); };
+  });
+  add("logsumexp", [] {
+    Tensor x = input({4096, 1000});
+    return [=] { return logsumexp(x, {1}); };
+  });
+  add("mse_loss", [] {
+    auto loss = std::make_shared<nn::MSELoss>();
+    Tensor x = input({4096, 1000}), y = Tensor::randn({4096, 1000});
+    return [=] { return (*loss)(x, y); };
+  });
+  add("bce_logits", [] {
+    Tensor x = input({4096, 1000}), y = Tensor::rand({4096, 1000});
+    return [=] { return binary_cross_entropy_with_logits(x, y); };
+  });
+  add("smooth_l1", [] {
+    Tensor x = input({4096, 1000}), y = Tensor::randn({4096, 1000});
+    return [=] { return smooth_l1_loss(x, y); };
+  });
+  add("pad2d", [] {
+    Tensor x = input({64, 128, 28, 28});
+    return [=] { return pad(x, {1, 1, 1, 1}); };
+  });
+  add("norm", [] {
+    Tensor x = input({1024, 3072});
+    return [=] { return norm(x); };
+  });
   return c;
 }
 

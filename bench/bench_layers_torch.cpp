@@ -172,6 +172,75 @@ std::vector<std::pair<std::string, Case>> cases() {
     auto x = input({50, 32, 256});
     return [=]() mutable { return std::get<0>(gru->forward(x)); };
   });
+  add("leaky_relu", [] {
+    auto x = input({1024, 3072});
+    return [=] { return torch::leaky_relu(x, 0.01); };
+  });
+  add("elu", [] {
+    auto x = input({1024, 3072});
+    return [=] { return torch::elu(x); };
+  });
+  add("softplus", [] {
+    auto x = input({1024, 3072});
+    return [=] { return torch::softplus(x); };
+  });
+  add("exp", [] {
+    auto x = input({1024, 3072});
+    return [=] { return torch::exp(x); };
+  });
+  add("pow2", [] {
+    auto x = input({1024, 3072});
+    return [=] { return x.pow(2); };
+  });
+  add("clamp", [] {
+    auto x = input({1024, 3072});
+    return [=] { return x.clamp(-1.0, 1.0); };
+  });
+  add("div", [] {
+    auto a = input({1024, 3072}), b = input({1024, 3072});
+    return [=] { return a / b; };
+  });
+  add("where", [] {
+    auto a = input({1024, 3072}), b = input({1024, 3072});
+    return [=] { return torch::where(a > 0, a, b); };
+  });
+  add("masked_fill", [] {
+    auto x = input({32, 12, 128, 128});
+    auto m = torch::ones({128, 128}).triu(1).eq(1);
+    return [=] { return x.masked_fill(m, -1e9); };
+  });
+  add("max_dim1", [] {
+    auto x = input({4096, 1000});
+    return [=] { return std::get<0>(x.max(1)); };
+  });
+  add("mean_dim0", [] {
+    auto x = input({4096, 1000});
+    return [=] { return x.mean({0}); };
+  });
+  add("logsumexp", [] {
+    auto x = input({4096, 1000});
+    return [=] { return torch::logsumexp(x, {1}); };
+  });
+  add("mse_loss", [] {
+    auto x = input({4096, 1000}), y = torch::randn({4096, 1000});
+    return [=] { return F::mse_loss(x, y); };
+  });
+  add("bce_logits", [] {
+    auto x = input({4096, 1000}), y = torch::rand({4096, 1000});
+    return [=] { return F::binary_cross_entropy_with_logits(x, y); };
+  });
+  add("smooth_l1", [] {
+    auto x = input({4096, 1000}), y = torch::randn({4096, 1000});
+    return [=] { return F::smooth_l1_loss(x, y); };
+  });
+  add("pad2d", [] {
+    auto x = input({64, 128, 28, 28});
+    return [=] { return F::pad(x, F::PadFuncOptions({1, 1, 1, 1})); };
+  });
+  add("norm", [] {
+    auto x = input({1024, 3072});
+    return [=] { return x.norm(); };
+  });
   return c;
 }
 

@@ -45,7 +45,7 @@ Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
   MINIDL_CHECK(pred.shape() == target.shape(), "MSELoss: prediction ", pred.shape(), " and target ",
                target.shape(), " must have the same shape");
   Tensor d = sub(pred, target.dtype() == pred.dtype() ? target : cast(target, pred.dtype()));
-  return reduce(mul(d, d));
+  return reduce(pow(d, 2.0));  // its gradient 2 d g in two passes (d d's took three)
 }
 
 CrossEntropyLoss::CrossEntropyLoss(const CrossEntropyLossOptions& o)

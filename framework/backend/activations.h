@@ -6,10 +6,30 @@
 // keeps its accuracy for negative x); CUDA's uses gelu and gelu_grad here.
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "framework/backend/host_device.h"
 
 namespace minidl::act {
+
+// c ? a : b, both already computed. On the host by bit operations (as
+// cpu/vec_math.h's select): with ?: the compiler may move a side's float
+// operations into its branch, and, since they might trap, it then cannot
+// run both sides in one vector loop.
+MINIDL_HOST_DEVICE inline float pick(bool c, float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return c ? a : b;
+#else
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  const uint32_t m = 0u - static_cast<uint32_t>(c), r = (ua & m) | (ub & ~m);
+  float out;
+  std::memcpy(&out, &r, 4);
+  return out;
+#endif
+}
 
 // x > 0 ? x : slope x; derivative 1 or slope (slope at 0, NaN too)
 MINIDL_HOST_DEVICE inline float leaky_relu(float x, float slope) { return x > 0.f ? x : x * slope; }
@@ -41,6 +61,44 @@ MINIDL_HOST_DEVICE inline float gelu_tanh(float x) {
 MINIDL_HOST_DEVICE inline float gelu_tanh_grad(float g, float x) {
   return gelu_tanh_grad_of(g, x, tanhf(gelu_tanh_arg(x)));
 }
+
+// x <= 0 ? alpha expm1(x) : x; derivative alpha exp(x) or 1 (alpha at 0;
+// NaN kept, as PyTorch's), from em1 = expm1(x) and e = exp(x) computed by
+// the caller
+MINIDL_HOST_DEVICE inline float elu_of(float x, float alpha, float em1) {
+  return pick(x <= 0.f, alpha * em1, x);
+}
+MINIDL_HOST_DEVICE inline float elu_slope_of(float x, float alpha, float e) {
+  return pick(x <= 0.f, alpha * e, 1.f);
+}
+
+// softplus of z (= beta x): z above the threshold: z; else log(1 + e^z) =
+// max(z, 0) + log1p(e^-|z|), from l = log1p(exp(-|z|)); its derivative in z,
+// 1 or sigmoid(z), from s = sigmoid(z)
+MINIDL_HOST_DEVICE inline float softplus_of(float z, float threshold, float l) {
+  return pick(z > threshold, z, pick(z > 0.f, z, 0.f) + l);
+}
+MINIDL_HOST_DEVICE inline float softplus_slope_of(float z, float threshold, float s) {
+  return z > threshold ? 1.f : s;
+}
+
+// smooth L1 of d = x - y: |d| < beta ? 0.5 d^2 / beta : |d| - 0.5 beta; its
+// derivative d / beta or sign(d) (NaN kept)
+MINIDL_HOST_DEVICE inline float smooth_l1(float d, float beta) {
+  const float a = fabsf(d);
+  return pick(a < beta, 0.5f * d * d / beta, a - 0.5f * beta);
+}
+MINIDL_HOST_DEVICE inline float smooth_l1_grad(float d, float beta) {
+  return pick(fabsf(d) < beta, d / beta, pick(d > 0.f, 1.f, pick(d < 0.f, -1.f, d)));
+}
+
+// binary cross entropy of sigmoid(x) against t, stable for any x:
+// max(x, 0) - x t + log1p(exp(-|x|)), from l = log1p(exp(-|x|)); its
+// derivative in x, sigmoid(x) - t, from s = sigmoid(x)
+MINIDL_HOST_DEVICE inline float bce_logits_of(float x, float t, float l) {
+  return pick(x > 0.f, x, 0.f) - x * t + l;
+}
+MINIDL_HOST_DEVICE inline float bce_logits_grad_of(float t, float s) { return s - t; }
 
 // x sigmoid(x), and its gradient g s (1 + x (1 - s)) (PyTorch's), from
 // s = sigmoid(x) computed by the caller

@@ -19,17 +19,24 @@ namespace minidl {
 
 // out = f(x, s): Pow x^s; PowGrad s*x^(s-1); Rsqrt 1/sqrt(x); Erf, Expm1
 // (exp(x) - 1), Log1p (log(1 + x)) as in <cmath>; LeakyRelu with slope s
-// and LeakyReluSlope its derivative (1 or s), Gelu, GeluTanh and Silu
+// and LeakyReluSlope its derivative (1 or s), Gelu, GeluTanh and Silu; Elu
+// with alpha s and EluSlope its derivative; Softplus of z = beta x with
+// threshold s and SoftplusSlope its derivative in z; SmoothL1 of a
+// difference with beta s and SmoothL1Grad its derivative
 // (backend/activations.h).
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Relu, Sigmoid, Tanh, Pow, PowGrad,
                      Abs, Erf, Expm1, Log1p, Rsqrt, Sin, Cos,
-                     LeakyRelu, LeakyReluSlope, Gelu, GeluTanh, Silu };
+                     LeakyRelu, LeakyReluSlope, Gelu, GeluTanh, Silu,
+                     Elu, EluSlope, Softplus, SoftplusSlope, SmoothL1, SmoothL1Grad };
 // out = f(a, b); the *Grad ops take (gradient, forward output):
 // ReluGrad g*[y > 0], SigmoidGrad g*y*(1-y), TanhGrad g*(1-y*y); Equal [a == b];
 // Maximum, Minimum propagate NaN from either side (torch.maximum); GeluGrad,
-// GeluTanhGrad and SiluGrad take (gradient, forward input).
+// GeluTanhGrad and SiluGrad take (gradient, forward input). BceLogits takes
+// (logit x, target t): binary cross entropy on logits, and BceLogitsGrad its
+// derivative in x, sigmoid(x) - t (backend/activations.h).
 enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad,
-                      Maximum, Minimum, GeluGrad, GeluTanhGrad, SiluGrad };
+                      Maximum, Minimum, GeluGrad, GeluTanhGrad, SiluGrad,
+                      BceLogits, BceLogitsGrad };
 // out = [a op b] as 1 or 0 (NaN compares unequal to everything, as in C++).
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Max };  // Max propagates NaN

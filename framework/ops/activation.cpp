@@ -53,24 +53,30 @@ Tensor silu(const Tensor& x) {
   });
 }
 
-// x > 0: x; else alpha * expm1(x), fed min(x, 0) so large x cannot overflow
-// into 0 * inf; the gradient at 0 is alpha (PyTorch's)
+// x > 0: x; else alpha expm1(x), one kernel forward and two back; the
+// gradient at 0 is alpha (PyTorch's)
 Tensor elu(const Tensor& x, double alpha) {
   return activation("elu", x, [alpha](const Tensor& v) {
-    Tensor pos = gt(v, 0.0);
-    return add(mul(pos, v), mul((1.0 - pos) * alpha, expm1(clamp(v, std::nullopt, 0.0))));
+    const float a = static_cast<float>(alpha);
+    return record(unary_map(v, UnaryOp::Elu, a), "elu", {v}, [v, a](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, unary_map(v, UnaryOp::EluSlope, a))};
+    });
   });
 }
 
-// beta x > threshold: x; else log1p(exp(beta x)) / beta, exp fed at most the
-// threshold
+// z = beta x above the threshold: x; else log1p(exp(z)) / beta (stable for
+// any z); the gradient sigmoid(z), or 1. One kernel forward and two back
+// (one more pass each way with beta != 1).
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   MINIDL_CHECK(beta != 0, "softplus: beta must be nonzero (shape ", x.shape(), ")");
   return activation("softplus", x, [beta, threshold](const Tensor& v) {
-    Tensor z = v * beta;
-    Tensor linear = gt(z, threshold);
-    Tensor soft = log1p(exp(clamp(z, std::nullopt, threshold))) / beta;
-    return add(mul(linear, v), mul(1.0 - linear, soft));
+    const float t = static_cast<float>(threshold);
+    const Tensor z = beta == 1 ? v.detach() : v.detach() * beta;
+    Tensor y = unary_map(z, UnaryOp::Softplus, t);
+    if (beta != 1) y = y / beta;
+    return record(y, "softplus", {v}, [z, t](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, unary_map(z, UnaryOp::SoftplusSlope, t))};
+    });
   });
 }
 

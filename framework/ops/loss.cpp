@@ -119,6 +119,16 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& target, c
   check_weight(op, pos_weight, x, "pos_weight");
   kernels_for(op, x, {&target, &weight, &pos_weight});
   Tensor xd = x.detach(), td = target.detach();
+  if (!weight.defined() && !pos_weight.defined()) {  // one kernel forward, one or two back
+    const bool want_t = target.requires_grad();
+    Tensor l = record(broadcast_map(xd, td, op, BinaryOp::BceLogits), op, {x, target},
+                      [xd, td, want_t, op](const Tensor& g) {
+                        return std::vector<Tensor>{
+                            mul(g, broadcast_map(xd, td, op, BinaryOp::BceLogitsGrad)),
+                            want_t ? mul(g, neg(xd)) : Tensor()};
+                      });
+    return reduce_loss(l, reduction);
+  }
   Tensor w = weight.defined() ? weight.detach() : Tensor();
   Tensor pw = pos_weight.defined() ? pos_weight.detach() : Tensor();
   Tensor sp = add(log1p(exp(neg(abs(xd)))), relu(neg(xd)));
@@ -244,10 +254,13 @@ Tensor smooth_l1_loss(const Tensor& x, const Tensor& y, const std::string& reduc
   check_reduction("smooth_l1_loss", reduction);
   check_pair("smooth_l1_loss", x, y, "input", "target");
   MINIDL_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
-  Tensor d = sub(x, y), ad = abs(d);
-  if (beta == 0) return reduce_loss(ad, reduction);
-  Tensor near = lt(ad.detach(), beta);
-  Tensor l = add(mul(near, mul(d, d) * (0.5 / beta)), mul(1.0 - near, ad - 0.5 * beta));
+  Tensor d = sub(x, y);
+  if (beta == 0) return reduce_loss(abs(d), reduction);
+  const float b = static_cast<float>(beta);  // one kernel each way (activations.h)
+  Tensor l = record(unary_map(d, UnaryOp::SmoothL1, b), "smooth_l1_loss", {d},
+                    [d = d.detach(), b](const Tensor& g) {
+                      return std::vector<Tensor>{mul(g, unary_map(d, UnaryOp::SmoothL1Grad, b))};
+                    });
   return reduce_loss(l, reduction);
 }
 

@@ -83,6 +83,9 @@ TEST_CASE("cuda: activations (gelu and leaky_relu fused), reductions and losses"
   check_op("bce", [](const In& in) { return binary_cross_entropy(in[0], in[1]); }, {p, t});
   check_op("bce_with_logits",
            [](const In& in) { return binary_cross_entropy_with_logits(in[0], in[1]); }, {x, t});
+  check_op("smooth_l1", [](const In& in) { return smooth_l1_loss(in[0], in[1], "sum", 0.5); },
+           {x, t});
+  check_op("pow 2", [](const In& in) { return pow(in[0], 2.0); }, {x});
   Tensor labels = Tensor::of_ints({0, 5, -100, 2}, {4}, kInt64);
   Tensor w = uniform({6}, 0.5, 1.5);
   check_op("cross_entropy options",

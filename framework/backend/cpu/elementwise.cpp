@@ -92,8 +92,13 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Relu: return map(n, x, out, [](float v) { return v < 0.f ? 0.f : v; });
     case UnaryOp::Sigmoid: return map(n, x, out, [](float v) { return vec::sigmoid(v); });
     case UnaryOp::Tanh: return map(n, x, out, [](float v) { return vec::tanh(v); });
-    case UnaryOp::Pow: return map(n, x, out, [s](float v) { return std::pow(v, s); });
-    case UnaryOp::PowGrad: return map(n, x, out, [s](float v) { return s * std::pow(v, s - 1); });
+    // x^2 and its gradient by multiplication (vectorizes; std::pow does not)
+    case UnaryOp::Pow:
+      if (s == 2.f) return map(n, x, out, [](float v) { return v * v; });
+      return map(n, x, out, [s](float v) { return std::pow(v, s); });
+    case UnaryOp::PowGrad:
+      if (s == 2.f) return map(n, x, out, [](float v) { return 2.f * v; });
+      return map(n, x, out, [s](float v) { return s * std::pow(v, s - 1); });
     case UnaryOp::Abs: return map(n, x, out, [](float v) { return std::fabs(v); });
     case UnaryOp::Erf: return map(n, x, out, [](float v) { return std::erf(v); });
     case UnaryOp::Expm1: return map(n, x, out, [](float v) { return std::expm1(v); });
@@ -110,6 +115,21 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
       });
     case UnaryOp::Silu:
       return map(n, x, out, [](float v) { return act::silu_of(v, vec::sigmoid(v)); });
+    case UnaryOp::Elu:  // expm1 fed min(x, 0): no overflow on the unused side
+      return map(n, x, out, [s](float v) {
+        return act::elu_of(v, s, vec::expm1(vec::select(v < 0.f, v, 0.f)));
+      });
+    case UnaryOp::EluSlope:
+      return map(n, x, out, [s](float v) { return act::elu_slope_of(v, s, vec::exp(v)); });
+    case UnaryOp::Softplus:
+      return map(n, x, out, [s](float z) {
+        return act::softplus_of(z, s, vec::log1p_unit(vec::exp_or_zero(-std::fabs(z))));
+      });
+    case UnaryOp::SoftplusSlope:
+      return map(n, x, out, [s](float z) { return act::softplus_slope_of(z, s, vec::sigmoid(z)); });
+    case UnaryOp::SmoothL1: return map(n, x, out, [s](float d) { return act::smooth_l1(d, s); });
+    case UnaryOp::SmoothL1Grad:
+      return map(n, x, out, [s](float d) { return act::smooth_l1_grad(d, s); });
   }
 }
 
@@ -162,6 +182,14 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
     case BinaryOp::SiluGrad:
       return broadcast_map(bc, a, b, out, [](float g, float x) {
         return act::silu_grad_of(g, x, vec::sigmoid(x));
+      });
+    case BinaryOp::BceLogits:
+      return broadcast_map(bc, a, b, out, [](float x, float t) {
+        return act::bce_logits_of(x, t, vec::log1p_unit(vec::exp_or_zero(-std::fabs(x))));
+      });
+    case BinaryOp::BceLogitsGrad:
+      return broadcast_map(bc, a, b, out, [](float x, float t) {
+        return act::bce_logits_grad_of(t, vec::sigmoid(x));
       });
   }
 }

@@ -87,4 +87,22 @@ inline float tanh(float x) {
   return select(a < 0.4f, series, far);
 }
 
+// e^x - 1: for |x| < 0.35 its Taylor series to x^8 (the next term is below
+// 1e-8 of it), else exp(x) - 1 (within 4e-7 relative there)
+inline float expm1(float x) {
+  const float series =
+      x * (1.f + x * (0.5f + x * (1.f / 6 + x * (1.f / 24 + x * (1.f / 120 + x * (1.f / 720 +
+           x * (1.f / 5040 + x * (1.f / 40320))))))));
+  return select(std::fabs(x) < 0.35f, series, vec::exp(x) - 1.f);
+}
+
+// log(1 + u) for u in [0, 1] (log1p(exp(-|z|)) in softplus and the logits'
+// cross entropy): 2 atanh(t), t = u / (2 + u) <= 1/3, by its odd series to
+// t^15 (the next term is below 2e-9 of it)
+inline float log1p_unit(float u) {
+  const float t = u / (2.f + u), t2 = t * t;
+  return 2.f * t * (1.f + t2 * (1.f / 3 + t2 * (1.f / 5 + t2 * (1.f / 7 + t2 * (1.f / 9 +
+                    t2 * (1.f / 11 + t2 * (1.f / 13 + t2 * (1.f / 15))))))));
+}
+
 }  // namespace minidl::cpu::vec

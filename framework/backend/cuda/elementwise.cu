@@ -181,6 +181,23 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
     case UnaryOp::Silu:
       return map(n, x, out,
                  [] __device__(float v) { return act::silu_of(v, 1.f / (1.f + expf(-v))); });
+    case UnaryOp::Elu:
+      return map(n, x, out,
+                 [s] __device__(float v) { return act::elu_of(v, s, expm1f(v < 0.f ? v : 0.f)); });
+    case UnaryOp::EluSlope:
+      return map(n, x, out, [s] __device__(float v) { return act::elu_slope_of(v, s, expf(v)); });
+    case UnaryOp::Softplus:
+      return map(n, x, out, [s] __device__(float z) {
+        return act::softplus_of(z, s, log1pf(expf(-fabsf(z))));
+      });
+    case UnaryOp::SoftplusSlope:
+      return map(n, x, out, [s] __device__(float z) {
+        return act::softplus_slope_of(z, s, 1.f / (1.f + expf(-z)));
+      });
+    case UnaryOp::SmoothL1:
+      return map(n, x, out, [s] __device__(float d) { return act::smooth_l1(d, s); });
+    case UnaryOp::SmoothL1Grad:
+      return map(n, x, out, [s] __device__(float d) { return act::smooth_l1_grad(d, s); });
   }
 }
 
@@ -229,6 +246,14 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
     case BinaryOp::SiluGrad:
       return broadcast(bc, a, b, out, [] __device__(float g, float x) {
         return act::silu_grad_of(g, x, 1.f / (1.f + expf(-x)));
+      });
+    case BinaryOp::BceLogits:
+      return broadcast(bc, a, b, out, [] __device__(float x, float t) {
+        return act::bce_logits_of(x, t, log1pf(expf(-fabsf(x))));
+      });
+    case BinaryOp::BceLogitsGrad:
+      return broadcast(bc, a, b, out, [] __device__(float x, float t) {
+        return act::bce_logits_grad_of(t, 1.f / (1.f + expf(-x)));
       });
   }
 }
