@@ -245,6 +245,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({1024, 3072});
     return [=] { return norm(x); };
   });
+  add("log", [] {
+    Tensor x = (Tensor::rand({1024, 3072}) + 0.1).requires_grad_(true);
+    return [=] { return log(x); };
+  });
   return c;
 }
 

@@ -241,6 +241,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     auto x = input({1024, 3072});
     return [=] { return x.norm(); };
   });
+  add("log", [] {
+    auto x = (torch::rand({1024, 3072}) + 0.1).requires_grad_(true);
+    return [=] { return torch::log(x); };
+  });
   return c;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "framework/backend/cpu/vec_math.h"
 #include "helpers.h"
@@ -137,6 +138,29 @@ TEST_CASE("cpu/vec_math.h: exp, sigmoid and tanh against float64") {
   CHECK(std::isnan(vec::exp(NAN)));
 }
 
+// vec::exp past [-87, 88] (UnaryOp::Exp, the op exp on the CPU): overflow to
+// +inf from 88.73 (e^88.72 is the largest float), the subnormal results
+// within one subnormal step of e^x, 0 below -104; exp(-inf) = 0, exp(inf)
+// = inf.
+TEST_CASE("cpu/vec_math.h: exp over the whole float range") {
+  namespace vec = minidl::cpu::vec;
+  CHECK(vec::exp(88.72f) == doctest::Approx(std::exp(double(88.72f))).epsilon(1e-7));
+  CHECK(std::isinf(vec::exp(88.73f)));
+  CHECK(std::isinf(vec::exp(1e10f)));
+  CHECK(std::isinf(vec::exp(INFINITY)));
+  CHECK(vec::exp(-INFINITY) == 0.f);
+  CHECK(vec::exp(-104.5f) == 0.f);
+  const double step = std::numeric_limits<float>::denorm_min();
+  for (float x = -104.f; x < -87.f; x += 0.01f) {
+    CAPTURE(x);
+    const double want = std::exp(double(x));
+    CHECK(std::abs(vec::exp(x) - want) <= std::max(step, 2e-7 * want));
+  }
+  Tensor big = exp(Tensor::of({-200, -100, 0, 50, 100}));  // the op: the same kernel
+  CHECK(big.to_float_vector() ==
+        std::vector<float>{0, vec::exp(-100.f), 1, vec::exp(50.f), INFINITY});
+}
+
 // vec::expm1 (ELU) and vec::log1p_unit (softplus, the logits' cross entropy)
 // against float64: within 4e-7 and 3e-7 relative (measured 2.5e-7, 2.2e-7);
 // tiny arguments keep their relative accuracy (expm1's series, log1p's atanh
@@ -222,4 +246,33 @@ TEST_CASE("elu, softplus, smooth_l1_loss, bce_with_logits against float64 on a g
     const Tensor nan = c.f(Tensor::full({n}, NAN));
     CHECK(std::isnan(nan.to_float_vector()[0]));
   }
+}
+
+// vec::log (UnaryOp::Log, the op log on the CPU) against float64 from the
+// smallest subnormal to the largest float: within 3e-7 of max(|log x|, |x -
+// 1|) (measured 2.2e-7); log 0 = -inf, log inf = inf, NaN for negatives and
+// NaN.
+TEST_CASE("cpu/vec_math.h: log against float64 over the whole float range") {
+  namespace vec = minidl::cpu::vec;
+  double worst = 0;
+  for (float x = std::numeric_limits<float>::denorm_min(); x < 3e38f;
+       x = std::max(x * 1.0001f, std::nextafter(x, INFINITY))) {
+    const double want = std::log(double(x));
+    worst = std::max(worst, std::abs(vec::log(x) - want) /
+                                std::max(std::abs(want), std::abs(double(x) - 1)));
+  }
+  for (int i = -100000; i <= 100000; ++i) {  // around 1, where log x is small
+    const float x = 1.f + static_cast<float>(i) * 1e-6f;
+    if (x == 1.f) continue;
+    worst = std::max(worst, std::abs(vec::log(x) - std::log(double(x))) / std::abs(double(x) - 1));
+  }
+  MESSAGE("log: ", worst);
+  CHECK(worst <= 3e-7);
+  CHECK(vec::log(1.f) == 0.f);
+  CHECK(vec::log(0.f) == -std::numeric_limits<float>::infinity());
+  CHECK(vec::log(INFINITY) == INFINITY);
+  CHECK(std::isnan(vec::log(-1.f)));
+  CHECK(std::isnan(vec::log(NAN)));
+  CHECK(log(Tensor::of({0, 1, 2})).to_float_vector() ==
+        std::vector<float>{-INFINITY, 0, vec::log(2.f)});
 }

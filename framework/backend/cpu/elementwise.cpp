@@ -85,8 +85,8 @@ void typed(DType t, void* p, F f) {
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
   switch (op) {
     case UnaryOp::Neg: return map(n, x, out, [](float v) { return -v; });
-    case UnaryOp::Exp: return map(n, x, out, [](float v) { return std::exp(v); });
-    case UnaryOp::Log: return map(n, x, out, [](float v) { return std::log(v); });
+    case UnaryOp::Exp: return map(n, x, out, [](float v) { return vec::exp(v); });
+    case UnaryOp::Log: return map(n, x, out, [](float v) { return vec::log(v); });
     case UnaryOp::Sqrt: return map(n, x, out, [](float v) { return std::sqrt(v); });
     // NaN stays NaN (PyTorch's relu); written as "below zero" so it vectorizes
     case UnaryOp::Relu: return map(n, x, out, [](float v) { return v < 0.f ? 0.f : v; });

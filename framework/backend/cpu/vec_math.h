@@ -1,13 +1,15 @@
-// Float32 e^x, the normal CDF, sigmoid and tanh in plain arithmetic, so that
-// a loop over them vectorizes (glibc's expf, erff and tanhf are scalar calls:
-// a fifth of a tiny_gpt step on the CPU went to erff, of a char_lstm step to
-// tanhf and its expm1f). The CPU's GELU and LSTM cell use them; CUDA's keep
-// the device's own functions.
+// Float32 e^x, log x, e^x - 1, the normal CDF, sigmoid and tanh in plain
+// arithmetic, so that a loop over them vectorizes (glibc's expf, logf, erff
+// and tanhf are scalar calls: a fifth of a tiny_gpt step on the CPU went to
+// erff, of a char_lstm step to tanhf and its expm1f). The CPU's exp and log
+// ops, its activations and the LSTM and GRU cells use them; CUDA's keep the
+// device's own functions.
 #pragma once
 #include <bit>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace minidl::cpu::vec {
 
@@ -19,18 +21,44 @@ inline float select(bool cond, float a, float b) {
   return std::bit_cast<float>((std::bit_cast<int32_t>(a) & m) | (std::bit_cast<int32_t>(b) & ~m));
 }
 
-// e^x, within 1e-7 relative of e^x for x in [-87, 88] (inputs outside are
-// clamped there): x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts,
-// Cody and Waite), e^r by its Taylor polynomial to r^7, 2^n into the exponent
-// bits. n is rounded by adding and removing 1.5 * 2^23.
+// e^x, within 1e-7 relative of e^x for x in [-87, 88]; +inf above 88.73,
+// the subnormals below -87.3 and 0 below -104 (inputs are clamped to
+// [-104, 89] first), NaN kept: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in
+// two parts, Cody and Waite), e^r by its Taylor polynomial to r^7, 2^n as
+// 2^(n/2) 2^(n - n/2) through the exponent bits, so that n may pass the
+// exponent's range. n is rounded by adding and removing 1.5 * 2^23.
 inline float exp(float x) {
-  x = select(x < -87.f, -87.f, select(x > 88.f, 88.f, x));
+  x = select(x < -104.f, -104.f, select(x > 89.f, 89.f, x));
   const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;
   const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
   const float p = ((((((1.f / 5040 * r + 1.f / 720) * r + 1.f / 120) * r + 1.f / 24) * r +
                       1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f;
   const int32_t e = std::bit_cast<int32_t>(n + 12582912.f) - 0x4B400000;  // n as an integer
-  return p * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+  const int32_t half = e / 2;
+  auto two_to = [](int32_t k) {
+    return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23);
+  };
+  return p * two_to(half) * two_to(e - half);
+}
+
+// log x for every float: x = m 2^k with m in [sqrt(1/2), sqrt(2)) (a
+// subnormal x scaled by 2^23 first), log x = k ln2 + 2 atanh(t), t = (m - 1)
+// / (m + 1), |t| <= 0.172, by its odd series to t^11 (the next term is below
+// 1e-10 of it), ln2 in two parts as exp's. 0 gives -inf, +inf +inf, a
+// negative x or NaN NaN.
+inline float log(float x) {
+  const bool tiny = x < 1.17549435e-38f;  // subnormal (0 and negatives are chosen below)
+  const int32_t bits = std::bit_cast<int32_t>(select(tiny, x * 8388608.f, x));
+  const int32_t k = (bits - 0x3f3504f3) >> 23;  // 0x3f3504f3: sqrt(1/2)
+  const float m = std::bit_cast<float>(bits - k * (1 << 23));
+  const float t = (m - 1.f) / (m + 1.f), t2 = t * t;
+  const float s = 2.f * t * (1.f + t2 * (1.f / 3 + t2 * (1.f / 5 + t2 * (1.f / 7 + t2 * (1.f / 9 +
+                  t2 * (1.f / 11))))));
+  const float kf = static_cast<float>(k) - select(tiny, 23.f, 0.f);
+  const float r = kf * 0.693145752f + (s + kf * 1.42860677e-6f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  return select((x > 0.f) & (x < inf), r, select(x == 0.f, -inf, select(x == inf, inf, nan)));
 }
 
 // e^x, and 0 below -87 (where e^x < 1.7e-38): a softmax's -inf entries
