@@ -21,6 +21,9 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor neg(const Tensor& x);
+// e^x and log x: on the CPU within 1e-7 and 3e-7 relative of the exact
+// values, infinities, zeros and subnormals included (cpu/vec_math.h, which
+// vectorizes; tests/framework/test_activation.cpp), not glibc's expf and logf
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);

@@ -1,5 +1,7 @@
 // The CPU allocator: 64-byte aligned blocks, freed ones of 4 KiB and up kept
 // for reuse, and the byte counts memory_stats() reports.
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <list>
 #include <mutex>
@@ -19,6 +21,21 @@ namespace {
 // pushes out the longest-kept ones (so the cache follows the sizes in use
 // now, not the first ones to fill it). Never destroyed, so tensors that
 // outlive static destruction can still return their blocks.
+// A new block, 64-byte aligned; from 2 MiB up aligned to 2 MiB and marked
+// for transparent huge pages (where the kernel's mode is madvise, as on
+// Debian), so that a pass over a large tensor takes a TLB miss per 2 MiB
+// rather than per 4 KiB: relu, mul and a bias add on [1024, 3072] forward
+// and back ran in 0.6-0.7 of the time (bench/README.md).
+void* fresh_block(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const bool huge = bytes >= kHuge;
+  const size_t align = huge ? kHuge : 64, rounded = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
+  if (!p) throw std::bad_alloc();
+  if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: its failure changes nothing
+  return p;
+}
+
 class BlockCache {
  public:
   static BlockCache& get() {
@@ -37,9 +54,7 @@ class BlockCache {
         return p;
       }
     }
-    void* p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
-    return p;
+    return fresh_block(bytes);
   }
   void release(void* p, size_t bytes) {
     if (bytes >= kMinBlock && bytes <= kMaxCached) {
