@@ -74,12 +74,13 @@ MINIDL_HOST_DEVICE inline float elu_slope_of(float x, float alpha, float e) {
 
 // softplus of z (= beta x): z above the threshold: z; else log(1 + e^z) =
 // max(z, 0) + log1p(e^-|z|), from l = log1p(exp(-|z|)); its derivative in z,
-// 1 or sigmoid(z), from s = sigmoid(z)
+// 1 or sigmoid(z) = 1 / (1 + e^-z), from e = exp(-z): the choice as a factor
+// 0 or 1 of e, with no constant side that a compiler could branch to
 MINIDL_HOST_DEVICE inline float softplus_of(float z, float threshold, float l) {
   return pick(z > threshold, z, pick(z > 0.f, z, 0.f) + l);
 }
-MINIDL_HOST_DEVICE inline float softplus_slope_of(float z, float threshold, float s) {
-  return z > threshold ? 1.f : s;
+MINIDL_HOST_DEVICE inline float softplus_slope_of(float z, float threshold, float e) {
+  return 1.f / (1.f + e * (z <= threshold ? 1.f : 0.f));
 }
 
 // smooth L1 of d = x - y: |d| < beta ? 0.5 d^2 / beta : |d| - 0.5 beta; its

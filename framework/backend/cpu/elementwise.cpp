@@ -126,7 +126,7 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
         return act::softplus_of(z, s, vec::log1p_unit(vec::exp_or_zero(-std::fabs(z))));
       });
     case UnaryOp::SoftplusSlope:
-      return map(n, x, out, [s](float z) { return act::softplus_slope_of(z, s, vec::sigmoid(z)); });
+      return map(n, x, out, [s](float z) { return act::softplus_slope_of(z, s, vec::exp(-z)); });
     case UnaryOp::SmoothL1: return map(n, x, out, [s](float d) { return act::smooth_l1(d, s); });
     case UnaryOp::SmoothL1Grad:
       return map(n, x, out, [s](float d) { return act::smooth_l1_grad(d, s); });

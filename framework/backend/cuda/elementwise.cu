@@ -192,7 +192,7 @@ void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
       });
     case UnaryOp::SoftplusSlope:
       return map(n, x, out, [s] __device__(float z) {
-        return act::softplus_slope_of(z, s, 1.f / (1.f + expf(-z)));
+        return act::softplus_slope_of(z, s, expf(-z));
       });
     case UnaryOp::SmoothL1:
       return map(n, x, out, [s] __device__(float d) { return act::smooth_l1(d, s); });
