@@ -201,8 +201,10 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
   // then w_hh's and b_hh's over every step at once.
   const bool want_w = w_hh.requires_grad(), want_b = b_hh.defined() && b_hh.requires_grad(),
              want_h0 = h0.requires_grad();
-  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, w, path, want_w, want_b, want_h0, dev,
-               &kern](const Tensor& gy) {
+  // hb's values without its node (the node, recorded on hb itself, holds
+  // this closure: capturing hb would be a cycle that is never freed)
+  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb = hb.detach(), w, path, want_w, want_b,
+               want_h0, dev, &kern](const Tensor& gy) {
     Tensor dh = gy.clone();
     Tensor ggx = Tensor::empty({T, B, G}, kFloat32, dev);
     Tensor ggh = Tensor::empty({T, B, G}, kFloat32, dev);

@@ -1,7 +1,8 @@
 // gru_layer (issue 23, framework/ops/rnn.cpp): a hand-computed step; the
 // layer against its steps composed of linear and ops (PyTorch's GRU
 // formula), both directions, with and without b_hh, every input's gradient;
-// finite-difference gradients; one pass back through time; errors.
+// finite-difference gradients; one pass back through time, its buffers
+// freed after; errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -98,6 +99,7 @@ TEST_CASE("gru_layer goes back through time once, whichever outputs the loss rea
   set_node_observer([&](const char* name, bool begin) {
     if (begin && std::string(name) == "gru_layer") ++layer_nodes;
   });
+  const int64_t live = memory_stats().current_bytes;
   for (int outputs : {0, 1, 2}) {  // y only, h_n only, both
     CAPTURE(outputs);
     layer_nodes = 0;
@@ -111,6 +113,11 @@ TEST_CASE("gru_layer goes back through time once, whichever outputs the loss rea
     CHECK(in.grad().defined());
   }
   set_node_observer(nullptr);
+  {  // a forward never taken back (evaluation with a grad-requiring input)
+    GruLayer l = gru_layer(gx.clone().requires_grad_(), w, Tensor(), h0);
+    CHECK(l.y.requires_grad());
+  }
+  CHECK(memory_stats().current_bytes == live);  // the layer's buffers freed: no cycle
 }
 
 TEST_CASE("gru_layer errors name the op and every shape") {
