@@ -13,12 +13,13 @@ namespace {
 // c) live in buffers of T+1 rows in time order, the initial state at row
 // `first`, each step reading row time(s) + prev_at and writing time(s) + y_at.
 struct Steps {
+  Steps(int64_t T, bool reverse)
+      : T(T), reverse(reverse), first(reverse ? T : 0), y_at(reverse ? 0 : 1),
+        prev_at(reverse ? 1 : 0) {}
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
   int64_t T;
   bool reverse;
-  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
-  int64_t first() const { return reverse ? T : 0; }
-  int64_t y_at() const { return reverse ? 0 : 1; }
-  int64_t prev_at() const { return reverse ? 1 : 0; }
+  int64_t first, y_at, prev_at;
 };
 
 // The hidden path's GEMMs on w [G, H] (w_hh) for a batch of B rows.
@@ -101,57 +102,56 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   // the h each step reads are both T contiguous rows of it; cs likewise c.
   // Both live in one buffer, state [2, T+1, B, H], the op's one output, of
   // which y, h_n and c_n are views: one node, one pass back through time.
-  const Steps st{T, reverse};
-  auto time = [st](int64_t s) { return st.time(s); };
-  const int64_t first = st.first(), y_at = st.y_at(), prev_at = st.prev_at();
+  const Steps st(T, reverse);
   Tensor gates = gx.detach().clone();  // [T, B, 4H]; each step adds h w_hh^T
   Tensor state = empty_like(gx, {2, T + 1, B, H});
   Tensor hb = state.slice(0, 1).reshape({T + 1, B, H}), cs = state.slice(1, 2).reshape({T + 1, B, H});
   Tensor act = empty_like(gx, {T, B, 5 * H});  // each step's activations, for the backward
-  hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
-  cs.slice(first, first + 1).copy_(c0.reshape({1, B, H}));
+  hb.slice(st.first, st.first + 1).copy_(h0.reshape({1, B, H}));
+  cs.slice(st.first, st.first + 1).copy_(c0.reshape({1, B, H}));
   const Tensor w = dense(w_hh.detach());
   const HiddenPath path{kern, B, H, G, w.data_ptr<float>()};
   float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>(), *gp = gates.data_ptr<float>();
   for (int64_t s = 0; s < T; ++s) {
-    const int64_t t = time(s), in = t + prev_at, out = t + y_at;  // rows of hb and cs
+    const int64_t t = st.time(s), in = t + st.prev_at, out = t + st.y_at;  // rows of hb and cs
     path.forward(hp + in * BH, gp + t * B * G);  // [B, H] x [H, 4H]
     kern.lstm_cell_forward(B, H, gp + t * B * G, cp + in * BH, act.data_ptr<float>() + t * 5 * BH,
                            cp + out * BH, hp + out * BH);
   }
-  const int64_t last = time(T - 1) + y_at;  // the rows of h_n and c_n
+  const int64_t last = st.time(T - 1) + st.y_at;  // the rows of h_n and c_n
   // Back through time from y's gradient gy [T, B, H] and c_n's gc [B, H]:
   // gates' gradients ga [T, B, 4H] step by step, each step's h gradient dh
   // taking the next step's ga w_hh; then w_hh's in one GEMM over every
   // step, and h0's and c0's.
   const bool want_w = w_hh.requires_grad(), want_h0 = h0.requires_grad(), want_c0 = c0.requires_grad();
   const Device dev = gx.device();
-  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb, cs, w, path, want_w, want_h0, want_c0, dev,
+  auto bptt = [T, B, H, G, BH, st, act, hb, cs, w, path, want_w, want_h0, want_c0, dev,
                &kern](const Tensor& gy, const Tensor& gc) {
     Tensor dh = gy.clone(), dc = gc.clone();
     Tensor ga = Tensor::empty({T, B, G}, kFloat32, dev);
     const float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
     for (int64_t s = T - 1; s >= 0; --s) {
-      const int64_t t = time(s);
-      if (s + 1 < T) path.backward(gap + time(s + 1) * B * G, 1.f, dhp + t * BH);  // += ga[t'] w_hh
-      kern.lstm_cell_backward(B, H, act.data_ptr<float>() + t * 5 * BH, cp + (t + prev_at) * BH,
+      const int64_t t = st.time(s);
+      if (s + 1 < T)  // dh[t] += ga[t'] w_hh
+        path.backward(gap + st.time(s + 1) * B * G, 1.f, dhp + t * BH);
+      kern.lstm_cell_backward(B, H, act.data_ptr<float>() + t * 5 * BH, cp + (t + st.prev_at) * BH,
                               dhp + t * BH, dcp, gap + t * B * G, dcp);
     }
-    Tensor gw = want_w ? path.weight_grad(T, gap, hp + prev_at * BH, dev) : Tensor(), gh0;
+    Tensor gw = want_w ? path.weight_grad(T, gap, hp + st.prev_at * BH, dev) : Tensor(), gh0;
     if (want_h0) {  // the first step's ga w_hh
       gh0 = Tensor::empty({B, H}, kFloat32, dev);
-      path.backward(gap + time(0) * B * G, 0.f, gh0.data_ptr<float>());
+      path.backward(gap + st.time(0) * B * G, 0.f, gh0.data_ptr<float>());
     }
     return std::vector<Tensor>{ga, gw, gh0, want_c0 ? dc : Tensor()};
   };
   // g [2, T+1, B, H]: the views' gradients, zero where no output reached
-  state = record(state, "lstm_layer", {gx, w_hh, h0, c0}, [bptt, T, B, H, y_at, last](const Tensor& g) {
-    return bptt(g.narrow(0, 0, 1).narrow(1, y_at, T).reshape({T, B, H}),
+  state = record(state, "lstm_layer", {gx, w_hh, h0, c0}, [bptt, T, B, H, st, last](const Tensor& g) {
+    return bptt(g.narrow(0, 0, 1).narrow(1, st.y_at, T).reshape({T, B, H}),
                 g.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H}));
   });
-  const Tensor y = state.narrow(0, 0, 1).narrow(1, y_at, T).reshape({T, B, H});
-  return {y, reshape(narrow(y, 0, time(T - 1), 1), {B, H}),
+  const Tensor y = state.narrow(0, 0, 1).narrow(1, st.y_at, T).reshape({T, B, H});
+  return {y, reshape(narrow(y, 0, st.time(T - 1), 1), {B, H}),
           state.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H})};
 }
 
@@ -176,9 +176,7 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
   const Device dev = gx.device();
   // hb [T+1, B, H]: h in time order with h0 at its end before the first
   // step (0 forward, T reversed), as lstm_layer's; y and h_n are its views.
-  const Steps st{T, reverse};
-  auto time = [st](int64_t s) { return st.time(s); };
-  const int64_t first = st.first(), y_at = st.y_at(), prev_at = st.prev_at();
+  const Steps st(T, reverse);
   const Tensor x = dense(gx.detach()), w = dense(w_hh.detach());
   const HiddenPath path{kern, B, H, G, w.data_ptr<float>()};
   Tensor gh = Tensor::empty({T, B, G}, kFloat32, dev);  // each step: b_hh + h w_hh^T
@@ -186,14 +184,14 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
   else gh.fill_(0);
   Tensor hb = empty_like(gx, {T + 1, B, H});
   Tensor act = empty_like(gx, {T, B, 4 * H});  // each step's r, z, n, gh_n, for the backward
-  hb.slice(first, first + 1).copy_(h0.reshape({1, B, H}));
+  hb.slice(st.first, st.first + 1).copy_(h0.reshape({1, B, H}));
   const float* xp = x.data_ptr<float>();
   float *hp = hb.data_ptr<float>(), *ghp = gh.data_ptr<float>(), *ap = act.data_ptr<float>();
   for (int64_t s = 0; s < T; ++s) {
-    const int64_t t = time(s), in = t + prev_at;  // hb's rows: in, and t + y_at out
+    const int64_t t = st.time(s), in = t + st.prev_at;  // hb's rows: in, and t + y_at out
     path.forward(hp + in * BH, ghp + t * B * G);  // [B, H] x [H, 3H]
     kern.gru_cell_forward(B, H, xp + t * B * G, ghp + t * B * G, hp + in * BH, ap + t * 4 * BH,
-                          hp + (t + y_at) * BH);
+                          hp + (t + st.y_at) * BH);
   }
   // Back through time from hb's gradient: y's rows gy [T, B, H] (h_n's is
   // one of them). Step by step the two paths' gate gradients ggx, ggh [T, B,
@@ -203,7 +201,7 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
              want_h0 = h0.requires_grad();
   // hb's values without its node (the node, recorded on hb itself, holds
   // this closure: capturing hb would be a cycle that is never freed)
-  auto bptt = [T, B, H, G, BH, time, prev_at, act, hb = hb.detach(), w, path, want_w, want_b,
+  auto bptt = [T, B, H, G, BH, st, act, hb = hb.detach(), w, path, want_w, want_b,
                want_h0, dev, &kern](const Tensor& gy) {
     Tensor dh = gy.clone();
     Tensor ggx = Tensor::empty({T, B, G}, kFloat32, dev);
@@ -212,21 +210,22 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
     const float *hp = hb.data_ptr<float>(), *ap = act.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *gxp = ggx.data_ptr<float>(), *gp = ggh.data_ptr<float>();
     for (int64_t s = T - 1; s >= 0; --s) {
-      const int64_t t = time(s);
-      if (s + 1 < T) path.backward(gp + time(s + 1) * B * G, 1.f, dhp + t * BH);  // += ggh[t'] w_hh
-      float* prev = s > 0 ? dhp + time(s - 1) * BH : want_h0 ? gh0.data_ptr<float>() : nullptr;
-      kern.gru_cell_backward(B, H, ap + t * 4 * BH, hp + (t + prev_at) * BH, dhp + t * BH,
+      const int64_t t = st.time(s);
+      if (s + 1 < T)  // dh[t] += ggh[t'] w_hh
+        path.backward(gp + st.time(s + 1) * B * G, 1.f, dhp + t * BH);
+      float* prev = s > 0 ? dhp + st.time(s - 1) * BH : want_h0 ? gh0.data_ptr<float>() : nullptr;
+      kern.gru_cell_backward(B, H, ap + t * 4 * BH, hp + (t + st.prev_at) * BH, dhp + t * BH,
                              gxp + t * B * G, gp + t * B * G, prev);
     }
     // h0's: the first step's ggh w_hh besides gy z
-    if (want_h0) path.backward(gp + time(0) * B * G, 1.f, gh0.data_ptr<float>());
-    Tensor gw = want_w ? path.weight_grad(T, gp, hp + prev_at * BH, dev) : Tensor();
+    if (want_h0) path.backward(gp + st.time(0) * B * G, 1.f, gh0.data_ptr<float>());
+    Tensor gw = want_w ? path.weight_grad(T, gp, hp + st.prev_at * BH, dev) : Tensor();
     return std::vector<Tensor>{ggx, gw, want_b ? sum(ggh.reshape({T * B, G}), {0}) : Tensor(), gh0};
   };
   hb = record(hb, op, {gx, w_hh, b_hh, h0},
-              [bptt, T, y_at](const Tensor& g) { return bptt(g.narrow(0, y_at, T)); });
-  const Tensor y = hb.narrow(0, y_at, T);
-  return {y, reshape(narrow(y, 0, time(T - 1), 1), {B, H})};
+              [bptt, T, st](const Tensor& g) { return bptt(g.narrow(0, st.y_at, T)); });
+  const Tensor y = hb.narrow(0, st.y_at, T);
+  return {y, reshape(narrow(y, 0, st.time(T - 1), 1), {B, H})};
 }
 
 }  // namespace minidl
