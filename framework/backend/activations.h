@@ -13,7 +13,7 @@
 
 namespace minidl::act {
 
-// c ? a : b, both already computed. On the host by bit operations (as
+// c ? a : b, both already computed. On the host by bit operations (also
 // cpu/vec_math.h's select): with ?: the compiler may move a side's float
 // operations into its branch, and, since they might trap, it then cannot
 // run both sides in one vector loop.

@@ -11,15 +11,15 @@
 #include <cstdint>
 #include <limits>
 
+#include "framework/backend/activations.h"
+
 namespace minidl::cpu::vec {
 
-// cond ? a : b, both already computed, by bit operations. With a plain ?: the
-// compiler computes an operand only on its side, and since floating-point
-// operations may trap it cannot run both: the loop then does not vectorize.
-inline float select(bool cond, float a, float b) {
-  const int32_t m = cond ? -1 : 0;
-  return std::bit_cast<float>((std::bit_cast<int32_t>(a) & m) | (std::bit_cast<int32_t>(b) & ~m));
-}
+// cond ? a : b, both already computed, by bit operations (act::pick, which
+// the CPU and CUDA activations share). With a plain ?: the compiler computes
+// an operand only on its side, and since floating-point operations may trap
+// it cannot run both: the loop then does not vectorize.
+inline float select(bool cond, float a, float b) { return act::pick(cond, a, b); }
 
 // e^x, within 1e-7 relative of e^x for x in [-87, 88]; +inf above 88.73,
 // the subnormals below -87.3 and 0 below -104 (inputs are clamped to
