@@ -326,6 +326,17 @@ struct Kernels {
   //   gc [B, H] = dc sigmoid(f), c's gradient (null: not wanted; may be gc_next)
   void (*lstm_cell_backward)(int64_t b, int64_t h, const float* act, const float* c,
                              const float* gh, const float* gc_next, float* ga, float* gc);
+  // A whole step of an LSTM layer (issue 26), the hidden path's GEMM with the
+  // cell, so that a device may fuse them (CUDA does for small layers, where
+  // the GEMM's launches outweighed its work): with w [4H, H] (w_hh),
+  //   forward:  a [B, 4H] += hp [B, H] w^T in place, then lstm_cell_forward;
+  //   backward: dh [B, H] += g [B, 4H] w in place (g: the next step's ga; null:
+  //             none), then lstm_cell_backward with gh = dh.
+  void (*lstm_step_forward)(int64_t b, int64_t h, const float* w, const float* hp, float* a,
+                            const float* c, float* act, float* c_out, float* h_out);
+  void (*lstm_step_backward)(int64_t b, int64_t h, const float* w, const float* g,
+                             const float* act, const float* c, float* dh, const float* gc_next,
+                             float* ga, float* gc);
   // ---- the GRU cell's pointwise part (issue 23) ----
   // gx, gh [B, 3H] (the input and hidden paths' pre-activations of r, z, n,
   // each with its bias: PyTorch's order), hp [B, H] (the previous h) ->

@@ -1,8 +1,9 @@
 // The LSTM cell's pointwise part as one op (issue 23): one kernel for both
 // outputs where the composed step took ten ops, and one per output backward,
 // which reads the activations the forward kept. And a whole LSTM layer as one
-// op, its steps driving the kernels directly: a GEMM and the cell each step,
-// forward and back; a GRU layer likewise.
+// op, its steps driving the kernels directly: the hidden path's GEMM and the
+// cell each step, forward and back (one kernel-table call, which CUDA fuses
+// into one launch for small layers); a GRU layer likewise, a GEMM and the cell.
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -112,11 +113,10 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
   const Tensor w = dense(w_hh.detach());
   const HiddenPath path{kern, B, H, G, w.data_ptr<float>()};
   float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>(), *gp = gates.data_ptr<float>();
-  for (int64_t s = 0; s < T; ++s) {
+  for (int64_t s = 0; s < T; ++s) {  // gates[t] += h w_hh^T ([B, H] x [H, 4H]), then the cell
     const int64_t t = st.time(s), in = t + st.prev_at, out = t + st.y_at;  // rows of hb and cs
-    path.forward(hp + in * BH, gp + t * B * G);  // [B, H] x [H, 4H]
-    kern.lstm_cell_forward(B, H, gp + t * B * G, cp + in * BH, act.data_ptr<float>() + t * 5 * BH,
-                           cp + out * BH, hp + out * BH);
+    kern.lstm_step_forward(B, H, path.w, hp + in * BH, gp + t * B * G, cp + in * BH,
+                           act.data_ptr<float>() + t * 5 * BH, cp + out * BH, hp + out * BH);
   }
   const int64_t last = st.time(T - 1) + st.y_at;  // the rows of h_n and c_n
   // Back through time from y's gradient gy [T, B, H] and c_n's gc [B, H]:
@@ -131,11 +131,10 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
     Tensor ga = Tensor::empty({T, B, G}, kFloat32, dev);
     const float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
-    for (int64_t s = T - 1; s >= 0; --s) {
+    for (int64_t s = T - 1; s >= 0; --s) {  // dh[t] += ga[t'] w_hh (t' the next step), the cell
       const int64_t t = st.time(s);
-      if (s + 1 < T)  // dh[t] += ga[t'] w_hh
-        path.backward(gap + st.time(s + 1) * B * G, 1.f, dhp + t * BH);
-      kern.lstm_cell_backward(B, H, act.data_ptr<float>() + t * 5 * BH, cp + (t + st.prev_at) * BH,
+      kern.lstm_step_backward(B, H, path.w, s + 1 < T ? gap + st.time(s + 1) * B * G : nullptr,
+                              act.data_ptr<float>() + t * 5 * BH, cp + (t + st.prev_at) * BH,
                               dhp + t * BH, dcp, gap + t * B * G, dcp);
     }
     Tensor gw = want_w ? path.weight_grad(T, gap, hp + st.prev_at * BH, dev) : Tensor(), gh0;

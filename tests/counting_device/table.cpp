@@ -81,6 +81,8 @@ Kernels counted_table() {
   // ---- the LSTM and GRU cells (issue 23) ----
   count<&Kernels::lstm_cell_forward>(k, "lstm_cell_forward");
   count<&Kernels::lstm_cell_backward>(k, "lstm_cell_backward");
+  count<&Kernels::lstm_step_forward>(k, "lstm_step_forward");
+  count<&Kernels::lstm_step_backward>(k, "lstm_step_backward");
   count<&Kernels::gru_cell_forward>(k, "gru_cell_forward");
   count<&Kernels::gru_cell_backward>(k, "gru_cell_backward");
   return k;

@@ -87,6 +87,19 @@ TEST_CASE("cuda: the fused LSTM cell, each output and both") {
              {Tensor::randn({4, 3, 8}), Tensor::randn({8, 2}), Tensor::randn({3, 2}),
               Tensor::randn({3, 2})});
   }
+  // a step in one launch each way (B 9: a block's 8 warps loop over rows; H 40:
+  // lanes loop past 32), then B 33, H 256: past the fused kernel's size, cuBLAS
+  // and the cell
+  for (auto [B, H] : {std::pair<int64_t, int64_t>{9, 40}, {33, 256}}) {
+    CAPTURE(B);
+    check_op("lstm_layer",
+             [](const In& x) {
+               LstmLayer l = lstm_layer(x[0], x[1], x[2], x[3], false);
+               return cat({l.y.reshape({-1}), l.c_n.reshape({-1})}, 0);
+             },
+             {Tensor::randn({3, B, 4 * H}), Tensor::randn({4 * H, H}) * (1.0 / H),
+              Tensor::randn({B, H}), Tensor::randn({B, H})});
+  }
 }
 
 TEST_CASE("cuda: the fused GRU layer, both directions, y and h_n both used") {

@@ -100,6 +100,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::group_norm_forward>(t), record<&Kernels::group_norm_backward>(t);
   // ---- the LSTM and GRU cells (issue 23) ----
   record<&Kernels::lstm_cell_forward>(t), record<&Kernels::lstm_cell_backward>(t);
+  record<&Kernels::lstm_step_forward>(t), record<&Kernels::lstm_step_backward>(t);
   record<&Kernels::gru_cell_forward>(t), record<&Kernels::gru_cell_backward>(t);
 
   static void (*copy)(void*, const void*, size_t, CopyKind) = a.copy;

@@ -184,6 +184,8 @@ void install_cuda_on_cpu() {
       .group_norm_backward = k::group_norm_backward,
       .lstm_cell_forward = k::lstm_cell_forward,
       .lstm_cell_backward = k::lstm_cell_backward,
+      .lstm_step_forward = k::lstm_step_forward,
+      .lstm_step_backward = k::lstm_step_backward,
       .gru_cell_forward = k::gru_cell_forward,
       .gru_cell_backward = k::gru_cell_backward,
   };

@@ -49,6 +49,20 @@ MINIDL_CLONES void lstm_cell_backward(int64_t b, int64_t h, const float* act, co
   }
 }
 
+// A whole step (kernels.h): a [B, 4H] += hp [B, H] w^T, then the cell
+void lstm_step_forward(int64_t b, int64_t h, const float* w, const float* hp, float* a,
+                       const float* c, float* act, float* c_out, float* h_out) {
+  gemm(false, true, b, 4 * h, h, 1.f, hp, h, w, h, 1.f, a, 4 * h);
+  lstm_cell_forward(b, h, a, c, act, c_out, h_out);
+}
+
+// dh [B, H] += g [B, 4H] w (g null: none), then the cell's backward from dh
+void lstm_step_backward(int64_t b, int64_t h, const float* w, const float* g, const float* act,
+                        const float* c, float* dh, const float* gc_next, float* ga, float* gc) {
+  if (g) gemm(false, false, b, h, 4 * h, 1.f, g, 4 * h, w, h, 1.f, dh, h);
+  lstm_cell_backward(b, h, act, c, dh, gc_next, ga, gc);
+}
+
 // gx, gh [B, 3H] (r, z, n), hp [B, H] -> act [B, 4H] (r, z, n, gh_n), h_out [B, H]
 MINIDL_CLONES void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh,
                                     const float* hp, float* act, float* h_out) {

@@ -92,6 +92,8 @@ const Backend& backend() {
       .group_norm_backward = group_norm_backward,
       .lstm_cell_forward = lstm_cell_forward,
       .lstm_cell_backward = lstm_cell_backward,
+      .lstm_step_forward = lstm_step_forward,
+      .lstm_step_backward = lstm_step_backward,
       .gru_cell_forward = gru_cell_forward,
       .gru_cell_backward = gru_cell_backward,
   };

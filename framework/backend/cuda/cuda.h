@@ -162,6 +162,11 @@ void lstm_cell_forward(int64_t b, int64_t h, const float* a, const float* c, flo
                        float* c_out, float* h_out);
 void lstm_cell_backward(int64_t b, int64_t h, const float* act, const float* c,
                         const float* gh, const float* gc_next, float* ga, float* gc);
+// A whole step with the hidden path's GEMM (kernels.h; CUDA fuses small layers')
+void lstm_step_forward(int64_t b, int64_t h, const float* w, const float* hp, float* a,
+                       const float* c, float* act, float* c_out, float* h_out);
+void lstm_step_backward(int64_t b, int64_t h, const float* w, const float* g, const float* act,
+                        const float* c, float* dh, const float* gc_next, float* ga, float* gc);
 
 // ---- the GRU cell's pointwise part (issue 23): rnn.{cpp,cu} ----
 void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh, const float* hp,
