@@ -328,7 +328,8 @@ struct Kernels {
                              const float* gh, const float* gc_next, float* ga, float* gc);
   // A whole step of an LSTM layer (issue 26), the hidden path's GEMM with the
   // cell, so that a device may fuse them (CUDA does for small layers, where
-  // the GEMM's launches outweighed its work): with w [4H, H] (w_hh),
+  // the GEMM's launches outweighed its work; the CPU runs the two): with
+  // w [4H, H] (w_hh),
   //   forward:  a [B, 4H] += hp [B, H] w^T in place, then lstm_cell_forward;
   //   backward: dh [B, H] += g [B, 4H] w in place (g: the next step's ga; null:
   //             none), then lstm_cell_backward with gh = dh.
@@ -351,6 +352,15 @@ struct Kernels {
   //   ghp [B, H] += gy z (hp's own part; null: not wanted)
   void (*gru_cell_backward)(int64_t b, int64_t h, const float* act, const float* hp,
                             const float* gy, float* ggx, float* ggh, float* ghp);
+  // A whole step of a GRU layer, as lstm_step_* (w [3H, H]):
+  //   forward:  gh [B, 3H] += hp [B, H] w^T in place, then gru_cell_forward;
+  //   backward: dh [B, H] += g [B, 3H] w in place (g: the next step's ggh;
+  //             null: none), then gru_cell_backward with gy = dh.
+  void (*gru_step_forward)(int64_t b, int64_t h, const float* w, const float* hp,
+                           const float* gx, float* gh, float* act, float* h_out);
+  void (*gru_step_backward)(int64_t b, int64_t h, const float* w, const float* g,
+                            const float* act, const float* hp, float* dh, float* ggx, float* ggh,
+                            float* ghp);
 };
 
 }  // namespace minidl

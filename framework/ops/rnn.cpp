@@ -2,8 +2,8 @@
 // outputs where the composed step took ten ops, and one per output backward,
 // which reads the activations the forward kept. And a whole LSTM layer as one
 // op, its steps driving the kernels directly: the hidden path's GEMM and the
-// cell each step, forward and back (one kernel-table call, which CUDA fuses
-// into one launch for small layers); a GRU layer likewise, a GEMM and the cell.
+// cell each step, forward and back, in one kernel-table call (which CUDA
+// fuses into one launch for small layers); a GRU layer likewise.
 #include "framework/ops.h"
 #include "framework/ops/util.h"
 
@@ -23,15 +23,12 @@ struct Steps {
   int64_t first, y_at, prev_at;
 };
 
-// The hidden path's GEMMs on w [G, H] (w_hh) for a batch of B rows.
+// The hidden path's GEMMs on w [G, H] (w_hh) for a batch of B rows outside
+// the steps (the steps' own are in the kernels' *_step_* calls).
 struct HiddenPath {
   const Kernels& kern;
   int64_t B, H, G;
   const float* w;
-  // gates [B, G] += h [B, H] w^T
-  void forward(const float* h, float* gates) const {
-    kern.gemm(false, true, B, G, H, 1.f, h, H, 0, w, H, 0, 1.f, gates, G, 0, 1);
-  }
   // dh [B, H] = beta dh + g [B, G] w
   void backward(const float* g, float beta, float* dh) const {
     kern.gemm(false, false, B, H, G, 1.f, g, G, 0, w, H, 0, beta, dh, H, 0, 1);
@@ -186,11 +183,10 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
   hb.slice(st.first, st.first + 1).copy_(h0.reshape({1, B, H}));
   const float* xp = x.data_ptr<float>();
   float *hp = hb.data_ptr<float>(), *ghp = gh.data_ptr<float>(), *ap = act.data_ptr<float>();
-  for (int64_t s = 0; s < T; ++s) {
+  for (int64_t s = 0; s < T; ++s) {  // gh[t] += h w_hh^T ([B, H] x [H, 3H]), then the cell
     const int64_t t = st.time(s), in = t + st.prev_at;  // hb's rows: in, and t + y_at out
-    path.forward(hp + in * BH, ghp + t * B * G);  // [B, H] x [H, 3H]
-    kern.gru_cell_forward(B, H, xp + t * B * G, ghp + t * B * G, hp + in * BH, ap + t * 4 * BH,
-                          hp + (t + st.y_at) * BH);
+    kern.gru_step_forward(B, H, path.w, hp + in * BH, xp + t * B * G, ghp + t * B * G,
+                          ap + t * 4 * BH, hp + (t + st.y_at) * BH);
   }
   // Back through time from hb's gradient: y's rows gy [T, B, H] (h_n's is
   // one of them). Step by step the two paths' gate gradients ggx, ggh [T, B,
@@ -208,12 +204,11 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
     Tensor gh0 = want_h0 ? Tensor::zeros({B, H}, kFloat32, dev) : Tensor();
     const float *hp = hb.data_ptr<float>(), *ap = act.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *gxp = ggx.data_ptr<float>(), *gp = ggh.data_ptr<float>();
-    for (int64_t s = T - 1; s >= 0; --s) {
+    for (int64_t s = T - 1; s >= 0; --s) {  // dh[t] += ggh[t'] w_hh (t' the next step), the cell
       const int64_t t = st.time(s);
-      if (s + 1 < T)  // dh[t] += ggh[t'] w_hh
-        path.backward(gp + st.time(s + 1) * B * G, 1.f, dhp + t * BH);
       float* prev = s > 0 ? dhp + st.time(s - 1) * BH : want_h0 ? gh0.data_ptr<float>() : nullptr;
-      kern.gru_cell_backward(B, H, ap + t * 4 * BH, hp + (t + st.prev_at) * BH, dhp + t * BH,
+      kern.gru_step_backward(B, H, path.w, s + 1 < T ? gp + st.time(s + 1) * B * G : nullptr,
+                             ap + t * 4 * BH, hp + (t + st.prev_at) * BH, dhp + t * BH,
                              gxp + t * B * G, gp + t * B * G, prev);
     }
     // h0's: the first step's ggh w_hh besides gy z

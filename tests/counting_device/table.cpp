@@ -85,6 +85,8 @@ Kernels counted_table() {
   count<&Kernels::lstm_step_backward>(k, "lstm_step_backward");
   count<&Kernels::gru_cell_forward>(k, "gru_cell_forward");
   count<&Kernels::gru_cell_backward>(k, "gru_cell_backward");
+  count<&Kernels::gru_step_forward>(k, "gru_step_forward");
+  count<&Kernels::gru_step_backward>(k, "gru_step_backward");
   return k;
 }
 

@@ -87,10 +87,10 @@ TEST_CASE("cuda: the fused LSTM cell, each output and both") {
              {Tensor::randn({4, 3, 8}), Tensor::randn({8, 2}), Tensor::randn({3, 2}),
               Tensor::randn({3, 2})});
   }
-  // a step in one launch each way (B 9: a block's 8 warps loop over rows; H 40:
+  // a step in one launch each way (B 37: a block's 32 warps loop over rows; H 40:
   // lanes loop past 32), then B 33, H 256: past the fused kernel's size, cuBLAS
   // and the cell
-  for (auto [B, H] : {std::pair<int64_t, int64_t>{9, 40}, {33, 256}}) {
+  for (auto [B, H] : {std::pair<int64_t, int64_t>{37, 40}, {33, 256}}) {
     CAPTURE(B);
     check_op("lstm_layer",
              [](const In& x) {
@@ -113,5 +113,16 @@ TEST_CASE("cuda: the fused GRU layer, both directions, y and h_n both used") {
              },
              {Tensor::randn({4, 3, 6}), Tensor::randn({6, 2}), Tensor::randn({6}),
               Tensor::randn({3, 2})});
+  }
+  // a step in one launch each way (as the LSTM's case), then past its size (H 300)
+  for (auto [B, H] : {std::pair<int64_t, int64_t>{37, 40}, {33, 300}}) {
+    CAPTURE(B);
+    check_op("gru_layer",
+             [](const In& x) {
+               GruLayer l = gru_layer(x[0], x[1], x[2], x[3], true);
+               return cat({l.y.reshape({-1}), (l.h_n * l.h_n).reshape({-1})}, 0);
+             },
+             {Tensor::randn({3, B, 3 * H}), Tensor::randn({3 * H, H}) * (1.0 / H),
+              Tensor::randn({3 * H}), Tensor::randn({B, H})});
   }
 }

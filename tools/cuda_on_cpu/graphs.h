@@ -102,6 +102,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::lstm_cell_forward>(t), record<&Kernels::lstm_cell_backward>(t);
   record<&Kernels::lstm_step_forward>(t), record<&Kernels::lstm_step_backward>(t);
   record<&Kernels::gru_cell_forward>(t), record<&Kernels::gru_cell_backward>(t);
+  record<&Kernels::gru_step_forward>(t), record<&Kernels::gru_step_backward>(t);
 
   static void (*copy)(void*, const void*, size_t, CopyKind) = a.copy;
   a.copy = [](void* dst, const void* src, size_t n, CopyKind kind) {

@@ -188,6 +188,8 @@ void install_cuda_on_cpu() {
       .lstm_step_backward = k::lstm_step_backward,
       .gru_cell_forward = k::gru_cell_forward,
       .gru_cell_backward = k::gru_cell_backward,
+      .gru_step_forward = k::gru_step_forward,
+      .gru_step_backward = k::gru_step_backward,
   };
   // graphs recorded and replayed as on the emulated device
   static const GraphOps graphs = testing::emulate_graphs(memory, table);

@@ -99,4 +99,18 @@ MINIDL_CLONES void gru_cell_backward(int64_t b, int64_t h, const float* act, con
   }
 }
 
+// A whole step (kernels.h): gh [B, 3H] += hp [B, H] w^T, then the cell
+void gru_step_forward(int64_t b, int64_t h, const float* w, const float* hp, const float* gx,
+                      float* gh, float* act, float* h_out) {
+  gemm(false, true, b, 3 * h, h, 1.f, hp, h, w, h, 1.f, gh, 3 * h);
+  gru_cell_forward(b, h, gx, gh, hp, act, h_out);
+}
+
+// dh [B, H] += g [B, 3H] w (g null: none), then the cell's backward from dh
+void gru_step_backward(int64_t b, int64_t h, const float* w, const float* g, const float* act,
+                       const float* hp, float* dh, float* ggx, float* ggh, float* ghp) {
+  if (g) gemm(false, false, b, h, 3 * h, 1.f, g, 3 * h, w, h, 1.f, dh, h);
+  gru_cell_backward(b, h, act, hp, dh, ggx, ggh, ghp);
+}
+
 }  // namespace minidl::cpu

@@ -96,6 +96,8 @@ const Backend& backend() {
       .lstm_step_backward = lstm_step_backward,
       .gru_cell_forward = gru_cell_forward,
       .gru_cell_backward = gru_cell_backward,
+      .gru_step_forward = gru_step_forward,
+      .gru_step_backward = gru_step_backward,
   };
   static const Backend b{.name = "cpu", .allocator = &memory, .kernels = &k, .graphs = nullptr};
   return b;

@@ -173,5 +173,9 @@ void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh, co
                       float* act, float* h_out);
 void gru_cell_backward(int64_t b, int64_t h, const float* act, const float* hp, const float* gy,
                        float* ggx, float* ggh, float* ghp);
+void gru_step_forward(int64_t b, int64_t h, const float* w, const float* hp, const float* gx,
+                      float* gh, float* act, float* h_out);
+void gru_step_backward(int64_t b, int64_t h, const float* w, const float* g, const float* act,
+                       const float* hp, float* dh, float* ggx, float* ggh, float* ghp);
 
 }  // namespace minidl::cuda

@@ -86,6 +86,8 @@ const Backend* backend_if_present() {
       .lstm_step_backward = lstm_step_backward,
       .gru_cell_forward = gru_cell_forward,
       .gru_cell_backward = gru_cell_backward,
+      .gru_step_forward = gru_step_forward,
+      .gru_step_backward = gru_step_backward,
   };
   static const GraphOps graphs{
       .capture_begin = capture_begin,
