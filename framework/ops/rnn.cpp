@@ -29,6 +29,11 @@ struct HiddenPath {
   const Kernels& kern;
   int64_t B, H, G;
   const float* w;
+  // w^T [H, G], what the steps' backward takes (kernels.h), read only for a
+  // next step's gradient: over T > 1 steps (a single step passes w itself)
+  static Tensor transposed(const Tensor& w, int64_t T) {
+    return T > 1 ? contiguous(w.transpose(0, 1)) : w;
+  }
   // dh [B, H] = beta dh + g [B, G] w
   void backward(const float* g, float beta, float* dh) const {
     kern.gemm(false, false, B, H, G, 1.f, g, G, 0, w, H, 0, beta, dh, H, 0, 1);
@@ -126,11 +131,12 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
                &kern](const Tensor& gy, const Tensor& gc) {
     Tensor dh = gy.clone(), dc = gc.clone();
     Tensor ga = Tensor::empty({T, B, G}, kFloat32, dev);
+    const Tensor wt = path.transposed(w, T);
     const float *hp = hb.data_ptr<float>(), *cp = cs.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
     for (int64_t s = T - 1; s >= 0; --s) {  // dh[t] += ga[t'] w_hh (t' the next step), the cell
       const int64_t t = st.time(s);
-      kern.lstm_step_backward(B, H, path.w, s + 1 < T ? gap + st.time(s + 1) * B * G : nullptr,
+      kern.lstm_step_backward(B, H, wt.data_ptr<float>(), s + 1 < T ? gap + st.time(s + 1) * B * G : nullptr,
                               act.data_ptr<float>() + t * 5 * BH, cp + (t + st.prev_at) * BH,
                               dhp + t * BH, dcp, gap + t * B * G, dcp);
     }
@@ -202,12 +208,13 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
     Tensor ggx = Tensor::empty({T, B, G}, kFloat32, dev);
     Tensor ggh = Tensor::empty({T, B, G}, kFloat32, dev);
     Tensor gh0 = want_h0 ? Tensor::zeros({B, H}, kFloat32, dev) : Tensor();
+    const Tensor wt = path.transposed(w, T);
     const float *hp = hb.data_ptr<float>(), *ap = act.data_ptr<float>();
     float *dhp = dh.data_ptr<float>(), *gxp = ggx.data_ptr<float>(), *gp = ggh.data_ptr<float>();
     for (int64_t s = T - 1; s >= 0; --s) {  // dh[t] += ggh[t'] w_hh (t' the next step), the cell
       const int64_t t = st.time(s);
       float* prev = s > 0 ? dhp + st.time(s - 1) * BH : want_h0 ? gh0.data_ptr<float>() : nullptr;
-      kern.gru_step_backward(B, H, path.w, s + 1 < T ? gp + st.time(s + 1) * B * G : nullptr,
+      kern.gru_step_backward(B, H, wt.data_ptr<float>(), s + 1 < T ? gp + st.time(s + 1) * B * G : nullptr,
                              ap + t * 4 * BH, hp + (t + st.prev_at) * BH, dhp + t * BH,
                              gxp + t * B * G, gp + t * B * G, prev);
     }

@@ -103,6 +103,7 @@ __global__ void step_forward_kernel(int64_t b, int64_t h, const float* w, const 
   for (int64_t j = blockIdx.x; j < h; j += gridDim.x) {
     for (int64_t r = threadIdx.x / 32; r < b; r += blockDim.x / 32) {
       float s[Q] = {};
+#pragma unroll 4
       for (int64_t k = lane; k < h; k += 32) {
         const float x = hp[r * h + k];
         for (int q = 0; q < Q; ++q) s[q] += x * w[(q * h + j) * h + k];
@@ -116,16 +117,17 @@ __global__ void step_forward_kernel(int64_t b, int64_t h, const float* w, const 
   }
 }
 
-// g [B, QH] (null: none): dh[r, j] += g[r] . w[:, j], then cell(r, j)
+// g [B, QH] (null: none), wt [H, QH]: dh[r, j] += g[r] . wt[j], then cell(r, j)
 template <int Q, class Cell>
-__global__ void step_backward_kernel(int64_t b, int64_t h, const float* w, const float* g,
+__global__ void step_backward_kernel(int64_t b, int64_t h, const float* wt, const float* g,
                                      float* dh, Cell cell) {
   const int lane = threadIdx.x % 32;
   for (int64_t j = blockIdx.x; j < h; j += gridDim.x) {
     for (int64_t r = threadIdx.x / 32; r < b; r += blockDim.x / 32) {
       float s = 0.f;
       if (g)
-        for (int64_t p = lane; p < Q * h; p += 32) s += g[r * Q * h + p] * w[p * h + j];
+#pragma unroll 4
+        for (int64_t p = lane; p < Q * h; p += 32) s += g[r * Q * h + p] * wt[j * Q * h + p];
       s = warp_sum(s);
       if (lane == 0) {
         dh[r * h + j] += s;
@@ -160,13 +162,13 @@ void step_forward(int64_t b, int64_t h, const float* w, const float* hp, float* 
 }
 
 template <int Q, class Cell>
-void step_backward(int64_t b, int64_t h, const float* w, const float* g, float* dh, Cell cell) {
+void step_backward(int64_t b, int64_t h, const float* wt, const float* g, float* dh, Cell cell) {
   if (b * h == 0) return;
   if (!fuse_step(b, Q, h)) {
-    if (g) gemm(false, false, b, h, Q * h, 1.f, g, Q * h, 0, w, h, 0, 1.f, dh, h, 0, 1);
+    if (g) gemm(false, true, b, h, Q * h, 1.f, g, Q * h, 0, wt, Q * h, 0, 1.f, dh, h, 0, 1);
     return cells(b, h, cell);
   }
-  step_backward_kernel<Q><<<blocks_for(h, 1), step_threads(b), 0, stream()>>>(b, h, w, g, dh,
+  step_backward_kernel<Q><<<blocks_for(h, 1), step_threads(b), 0, stream()>>>(b, h, wt, g, dh,
                                                                               cell);
   CUDA_CHECK_LAUNCH();
 }
@@ -188,9 +190,9 @@ void lstm_step_forward(int64_t b, int64_t h, const float* w, const float* hp, fl
   step_forward<4>(b, h, w, hp, a, LstmCell{h, a, c, act, c_out, h_out});
 }
 
-void lstm_step_backward(int64_t b, int64_t h, const float* w, const float* g, const float* act,
+void lstm_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
                         const float* c, float* dh, const float* gc_next, float* ga, float* gc) {
-  step_backward<4>(b, h, w, g, dh, LstmCellBackward{h, act, c, dh, gc_next, ga, gc});
+  step_backward<4>(b, h, wt, g, dh, LstmCellBackward{h, act, c, dh, gc_next, ga, gc});
 }
 
 void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh, const float* hp,
@@ -208,9 +210,9 @@ void gru_step_forward(int64_t b, int64_t h, const float* w, const float* hp, con
   step_forward<3>(b, h, w, hp, gh, GruCell{h, gx, gh, hp, act, h_out});
 }
 
-void gru_step_backward(int64_t b, int64_t h, const float* w, const float* g, const float* act,
+void gru_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
                        const float* hp, float* dh, float* ggx, float* ggh, float* ghp) {
-  step_backward<3>(b, h, w, g, dh, GruCellBackward{h, act, hp, dh, ggx, ggh, ghp});
+  step_backward<3>(b, h, wt, g, dh, GruCellBackward{h, act, hp, dh, ggx, ggh, ghp});
 }
 
 }  // namespace minidl::cuda
