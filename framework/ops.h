@@ -282,6 +282,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
                      double label_smoothing = 0);
 // |x - y|
 Tensor l1_loss(const Tensor& x, const Tensor& y, const std::string& reduction = "mean");
+// (x - y)^2
+Tensor mse_loss(const Tensor& x, const Tensor& y, const std::string& reduction = "mean");
 // d = x - y: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta 0: l1)
 Tensor smooth_l1_loss(const Tensor& x, const Tensor& y, const std::string& reduction = "mean",
                       double beta = 1);

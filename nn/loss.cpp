@@ -44,8 +44,9 @@ Tensor Loss::reduce(const Tensor& v) const {
 Tensor MSELoss::forward(const Tensor& pred, const Tensor& target) {
   MINIDL_CHECK(pred.shape() == target.shape(), "MSELoss: prediction ", pred.shape(), " and target ",
                target.shape(), " must have the same shape");
-  Tensor d = sub(pred, target.dtype() == pred.dtype() ? target : cast(target, pred.dtype()));
-  return reduce(pow(d, 2.0));  // its gradient 2 d g in two passes (d d's took three)
+  const Tensor t = target.dtype() == pred.dtype() ? target : cast(target, pred.dtype());
+  if (pred.dtype() == kFloat32) return mse_loss(pred, t, reduction_name(reduction()));
+  return reduce(pow(sub(pred, t), 2.0));  // float16: by ops
 }
 
 CrossEntropyLoss::CrossEntropyLoss(const CrossEntropyLossOptions& o)

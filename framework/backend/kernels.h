@@ -40,6 +40,9 @@ enum class BinaryOp { Add, Sub, Mul, Div, Equal, ReluGrad, SigmoidGrad, TanhGrad
 // out = [a op b] as 1 or 0 (NaN compares unequal to everything, as in C++).
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Max };  // Max propagates NaN
+// A loss of a difference d (diff_loss): Square d^2 (f' 2d); SmoothL1
+// act::smooth_l1 with beta s (f' act::smooth_l1_grad), backend/activations.h.
+enum class DiffLoss { Square, SmoothL1 };
 enum class UpdateRule { SGD, Momentum, Adam, RMSprop };
 
 // A broadcast binary op's index map, dims coalesced by the front end: out has
@@ -216,6 +219,14 @@ struct Kernels {
   void (*binary_cross_entropy_forward)(int64_t n, const float* p, const float* t, float* l);
   void (*binary_cross_entropy_backward)(int64_t n, const float* g, const float* p, const float* t,
                                         float* gp, float* gt);
+  // x, y [n], d = x - y -> l [n] = scale f(d) (mse, smooth L1, huber: one
+  // pass where the composed ops took three); back, gx = scale g f'(d) and
+  // gy = -gx (either null: not wanted), g [n] (each) or g[0] for every i
+  // (a mean's or sum's one gradient, its 1/n in scale)
+  void (*diff_loss_forward)(DiffLoss f, float s, float scale, int64_t n, const float* x,
+                            const float* y, float* l);
+  void (*diff_loss_backward)(DiffLoss f, float s, float scale, int64_t n, const float* x,
+                             const float* y, const float* g, bool each, float* gx, float* gy);
 
   // ---- optimizers: every slice of a step in one call (host array of slices) ----
   void (*update)(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);

@@ -63,6 +63,30 @@ void check_pair(const char* op, const Tensor& x, const Tensor& y, const char* xn
                " must have the same shape");
 }
 
+// A loss of the difference d = x - y, scale f(d) reduced (kernels.h's
+// diff_loss): one kernel forward before the reduction, one back for both
+// inputs, from the reduced loss's one gradient or ("none") each element's.
+Tensor diff_loss(const char* op, const Tensor& x, const Tensor& y, DiffLoss f, float s,
+                 float scale, const std::string& reduction) {
+  const Kernels& kern = kernels_for(op, x, {&y});
+  const Tensor xc = contiguous(x.detach()), yc = contiguous(y.detach());
+  const int64_t n = xc.numel();
+  Tensor l = empty_like(xc, xc.shape());
+  kern.diff_loss_forward(f, s, scale, n, xc.data_ptr<float>(), yc.data_ptr<float>(),
+                         l.data_ptr<float>());
+  const bool each = reduction == "none", want_x = x.requires_grad(), want_y = y.requires_grad();
+  const float gscale = reduction == "mean" ? static_cast<float>(scale / static_cast<double>(n)) : scale;
+  return record(reduce_loss(l, reduction), op, {x, y}, [=](const Tensor& g) {
+    const Tensor gc = contiguous(g);
+    Tensor gx = want_x ? empty_like(gc, xc.shape()) : Tensor();
+    Tensor gy = want_y ? empty_like(gc, xc.shape()) : Tensor();
+    kernels(gc.device())
+        .diff_loss_backward(f, s, gscale, n, xc.data_ptr<float>(), yc.data_ptr<float>(),
+                            gc.data_ptr<float>(), each, ptr(gx), ptr(gy));
+    return std::vector<Tensor>{gx, gy};
+  });
+}
+
 // A weight broadcast onto x's shape (it may not grow x).
 void check_weight(const char* op, const Tensor& w, const Tensor& x, const char* what) {
   if (!w.defined()) return;
@@ -254,14 +278,15 @@ Tensor smooth_l1_loss(const Tensor& x, const Tensor& y, const std::string& reduc
   check_reduction("smooth_l1_loss", reduction);
   check_pair("smooth_l1_loss", x, y, "input", "target");
   MINIDL_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
-  Tensor d = sub(x, y);
-  if (beta == 0) return reduce_loss(abs(d), reduction);
-  const float b = static_cast<float>(beta);  // one kernel each way (activations.h)
-  Tensor l = record(unary_map(d, UnaryOp::SmoothL1, b), "smooth_l1_loss", {d},
-                    [d = d.detach(), b](const Tensor& g) {
-                      return std::vector<Tensor>{mul(g, unary_map(d, UnaryOp::SmoothL1Grad, b))};
-                    });
-  return reduce_loss(l, reduction);
+  if (beta == 0) return reduce_loss(abs(sub(x, y)), reduction);
+  return diff_loss("smooth_l1_loss", x, y, DiffLoss::SmoothL1, static_cast<float>(beta), 1.f,
+                   reduction);
+}
+
+Tensor mse_loss(const Tensor& x, const Tensor& y, const std::string& reduction) {
+  check_reduction("mse_loss", reduction);
+  check_pair("mse_loss", x, y, "input", "target");
+  return diff_loss("mse_loss", x, y, DiffLoss::Square, 0.f, 1.f, reduction);
 }
 
 // near 0.5 d^2 + (1 - near) delta (|d| - 0.5 delta)
@@ -269,10 +294,8 @@ Tensor huber_loss(const Tensor& x, const Tensor& y, const std::string& reduction
   check_reduction("huber_loss", reduction);
   check_pair("huber_loss", x, y, "input", "target");
   MINIDL_CHECK(delta > 0, "huber_loss: delta must be > 0, got ", delta);
-  Tensor d = sub(x, y), ad = abs(d);
-  Tensor near = lt(ad.detach(), delta);
-  Tensor l = add(mul(near, mul(d, d) * 0.5), mul(1.0 - near, (ad - 0.5 * delta) * delta));
-  return reduce_loss(l, reduction);
+  const float b = static_cast<float>(delta);  // delta smooth_l1(d) with beta delta
+  return diff_loss("huber_loss", x, y, DiffLoss::SmoothL1, b, b, reduction);
 }
 
 // t (log t - x) with 0 log 0 = 0 (xlogy), or exp(t) (t - x) with log_target

@@ -61,6 +61,8 @@ Kernels counted_table() {
   count<&Kernels::cross_entropy_backward>(k, "cross_entropy_backward");
   count<&Kernels::binary_cross_entropy_forward>(k, "binary_cross_entropy_forward");
   count<&Kernels::binary_cross_entropy_backward>(k, "binary_cross_entropy_backward");
+  count<&Kernels::diff_loss_forward>(k, "diff_loss_forward");
+  count<&Kernels::diff_loss_backward>(k, "diff_loss_backward");
   count<&Kernels::update>(k, "update");
   // ---- shape ops (issue 22) ----
   count<&Kernels::strided_copy>(k, "strided_copy"), count<&Kernels::index_select>(k, "index_select");

@@ -85,6 +85,11 @@ TEST_CASE("cuda: activations (gelu and leaky_relu fused), reductions and losses"
            [](const In& in) { return binary_cross_entropy_with_logits(in[0], in[1]); }, {x, t});
   check_op("smooth_l1", [](const In& in) { return smooth_l1_loss(in[0], in[1], "sum", 0.5); },
            {x, t});
+  for (const char* r : {"none", "mean"}) {  // one gradient per element, and one for all
+    INFO(r);
+    check_op("mse", [r](const In& in) { return mse_loss(in[0], in[1], r); }, {x, t});
+    check_op("huber", [r](const In& in) { return huber_loss(in[0], in[1], r, 0.3); }, {x, t});
+  }
   check_op("pow 2", [](const In& in) { return pow(in[0], 2.0); }, {x});
   Tensor labels = Tensor::of_ints({0, 5, -100, 2}, {4}, kInt64);
   Tensor w = uniform({6}, 0.5, 1.5);

@@ -45,6 +45,14 @@ TEST_CASE("MSELoss by hand for none, mean and sum") {
   Tensor p = pred.clone().requires_grad_();
   nn::MSELoss()(p, target).backward();
   check_close(p.grad(), {0, 4.0 / 3, 2});
+  // the target's gradient is the prediction's negated, each reduction
+  Tensor q = pred.clone().requires_grad_(), t = target.clone().requires_grad_();
+  mse_loss(q, t, "sum").backward();
+  check_close(q.grad(), {0, 4, 6});
+  check_close(t.grad(), {0, -4, -6});
+  CHECK_THROWS_WITH_AS(
+      mse_loss(pred, Tensor::of({1, 2})),
+      doctest::Contains("mse_loss: input [3] and target [2] must have the same shape"), Error);
   for (const char* r : {"none", "mean", "sum"}) {
     INFO(r);
     nn::MSELoss loss{r};

@@ -86,6 +86,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::gather_backward>(t), record<&Kernels::cross_entropy_forward>(t);
   record<&Kernels::cross_entropy_backward>(t), record<&Kernels::binary_cross_entropy_forward>(t);
   record<&Kernels::binary_cross_entropy_backward>(t);
+  record<&Kernels::diff_loss_forward>(t), record<&Kernels::diff_loss_backward>(t);
   // ---- shape ops (issue 22): their structs are copied into the closure ----
   record<&Kernels::strided_copy>(t), record<&Kernels::index_select>(t);
   record<&Kernels::index_add>(t), record<&Kernels::gather_dim>(t);

@@ -162,6 +162,8 @@ void install_cuda_on_cpu() {
       .cross_entropy_backward = k::cross_entropy_backward,
       .binary_cross_entropy_forward = k::binary_cross_entropy_forward,
       .binary_cross_entropy_backward = k::binary_cross_entropy_backward,
+      .diff_loss_forward = k::diff_loss_forward,
+      .diff_loss_backward = k::diff_loss_backward,
       .update = k::update,
       // ---- shape ops (issue 22) ----
       .strided_copy = k::strided_copy,

@@ -6,6 +6,7 @@
 
 #include "framework/backend/activations.h"
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 
 namespace minidl::cpu {
 namespace {
@@ -59,6 +60,55 @@ void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, co
   for (int64_t i = 0; i < n; ++i) {
     if (gp) gp[i] = act::bce_grad_p(g[i], p[i], t[i]);
     if (gt) gt[i] = act::bce_grad_t(g[i], p[i]);
+  }
+}
+
+namespace {
+
+// body(f, f') with the DiffLoss's f and its derivative (kernels.h), each a
+// lambda of its own so that the loops below vectorize
+template <class Body>
+void with_diff_loss(DiffLoss f, float s, Body body) {
+  switch (f) {
+    case DiffLoss::Square:
+      return body([](float d) { return d * d; }, [](float d) { return 2.f * d; });
+    case DiffLoss::SmoothL1:
+      return body([s](float d) { return act::smooth_l1(d, s); },
+                  [s](float d) { return act::smooth_l1_grad(d, s); });
+  }
+}
+
+// out [n] = c(i) f'(x - y), c(i) the gradient's factor at i
+template <class C, class F>
+MINIDL_CLONES void diff_grad(int64_t n, const float* x, const float* y, float* out, C c, F fp) {
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) out[i] = c(i) * fp(x[i] - y[i]);
+}
+
+}  // namespace
+
+// x, y [n] -> l [n] = scale f(x - y)
+void diff_loss_forward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
+                       float* l) {
+  with_diff_loss(f, s, [&](auto fn, auto) {
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) l[i] = scale * fn(x[i] - y[i]);
+  });
+}
+
+// g [n] (each) or g[0] -> gx = scale g f'(x - y), gy = -gx (either null)
+void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
+                        const float* g, bool each, float* gx, float* gy) {
+  float* out = gx ? gx : gy;
+  if (!out) return;
+  const float sign = gx ? scale : -scale, g0 = each ? 0.f : sign * g[0];
+  with_diff_loss(f, s, [&](auto, auto fp) {
+    if (each) diff_grad(n, x, y, out, [g, sign](int64_t i) { return sign * g[i]; }, fp);
+    else diff_grad(n, x, y, out, [g0](int64_t) { return g0; }, fp);
+  });
+  if (gx && gy) {
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) gy[i] = -gx[i];
   }
 }
 

@@ -109,6 +109,10 @@ void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void
 void binary_cross_entropy_forward(int64_t n, const float* p, const float* t, float* l);
 void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, const float* t,
                                    float* gp, float* gt);
+void diff_loss_forward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
+                       float* l);
+void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
+                        const float* g, bool each, float* gx, float* gy);
 void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
                             float* probs);
 

@@ -95,7 +95,56 @@ __global__ void bce_backward_kernel(int64_t n, const float* g, const float* p, c
   }
 }
 
+// x, y [n] -> l [n] = scale f(x - y)
+template <class F>
+__global__ void diff_loss_kernel(int64_t n, const float* x, const float* y, float scale,
+                                 float* l, F f) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) l[i] = scale * f(x[i] - y[i]);
+}
+
+// gx = scale g f'(x - y), gy = -gx (either null); g [n] (each) or g[0]
+template <class F>
+__global__ void diff_loss_backward_kernel(int64_t n, const float* x, const float* y,
+                                          const float* g, bool each, float scale, float* gx,
+                                          float* gy, F fp) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const float v = scale * g[each ? i : 0] * fp(x[i] - y[i]);
+    if (gx) gx[i] = v;
+    if (gy) gy[i] = -v;
+  }
+}
+
 }  // namespace
+
+// (the switches name each device lambda in a plain function, as nvcc asks)
+void diff_loss_forward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
+                       float* l) {
+  if (n == 0) return;
+  auto run = [&](auto fn) {
+    diff_loss_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, x, y, scale, l, fn);
+  };
+  switch (f) {
+    case DiffLoss::Square: run([] __device__(float d) { return d * d; }); break;
+    case DiffLoss::SmoothL1: run([s] __device__(float d) { return act::smooth_l1(d, s); }); break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
+                        const float* g, bool each, float* gx, float* gy) {
+  if (n == 0 || (!gx && !gy)) return;
+  auto run = [&](auto fp) {
+    diff_loss_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, x, y, g, each, scale,
+                                                                        gx, gy, fp);
+  };
+  switch (f) {
+    case DiffLoss::Square: run([] __device__(float d) { return 2.f * d; }); break;
+    case DiffLoss::SmoothL1:
+      run([s] __device__(float d) { return act::smooth_l1_grad(d, s); });
+      break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
 
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out) {
   if (n == 0) return;

@@ -60,6 +60,8 @@ const Backend* backend_if_present() {
       .cross_entropy_backward = cross_entropy_backward,
       .binary_cross_entropy_forward = binary_cross_entropy_forward,
       .binary_cross_entropy_backward = binary_cross_entropy_backward,
+      .diff_loss_forward = diff_loss_forward,
+      .diff_loss_backward = diff_loss_backward,
       .update = update,
       // ---- shape ops (issue 22) ----
       .strided_copy = strided_copy,
