@@ -123,6 +123,9 @@ struct Kernels {
 
   // ---- float32 elementwise and reductions ----
   void (*unary)(UnaryOp op, float s, int64_t n, const float* x, float* out);
+  // g, x [n] -> out [n] = g f(x), f the op: a gradient by its derivative's op
+  // (LeakyReluSlope, EluSlope, SoftplusSlope, PowGrad) in one pass, not two
+  void (*unary_grad)(UnaryOp op, float s, int64_t n, const float* g, const float* x, float* out);
   void (*binary)(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
   // x [n] -> out [n] = x * (1/keep where kept, else 0), each element kept with
   // probability keep by Philox4x32-10 keyed by seed (backend/philox.h):

@@ -1,5 +1,5 @@
-// Activations: leaky ReLU, GELU and SiLU as one kernel forward and one or two
-// back (backend/activations.h has PyTorch's formulas); the rest composed from
+// Activations: leaky ReLU, GELU, SiLU, ELU and softplus as one kernel each
+// way (backend/activations.h has PyTorch's formulas); the rest composed from
 // elementwise ops (their gradients follow from the ops'), with the masks of
 // comparisons where PyTorch's gradient at a kink differs from what the
 // composition would give.
@@ -25,7 +25,7 @@ Tensor leaky_relu(const Tensor& x, double slope) {
   return activation("leaky_relu", x, [slope](const Tensor& v) {
     const float s = static_cast<float>(slope);
     return record(unary_map(v, UnaryOp::LeakyRelu, s), "leaky_relu", {v}, [v, s](const Tensor& g) {
-      return std::vector<Tensor>{mul(g, unary_map(v, UnaryOp::LeakyReluSlope, s))};
+      return std::vector<Tensor>{unary_grad_map(g, v, UnaryOp::LeakyReluSlope, s)};
     });
   });
 }
@@ -53,20 +53,20 @@ Tensor silu(const Tensor& x) {
   });
 }
 
-// x > 0: x; else alpha expm1(x), one kernel forward and two back; the
+// x > 0: x; else alpha expm1(x), one kernel each way; the
 // gradient at 0 is alpha (PyTorch's)
 Tensor elu(const Tensor& x, double alpha) {
   return activation("elu", x, [alpha](const Tensor& v) {
     const float a = static_cast<float>(alpha);
     return record(unary_map(v, UnaryOp::Elu, a), "elu", {v}, [v, a](const Tensor& g) {
-      return std::vector<Tensor>{mul(g, unary_map(v, UnaryOp::EluSlope, a))};
+      return std::vector<Tensor>{unary_grad_map(g, v, UnaryOp::EluSlope, a)};
     });
   });
 }
 
 // z = beta x above the threshold: x; else log1p(exp(z)) / beta (stable for
-// any z); the gradient sigmoid(z), or 1. One kernel forward and two back
-// (one more pass each way with beta != 1).
+// any z); the gradient sigmoid(z), or 1. One kernel each way (one more
+// pass each way with beta != 1).
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   MINIDL_CHECK(beta != 0, "softplus: beta must be nonzero (shape ", x.shape(), ")");
   return activation("softplus", x, [beta, threshold](const Tensor& v) {
@@ -75,7 +75,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
     Tensor y = unary_map(z, UnaryOp::Softplus, t);
     if (beta != 1) y = y / beta;
     return record(y, "softplus", {v}, [z, t](const Tensor& g) {
-      return std::vector<Tensor>{mul(g, unary_map(z, UnaryOp::SoftplusSlope, t))};
+      return std::vector<Tensor>{unary_grad_map(g, z, UnaryOp::SoftplusSlope, t)};
     });
   });
 }

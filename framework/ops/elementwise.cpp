@@ -103,6 +103,16 @@ Tensor unary_map(const Tensor& x, UnaryOp op, float s) {
   return out;
 }
 
+Tensor unary_grad_map(const Tensor& g, const Tensor& x, UnaryOp op, float s) {
+  MINIDL_CHECK(g.shape() == x.shape() && g.dtype() == kFloat32 && x.dtype() == kFloat32,
+               "unary_grad_map: expected a float32 gradient of x's shape ", x.shape(), ", got ",
+               dtype_name(g.dtype()), " ", g.shape());
+  Tensor out = empty_like(x, x.shape());
+  kernels(x.device()).unary_grad(op, s, x.numel(), dense(g).data_ptr<float>(),
+                                 dense(x).data_ptr<float>(), out.data_ptr<float>());
+  return out;
+}
+
 namespace {
 
 // Float16 operands are computed in float32; the result is float16 only when
@@ -202,8 +212,7 @@ Tensor pow(const Tensor& x, double e) {
   float fe = static_cast<float>(e);
   Tensor out = unary_map(x, UnaryOp::Pow, fe);
   return record(out, "pow", {x}, [x, fe](const Tensor& g) {
-    Tensor d = unary_map(x, UnaryOp::PowGrad, fe);
-    return std::vector<Tensor>{mul(g, d)};
+    return std::vector<Tensor>{unary_grad_map(g, x, UnaryOp::PowGrad, fe)};
   });
 }
 

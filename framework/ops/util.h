@@ -64,6 +64,8 @@ Tensor broadcast_map(const Tensor& a, const Tensor& b, const char* name, BinaryO
 // The coalesced index map of broadcasting a and b to out (kernels.h's Broadcast).
 Broadcast broadcast_index(const Shape& a, const Shape& b, const Shape& out, const char* name);
 Tensor unary_map(const Tensor& x, UnaryOp op, float s = 0);
+// g [x's shape] -> g f(x), f the op (kernels.h's unary_grad), no autograd
+Tensor unary_grad_map(const Tensor& g, const Tensor& x, UnaryOp op, float s = 0);
 
 // acc += g in place (no autograd): acc a contiguous float32 tensor, g a
 // float32 tensor of its shape on its device, any view. g is read through its

@@ -40,6 +40,7 @@ Kernels counted_table() {
   count<&Kernels::fill>(k, "fill"), count<&Kernels::cast>(k, "cast");
   count<&Kernels::increment>(k, "increment");
   count<&Kernels::unary>(k, "unary");
+  count<&Kernels::unary_grad>(k, "unary_grad");
   count<&Kernels::binary>(k, "binary"), count<&Kernels::dropout>(k, "dropout");
   count<&Kernels::reduce>(k, "reduce"), count<&Kernels::argmax>(k, "argmax");
   count<&Kernels::softmax>(k, "softmax"), count<&Kernels::softmax_backward>(k, "softmax_backward");

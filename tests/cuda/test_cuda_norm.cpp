@@ -90,7 +90,8 @@ TEST_CASE("cuda: the fused LSTM cell, each output and both") {
   // a step in one launch each way (B 37: a block's 32 warps loop over rows; H 40:
   // lanes loop past 32), then B 33, H 256: past the fused kernel's size, cuBLAS
   // and the cell
-  for (auto [B, H] : {std::pair<int64_t, int64_t>{37, 40}, {33, 256}}) {
+  for (const auto& bh : {std::pair<int64_t, int64_t>{37, 40}, {33, 256}}) {
+    const int64_t B = bh.first, H = bh.second;  // (clang: no lambda may capture a binding)
     CAPTURE(B);
     check_op("lstm_layer",
              [](const In& x) {
@@ -115,7 +116,8 @@ TEST_CASE("cuda: the fused GRU layer, both directions, y and h_n both used") {
               Tensor::randn({3, 2})});
   }
   // a step in one launch each way (as the LSTM's case), then past its size (H 300)
-  for (auto [B, H] : {std::pair<int64_t, int64_t>{37, 40}, {33, 300}}) {
+  for (const auto& bh : {std::pair<int64_t, int64_t>{37, 40}, {33, 300}}) {
+    const int64_t B = bh.first, H = bh.second;  // (clang: no lambda may capture a binding)
     CAPTURE(B);
     check_op("gru_layer",
              [](const In& x) {

@@ -73,7 +73,7 @@ void record(Kernels& t) {
 // returns the graph entries that drive them.
 inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::fill>(t), record<&Kernels::cast>(t), record<&Kernels::increment>(t);
-  record<&Kernels::unary>(t);
+  record<&Kernels::unary>(t), record<&Kernels::unary_grad>(t);
   record<&Kernels::binary>(t), record<&Kernels::dropout>(t), record<&Kernels::reduce>(t);
   record<&Kernels::argmax>(t), record<&Kernels::softmax>(t);
   record<&Kernels::softmax_backward>(t), record<&Kernels::gemm>(t), record<&Kernels::linear>(t);

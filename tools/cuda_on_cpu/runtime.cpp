@@ -136,6 +136,7 @@ void install_cuda_on_cpu() {
       .cast = k::cast,
       .increment = k::increment,
       .unary = k::unary,
+      .unary_grad = k::unary_grad,
       .binary = k::binary,
       .dropout = k::dropout,
       .reduce = k::reduce,

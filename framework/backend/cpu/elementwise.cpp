@@ -81,62 +81,95 @@ void typed(DType t, void* p, F f) {
 
 }  // namespace
 
-// x [n] -> out [n]
-void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
+namespace {
+
+// m(f) with the op's f(v), a lambda of its own for each op (so that the loop m
+// runs it in vectorizes)
+template <class M>
+void with_unary(UnaryOp op, float s, M m) {
   switch (op) {
-    case UnaryOp::Neg: return map(n, x, out, [](float v) { return -v; });
-    case UnaryOp::Exp: return map(n, x, out, [](float v) { return vec::exp(v); });
-    case UnaryOp::Log: return map(n, x, out, [](float v) { return vec::log(v); });
-    case UnaryOp::Sqrt: return map(n, x, out, [](float v) { return std::sqrt(v); });
+    case UnaryOp::Neg:
+      return m([](float v) { return -v; });
+    case UnaryOp::Exp:
+      return m([](float v) { return vec::exp(v); });
+    case UnaryOp::Log:
+      return m([](float v) { return vec::log(v); });
+    case UnaryOp::Sqrt:
+      return m([](float v) { return std::sqrt(v); });
     // NaN stays NaN (PyTorch's relu); written as "below zero" so it vectorizes
-    case UnaryOp::Relu: return map(n, x, out, [](float v) { return v < 0.f ? 0.f : v; });
-    case UnaryOp::Sigmoid: return map(n, x, out, [](float v) { return vec::sigmoid(v); });
-    case UnaryOp::Tanh: return map(n, x, out, [](float v) { return vec::tanh(v); });
+    case UnaryOp::Relu:
+      return m([](float v) { return v < 0.f ? 0.f : v; });
+    case UnaryOp::Sigmoid:
+      return m([](float v) { return vec::sigmoid(v); });
+    case UnaryOp::Tanh:
+      return m([](float v) { return vec::tanh(v); });
     // x^2 and its gradient by multiplication (vectorizes; std::pow does not)
     case UnaryOp::Pow:
-      if (s == 2.f) return map(n, x, out, [](float v) { return v * v; });
-      return map(n, x, out, [s](float v) { return std::pow(v, s); });
+      if (s == 2.f) return m([](float v) { return v * v; });
+      return m([s](float v) { return std::pow(v, s); });
     case UnaryOp::PowGrad:
-      if (s == 2.f) return map(n, x, out, [](float v) { return 2.f * v; });
-      return map(n, x, out, [s](float v) { return s * std::pow(v, s - 1); });
-    case UnaryOp::Abs: return map(n, x, out, [](float v) { return std::fabs(v); });
-    case UnaryOp::Erf: return map(n, x, out, [](float v) { return std::erf(v); });
-    case UnaryOp::Expm1: return map(n, x, out, [](float v) { return std::expm1(v); });
-    case UnaryOp::Log1p: return map(n, x, out, [](float v) { return std::log1p(v); });
-    case UnaryOp::Rsqrt: return map(n, x, out, [](float v) { return 1.f / std::sqrt(v); });
-    case UnaryOp::Sin: return map(n, x, out, [](float v) { return std::sin(v); });
-    case UnaryOp::Cos: return map(n, x, out, [](float v) { return std::cos(v); });
-    case UnaryOp::LeakyRelu: return map(n, x, out, [s](float v) { return act::leaky_relu(v, s); });
+      if (s == 2.f) return m([](float v) { return 2.f * v; });
+      return m([s](float v) { return s * std::pow(v, s - 1); });
+    case UnaryOp::Abs:
+      return m([](float v) { return std::fabs(v); });
+    case UnaryOp::Erf:
+      return m([](float v) { return std::erf(v); });
+    case UnaryOp::Expm1:
+      return m([](float v) { return std::expm1(v); });
+    case UnaryOp::Log1p:
+      return m([](float v) { return std::log1p(v); });
+    case UnaryOp::Rsqrt:
+      return m([](float v) { return 1.f / std::sqrt(v); });
+    case UnaryOp::Sin:
+      return m([](float v) { return std::sin(v); });
+    case UnaryOp::Cos:
+      return m([](float v) { return std::cos(v); });
+    case UnaryOp::LeakyRelu:
+      return m([s](float v) { return act::leaky_relu(v, s); });
     case UnaryOp::LeakyReluSlope:
-      return map(n, x, out, [s](float v) { return act::leaky_relu_slope(v, s); });
-    case UnaryOp::Gelu: return map(n, x, out, [](float v) { return v * vec::normal_cdf(v); });
-    case UnaryOp::GeluTanh: return map(n, x, out, [](float v) {
-        return act::gelu_tanh_of(v, vec::tanh(act::gelu_tanh_arg(v)));
-      });
+      return m([s](float v) { return act::leaky_relu_slope(v, s); });
+    case UnaryOp::Gelu:
+      return m([](float v) { return v * vec::normal_cdf(v); });
+    case UnaryOp::GeluTanh:
+      return m([](float v) { return act::gelu_tanh_of(v, vec::tanh(act::gelu_tanh_arg(v))); });
     case UnaryOp::Silu:
-      return map(n, x, out, [](float v) { return act::silu_of(v, vec::sigmoid(v)); });
+      return m([](float v) { return act::silu_of(v, vec::sigmoid(v)); });
     case UnaryOp::Elu:  // expm1 fed min(x, 0): no overflow on the unused side
-      return map(n, x, out, [s](float v) {
-        return act::elu_of(v, s, vec::expm1(vec::select(v < 0.f, v, 0.f)));
-      });
+      return m(
+          [s](float v) { return act::elu_of(v, s, vec::expm1(vec::select(v < 0.f, v, 0.f))); });
     case UnaryOp::EluSlope:
-      return map(n, x, out, [s](float v) { return act::elu_slope_of(v, s, vec::exp(v)); });
+      return m([s](float v) { return act::elu_slope_of(v, s, vec::exp(v)); });
     case UnaryOp::Softplus:
-      return map(n, x, out, [s](float z) {
+      return m([s](float z) {
         return act::softplus_of(z, s, vec::log1p_unit(vec::exp_or_zero(-std::fabs(z))));
       });
     case UnaryOp::SoftplusSlope:
-      return map(n, x, out, [s](float z) { return act::softplus_slope_of(z, s, vec::exp(-z)); });
-    case UnaryOp::SmoothL1: return map(n, x, out, [s](float d) { return act::smooth_l1(d, s); });
+      return m([s](float z) { return act::softplus_slope_of(z, s, vec::exp(-z)); });
+    case UnaryOp::SmoothL1:
+      return m([s](float d) { return act::smooth_l1(d, s); });
     case UnaryOp::SmoothL1Grad:
-      return map(n, x, out, [s](float d) { return act::smooth_l1_grad(d, s); });
+      return m([s](float d) { return act::smooth_l1_grad(d, s); });
   }
+}
+
+}  // namespace
+
+// x [n] -> out [n]
+void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
+  with_unary(op, s, [&](auto f) { map(n, x, out, f); });
+}
+
+// g, x [n] -> out [n] = g f(x)
+void unary_grad(UnaryOp op, float s, int64_t n, const float* g, const float* x, float* out) {
+  with_unary(op, s, [&](auto f) {
+    broadcast_map(Broadcast{.n = n}, g, x, out, [f](float gv, float v) { return gv * f(v); });
+  });
 }
 
 // x [n] -> out [n]: whole Philox blocks of four elements in one vectorized
 // loop, then the last partial block
 MINIDL_CLONES void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x,
-                            float* out) {
+                           float* out) {
   const float scale = 1.f / keep;
   const int64_t whole = n / 4;
 #pragma omp parallel for simd if (n > 65536)

@@ -44,6 +44,7 @@ const Backend& backend() {
       .cast = cast,
       .increment = increment,
       .unary = unary,
+      .unary_grad = unary_grad,
       .binary = binary,
       .dropout = dropout,
       .reduce = reduce,

@@ -44,6 +44,7 @@ void fill(DType t, int64_t n, double start, double step, void* dst);
 void cast(DType from, DType to, int64_t n, const void* src, void* dst);
 void increment(int64_t n, int64_t* x);
 void unary(UnaryOp op, float s, int64_t n, const float* x, float* out);
+void unary_grad(UnaryOp op, float s, int64_t n, const float* g, const float* x, float* out);
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out);
 void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);
 

@@ -99,6 +99,20 @@ void broadcast(const Broadcast& bc, const float* a, const float* b, float* out, 
   CUDA_CHECK_LAUNCH();
 }
 
+// x [n] -> out [n] = f(x), times g[i] where g is not null
+template <class F>
+__global__ void map_times_kernel(int64_t n, const float* g, const float* x, float* out, F f) {
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    out[i] = g ? g[i] * f(x[i]) : f(x[i]);
+}
+
+template <class F>
+void map_times(int64_t n, const float* g, const float* x, float* out, F f) {
+  if (n == 0) return;
+  map_times_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, g, x, out, f);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void fill(DType t, int64_t n, double start, double step, void* dst) {
@@ -134,70 +148,75 @@ void cast(DType from, DType to, int64_t n, const void* src, void* dst) {
   });
 }
 
-// x [n] -> out [n]
-void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
+// x [n] -> out [n] = f(x), or g f(x) where g is not null (a gradient in one
+// pass); plain functions naming each device lambda, as nvcc asks
+static void unary_times(UnaryOp op, float s, int64_t n, const float* g, const float* x,
+                        float* out) {
   switch (op) {
     case UnaryOp::Neg:
-      return map(n, x, out, [] __device__(float v) { return -v; });
+      return map_times(n, g, x, out, [] __device__(float v) { return -v; });
     case UnaryOp::Exp:
-      return map(n, x, out, [] __device__(float v) { return expf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return expf(v); });
     case UnaryOp::Log:
-      return map(n, x, out, [] __device__(float v) { return logf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return logf(v); });
     case UnaryOp::Sqrt:
-      return map(n, x, out, [] __device__(float v) { return sqrtf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return sqrtf(v); });
     // NaN stays NaN (PyTorch's relu); -0 becomes 0
     case UnaryOp::Relu:
-      return map(n, x, out, [] __device__(float v) { return v > 0.f || v != v ? v : 0.f; });
+      return map_times(n, g, x, out,
+                       [] __device__(float v) { return v > 0.f || v != v ? v : 0.f; });
     case UnaryOp::Sigmoid:
-      return map(n, x, out, [] __device__(float v) { return 1.f / (1.f + expf(-v)); });
+      return map_times(n, g, x, out, [] __device__(float v) { return 1.f / (1.f + expf(-v)); });
     case UnaryOp::Tanh:
-      return map(n, x, out, [] __device__(float v) { return tanhf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return tanhf(v); });
     case UnaryOp::Pow:
-      return map(n, x, out, [s] __device__(float v) { return powf(v, s); });
+      return map_times(n, g, x, out, [s] __device__(float v) { return powf(v, s); });
     case UnaryOp::PowGrad:
-      return map(n, x, out, [s] __device__(float v) { return s * powf(v, s - 1); });
+      return map_times(n, g, x, out, [s] __device__(float v) { return s * powf(v, s - 1); });
     case UnaryOp::Abs:
-      return map(n, x, out, [] __device__(float v) { return fabsf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return fabsf(v); });
     case UnaryOp::Erf:
-      return map(n, x, out, [] __device__(float v) { return erff(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return erff(v); });
     case UnaryOp::Expm1:
-      return map(n, x, out, [] __device__(float v) { return expm1f(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return expm1f(v); });
     case UnaryOp::Log1p:
-      return map(n, x, out, [] __device__(float v) { return log1pf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return log1pf(v); });
     case UnaryOp::Rsqrt:  // not rsqrtf (2 ulp): the CPU's 1 / sqrt
-      return map(n, x, out, [] __device__(float v) { return 1.f / sqrtf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return 1.f / sqrtf(v); });
     case UnaryOp::Sin:
-      return map(n, x, out, [] __device__(float v) { return sinf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return sinf(v); });
     case UnaryOp::Cos:
-      return map(n, x, out, [] __device__(float v) { return cosf(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return cosf(v); });
     case UnaryOp::LeakyRelu:
-      return map(n, x, out, [s] __device__(float v) { return act::leaky_relu(v, s); });
+      return map_times(n, g, x, out, [s] __device__(float v) { return act::leaky_relu(v, s); });
     case UnaryOp::LeakyReluSlope:
-      return map(n, x, out, [s] __device__(float v) { return act::leaky_relu_slope(v, s); });
+      return map_times(n, g, x, out,
+                       [s] __device__(float v) { return act::leaky_relu_slope(v, s); });
     case UnaryOp::Gelu:
-      return map(n, x, out, [] __device__(float v) { return act::gelu(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return act::gelu(v); });
     case UnaryOp::GeluTanh:
-      return map(n, x, out, [] __device__(float v) { return act::gelu_tanh(v); });
+      return map_times(n, g, x, out, [] __device__(float v) { return act::gelu_tanh(v); });
     case UnaryOp::Silu:
-      return map(n, x, out,
-                 [] __device__(float v) { return act::silu_of(v, 1.f / (1.f + expf(-v))); });
+      return map_times(n, g, x, out,
+                       [] __device__(float v) { return act::silu_of(v, 1.f / (1.f + expf(-v))); });
     case UnaryOp::Elu:
-      return map(n, x, out,
-                 [s] __device__(float v) { return act::elu_of(v, s, expm1f(v < 0.f ? v : 0.f)); });
+      return map_times(n, g, x, out, [s] __device__(float v) {
+        return act::elu_of(v, s, expm1f(v < 0.f ? v : 0.f));
+      });
     case UnaryOp::EluSlope:
-      return map(n, x, out, [s] __device__(float v) { return act::elu_slope_of(v, s, expf(v)); });
+      return map_times(n, g, x, out,
+                       [s] __device__(float v) { return act::elu_slope_of(v, s, expf(v)); });
     case UnaryOp::Softplus:
-      return map(n, x, out, [s] __device__(float z) {
+      return map_times(n, g, x, out, [s] __device__(float z) {
         return act::softplus_of(z, s, log1pf(expf(-fabsf(z))));
       });
     case UnaryOp::SoftplusSlope:
-      return map(n, x, out, [s] __device__(float z) {
-        return act::softplus_slope_of(z, s, expf(-z));
-      });
+      return map_times(n, g, x, out,
+                       [s] __device__(float z) { return act::softplus_slope_of(z, s, expf(-z)); });
     case UnaryOp::SmoothL1:
-      return map(n, x, out, [s] __device__(float d) { return act::smooth_l1(d, s); });
+      return map_times(n, g, x, out, [s] __device__(float d) { return act::smooth_l1(d, s); });
     case UnaryOp::SmoothL1Grad:
-      return map(n, x, out, [s] __device__(float d) { return act::smooth_l1_grad(d, s); });
+      return map_times(n, g, x, out, [s] __device__(float d) { return act::smooth_l1_grad(d, s); });
   }
 }
 
@@ -211,6 +230,15 @@ void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float*
 }
 
 // a, b -> out under bc
+
+void unary(UnaryOp op, float s, int64_t n, const float* x, float* out) {
+  unary_times(op, s, n, nullptr, x, out);
+}
+
+void unary_grad(UnaryOp op, float s, int64_t n, const float* g, const float* x, float* out) {
+  unary_times(op, s, n, g, x, out);
+}
+
 void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, float* out) {
   switch (op) {
     case BinaryOp::Add:

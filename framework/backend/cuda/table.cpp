@@ -33,6 +33,7 @@ const Backend* backend_if_present() {
       .cast = cast,
       .increment = increment,
       .unary = unary,
+      .unary_grad = unary_grad,
       .binary = binary,
       .dropout = dropout,
       .reduce = reduce,
