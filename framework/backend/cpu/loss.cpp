@@ -78,6 +78,13 @@ void with_diff_loss(DiffLoss f, float s, Body body) {
   }
 }
 
+// l [n] = scale f(x - y) (a function of its own: MINIDL_CLONES, the wide vectors)
+template <class F>
+MINIDL_CLONES void diff_map(int64_t n, const float* x, const float* y, float scale, float* l, F f) {
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) l[i] = scale * f(x[i] - y[i]);
+}
+
 // out [n] = c(i) f'(x - y), c(i) the gradient's factor at i
 template <class C, class F>
 MINIDL_CLONES void diff_grad(int64_t n, const float* x, const float* y, float* out, C c, F fp) {
@@ -90,10 +97,7 @@ MINIDL_CLONES void diff_grad(int64_t n, const float* x, const float* y, float* o
 // x, y [n] -> l [n] = scale f(x - y)
 void diff_loss_forward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
                        float* l) {
-  with_diff_loss(f, s, [&](auto fn, auto) {
-#pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) l[i] = scale * fn(x[i] - y[i]);
-  });
+  with_diff_loss(f, s, [&](auto fn, auto) { diff_map(n, x, y, scale, l, fn); });
 }
 
 // g [n] (each) or g[0] -> gx = scale g f'(x - y), gy = -gx (either null)

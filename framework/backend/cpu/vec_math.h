@@ -66,7 +66,7 @@ inline float log(float x) {
 inline float exp_or_zero(float x) { return select(x < -87.f, 0.f, exp(x)); }
 
 // The larger of a and b, NaN from either side, by select (vectorizes)
-inline float max2(float a, float b) { return select(b > a || b != b, b, a); }
+inline float max2(float a, float b) { return select((b > a) | (b != b), b, a); }
 
 // max of x[0..n), n >= 1, NaN if any, in 16 running maxima: neither a max
 // reduction nor std::max vectorizes (GCC keeps their order, for NaN); max2 does.
