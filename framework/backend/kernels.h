@@ -346,12 +346,13 @@ struct Kernels {
   // w [4H, H] (w_hh),
   //   forward:  a [B, 4H] += hp [B, H] w^T in place, then lstm_cell_forward;
   //   backward: dh [B, H] += g [B, 4H] w in place (g: the next step's ga; null:
-  //             none), then lstm_cell_backward with gh = dh; it takes w as
-  //             wt [H, 4H] (w transposed once a layer), so that a unit's
-  //             weights are a row.
+  //             none), then lstm_cell_backward with gh = dh. It takes w
+  //             and wt [H, 4H], w transposed once a layer, and reads the
+  //             one that suits it (the CPU's GEMM w; CUDA's fused kernel wt,
+  //             where a unit's weights are a row).
   void (*lstm_step_forward)(int64_t b, int64_t h, const float* w, const float* hp, float* a,
                             const float* c, float* act, float* c_out, float* h_out);
-  void (*lstm_step_backward)(int64_t b, int64_t h, const float* wt, const float* g,
+  void (*lstm_step_backward)(int64_t b, int64_t h, const float* w, const float* wt, const float* g,
                              const float* act, const float* c, float* dh, const float* gc_next,
                              float* ga, float* gc);
   // ---- the GRU cell's pointwise part (issue 23) ----
@@ -371,10 +372,10 @@ struct Kernels {
   // A whole step of a GRU layer, as lstm_step_* (w [3H, H]):
   //   forward:  gh [B, 3H] += hp [B, H] w^T in place, then gru_cell_forward;
   //   backward: dh [B, H] += g [B, 3H] w in place (g: the next step's ggh;
-  //             null: none), then gru_cell_backward with gy = dh; wt [H, 3H].
+  //             null: none), then gru_cell_backward with gy = dh; w and wt.
   void (*gru_step_forward)(int64_t b, int64_t h, const float* w, const float* hp,
                            const float* gx, float* gh, float* act, float* h_out);
-  void (*gru_step_backward)(int64_t b, int64_t h, const float* wt, const float* g,
+  void (*gru_step_backward)(int64_t b, int64_t h, const float* w, const float* wt, const float* g,
                             const float* act, const float* hp, float* dh, float* ggx, float* ggh,
                             float* ghp);
 };

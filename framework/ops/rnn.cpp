@@ -136,7 +136,8 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
     float *dhp = dh.data_ptr<float>(), *dcp = dc.data_ptr<float>(), *gap = ga.data_ptr<float>();
     for (int64_t s = T - 1; s >= 0; --s) {  // dh[t] += ga[t'] w_hh (t' the next step), the cell
       const int64_t t = st.time(s);
-      kern.lstm_step_backward(B, H, wt.data_ptr<float>(), s + 1 < T ? gap + st.time(s + 1) * B * G : nullptr,
+      const float* next = s + 1 < T ? gap + st.time(s + 1) * B * G : nullptr;  // its ga
+      kern.lstm_step_backward(B, H, path.w, wt.data_ptr<float>(), next,
                               act.data_ptr<float>() + t * 5 * BH, cp + (t + st.prev_at) * BH,
                               dhp + t * BH, dcp, gap + t * B * G, dcp);
     }
@@ -214,7 +215,8 @@ GruLayer gru_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& b_hh, con
     for (int64_t s = T - 1; s >= 0; --s) {  // dh[t] += ggh[t'] w_hh (t' the next step), the cell
       const int64_t t = st.time(s);
       float* prev = s > 0 ? dhp + st.time(s - 1) * BH : want_h0 ? gh0.data_ptr<float>() : nullptr;
-      kern.gru_step_backward(B, H, wt.data_ptr<float>(), s + 1 < T ? gp + st.time(s + 1) * B * G : nullptr,
+      const float* next = s + 1 < T ? gp + st.time(s + 1) * B * G : nullptr;  // its ggh
+      kern.gru_step_backward(B, H, path.w, wt.data_ptr<float>(), next,
                              ap + t * 4 * BH, hp + (t + st.prev_at) * BH, dhp + t * BH,
                              gxp + t * B * G, gp + t * B * G, prev);
     }

@@ -56,10 +56,11 @@ void lstm_step_forward(int64_t b, int64_t h, const float* w, const float* hp, fl
   lstm_cell_forward(b, h, a, c, act, c_out, h_out);
 }
 
-// dh [B, H] += g [B, 4H] wt^T (g null: none), then the cell's backward from dh
-void lstm_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
-                        const float* c, float* dh, const float* gc_next, float* ga, float* gc) {
-  if (g) gemm(false, true, b, h, 4 * h, 1.f, g, 4 * h, wt, 4 * h, 1.f, dh, h);
+// dh [B, H] += g [B, 4H] w (g null: none), then the cell's backward from dh
+void lstm_step_backward(int64_t b, int64_t h, const float* w, const float* /*wt*/, const float* g,
+                        const float* act, const float* c, float* dh, const float* gc_next,
+                        float* ga, float* gc) {
+  if (g) gemm(false, false, b, h, 4 * h, 1.f, g, 4 * h, w, h, 1.f, dh, h);  // (nn: faster than wt)
   lstm_cell_backward(b, h, act, c, dh, gc_next, ga, gc);
 }
 
@@ -106,10 +107,11 @@ void gru_step_forward(int64_t b, int64_t h, const float* w, const float* hp, con
   gru_cell_forward(b, h, gx, gh, hp, act, h_out);
 }
 
-// dh [B, H] += g [B, 3H] wt^T (g null: none), then the cell's backward from dh
-void gru_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
-                       const float* hp, float* dh, float* ggx, float* ggh, float* ghp) {
-  if (g) gemm(false, true, b, h, 3 * h, 1.f, g, 3 * h, wt, 3 * h, 1.f, dh, h);
+// dh [B, H] += g [B, 3H] w (g null: none), then the cell's backward from dh
+void gru_step_backward(int64_t b, int64_t h, const float* w, const float* /*wt*/, const float* g,
+                       const float* act, const float* hp, float* dh, float* ggx, float* ggh,
+                       float* ghp) {
+  if (g) gemm(false, false, b, h, 3 * h, 1.f, g, 3 * h, w, h, 1.f, dh, h);
   gru_cell_backward(b, h, act, hp, dh, ggx, ggh, ghp);
 }
 

@@ -170,8 +170,9 @@ void lstm_cell_backward(int64_t b, int64_t h, const float* act, const float* c,
 // A whole step with the hidden path's GEMM (kernels.h; CUDA fuses small layers')
 void lstm_step_forward(int64_t b, int64_t h, const float* w, const float* hp, float* a,
                        const float* c, float* act, float* c_out, float* h_out);
-void lstm_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
-                        const float* c, float* dh, const float* gc_next, float* ga, float* gc);
+void lstm_step_backward(int64_t b, int64_t h, const float* w, const float* wt, const float* g,
+                        const float* act, const float* c, float* dh, const float* gc_next,
+                        float* ga, float* gc);
 
 // ---- the GRU cell's pointwise part (issue 23): rnn.{cpp,cu} ----
 void gru_cell_forward(int64_t b, int64_t h, const float* gx, const float* gh, const float* hp,
@@ -180,7 +181,8 @@ void gru_cell_backward(int64_t b, int64_t h, const float* act, const float* hp, 
                        float* ggx, float* ggh, float* ghp);
 void gru_step_forward(int64_t b, int64_t h, const float* w, const float* hp, const float* gx,
                       float* gh, float* act, float* h_out);
-void gru_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
-                       const float* hp, float* dh, float* ggx, float* ggh, float* ghp);
+void gru_step_backward(int64_t b, int64_t h, const float* w, const float* wt, const float* g,
+                       const float* act, const float* hp, float* dh, float* ggx, float* ggh,
+                       float* ghp);
 
 }  // namespace minidl::cuda

@@ -190,8 +190,9 @@ void lstm_step_forward(int64_t b, int64_t h, const float* w, const float* hp, fl
   step_forward<4>(b, h, w, hp, a, LstmCell{h, a, c, act, c_out, h_out});
 }
 
-void lstm_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
-                        const float* c, float* dh, const float* gc_next, float* ga, float* gc) {
+void lstm_step_backward(int64_t b, int64_t h, const float* /*w*/, const float* wt, const float* g,
+                        const float* act, const float* c, float* dh, const float* gc_next,
+                        float* ga, float* gc) {
   step_backward<4>(b, h, wt, g, dh, LstmCellBackward{h, act, c, dh, gc_next, ga, gc});
 }
 
@@ -210,8 +211,9 @@ void gru_step_forward(int64_t b, int64_t h, const float* w, const float* hp, con
   step_forward<3>(b, h, w, hp, gh, GruCell{h, gx, gh, hp, act, h_out});
 }
 
-void gru_step_backward(int64_t b, int64_t h, const float* wt, const float* g, const float* act,
-                       const float* hp, float* dh, float* ggx, float* ggh, float* ghp) {
+void gru_step_backward(int64_t b, int64_t h, const float* /*w*/, const float* wt, const float* g,
+                       const float* act, const float* hp, float* dh, float* ggx, float* ggh,
+                       float* ghp) {
   step_backward<3>(b, h, wt, g, dh, GruCellBackward{h, act, hp, dh, ggx, ggh, ghp});
 }
 
