@@ -75,7 +75,8 @@ Tensor diff_loss(const char* op, const Tensor& x, const Tensor& y, DiffLoss f, f
   kern.diff_loss_forward(f, s, scale, n, xc.data_ptr<float>(), yc.data_ptr<float>(),
                          l.data_ptr<float>());
   const bool each = reduction == "none", want_x = x.requires_grad(), want_y = y.requires_grad();
-  const float gscale = reduction == "mean" ? static_cast<float>(scale / static_cast<double>(n)) : scale;
+  const float gscale =
+      reduction == "mean" ? static_cast<float>(scale / static_cast<double>(n)) : scale;
   return record(reduce_loss(l, reduction), op, {x, y}, [=](const Tensor& g) {
     const Tensor gc = contiguous(g);
     Tensor gx = want_x ? empty_like(gc, xc.shape()) : Tensor();

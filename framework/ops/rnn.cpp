@@ -149,10 +149,11 @@ LstmLayer lstm_layer(const Tensor& gx, const Tensor& w_hh, const Tensor& h0, con
     return std::vector<Tensor>{ga, gw, gh0, want_c0 ? dc : Tensor()};
   };
   // g [2, T+1, B, H]: the views' gradients, zero where no output reached
-  state = record(state, "lstm_layer", {gx, w_hh, h0, c0}, [bptt, T, B, H, st, last](const Tensor& g) {
-    return bptt(g.narrow(0, 0, 1).narrow(1, st.y_at, T).reshape({T, B, H}),
-                g.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H}));
-  });
+  state =
+      record(state, "lstm_layer", {gx, w_hh, h0, c0}, [bptt, T, B, H, st, last](const Tensor& g) {
+        return bptt(g.narrow(0, 0, 1).narrow(1, st.y_at, T).reshape({T, B, H}),
+                    g.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H}));
+      });
   const Tensor y = state.narrow(0, 0, 1).narrow(1, st.y_at, T).reshape({T, B, H});
   return {y, reshape(narrow(y, 0, st.time(T - 1), 1), {B, H}),
           state.narrow(0, 1, 1).narrow(1, last, 1).reshape({B, H})};

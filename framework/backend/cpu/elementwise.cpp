@@ -88,21 +88,14 @@ namespace {
 template <class M>
 void with_unary(UnaryOp op, float s, M m) {
   switch (op) {
-    case UnaryOp::Neg:
-      return m([](float v) { return -v; });
-    case UnaryOp::Exp:
-      return m([](float v) { return vec::exp(v); });
-    case UnaryOp::Log:
-      return m([](float v) { return vec::log(v); });
-    case UnaryOp::Sqrt:
-      return m([](float v) { return std::sqrt(v); });
+    case UnaryOp::Neg: return m([](float v) { return -v; });
+    case UnaryOp::Exp: return m([](float v) { return vec::exp(v); });
+    case UnaryOp::Log: return m([](float v) { return vec::log(v); });
+    case UnaryOp::Sqrt: return m([](float v) { return std::sqrt(v); });
     // NaN stays NaN (PyTorch's relu); written as "below zero" so it vectorizes
-    case UnaryOp::Relu:
-      return m([](float v) { return v < 0.f ? 0.f : v; });
-    case UnaryOp::Sigmoid:
-      return m([](float v) { return vec::sigmoid(v); });
-    case UnaryOp::Tanh:
-      return m([](float v) { return vec::tanh(v); });
+    case UnaryOp::Relu: return m([](float v) { return v < 0.f ? 0.f : v; });
+    case UnaryOp::Sigmoid: return m([](float v) { return vec::sigmoid(v); });
+    case UnaryOp::Tanh: return m([](float v) { return vec::tanh(v); });
     // x^2 and its gradient by multiplication (vectorizes; std::pow does not)
     case UnaryOp::Pow:
       if (s == 2.f) return m([](float v) { return v * v; });
@@ -110,45 +103,31 @@ void with_unary(UnaryOp op, float s, M m) {
     case UnaryOp::PowGrad:
       if (s == 2.f) return m([](float v) { return 2.f * v; });
       return m([s](float v) { return s * std::pow(v, s - 1); });
-    case UnaryOp::Abs:
-      return m([](float v) { return std::fabs(v); });
-    case UnaryOp::Erf:
-      return m([](float v) { return std::erf(v); });
-    case UnaryOp::Expm1:
-      return m([](float v) { return std::expm1(v); });
-    case UnaryOp::Log1p:
-      return m([](float v) { return std::log1p(v); });
-    case UnaryOp::Rsqrt:
-      return m([](float v) { return 1.f / std::sqrt(v); });
-    case UnaryOp::Sin:
-      return m([](float v) { return std::sin(v); });
-    case UnaryOp::Cos:
-      return m([](float v) { return std::cos(v); });
-    case UnaryOp::LeakyRelu:
-      return m([s](float v) { return act::leaky_relu(v, s); });
-    case UnaryOp::LeakyReluSlope:
-      return m([s](float v) { return act::leaky_relu_slope(v, s); });
-    case UnaryOp::Gelu:
-      return m([](float v) { return v * vec::normal_cdf(v); });
+    case UnaryOp::Abs: return m([](float v) { return std::fabs(v); });
+    case UnaryOp::Erf: return m([](float v) { return std::erf(v); });
+    case UnaryOp::Expm1: return m([](float v) { return std::expm1(v); });
+    case UnaryOp::Log1p: return m([](float v) { return std::log1p(v); });
+    case UnaryOp::Rsqrt: return m([](float v) { return 1.f / std::sqrt(v); });
+    case UnaryOp::Sin: return m([](float v) { return std::sin(v); });
+    case UnaryOp::Cos: return m([](float v) { return std::cos(v); });
+    case UnaryOp::LeakyRelu: return m([s](float v) { return act::leaky_relu(v, s); });
+    case UnaryOp::LeakyReluSlope: return m([s](float v) { return act::leaky_relu_slope(v, s); });
+    case UnaryOp::Gelu: return m([](float v) { return v * vec::normal_cdf(v); });
     case UnaryOp::GeluTanh:
       return m([](float v) { return act::gelu_tanh_of(v, vec::tanh(act::gelu_tanh_arg(v))); });
-    case UnaryOp::Silu:
-      return m([](float v) { return act::silu_of(v, vec::sigmoid(v)); });
+    case UnaryOp::Silu: return m([](float v) { return act::silu_of(v, vec::sigmoid(v)); });
     case UnaryOp::Elu:  // expm1 fed min(x, 0): no overflow on the unused side
       return m(
           [s](float v) { return act::elu_of(v, s, vec::expm1(vec::select(v < 0.f, v, 0.f))); });
-    case UnaryOp::EluSlope:
-      return m([s](float v) { return act::elu_slope_of(v, s, vec::exp(v)); });
+    case UnaryOp::EluSlope: return m([s](float v) { return act::elu_slope_of(v, s, vec::exp(v)); });
     case UnaryOp::Softplus:
       return m([s](float z) {
         return act::softplus_of(z, s, vec::log1p_unit(vec::exp_or_zero(-std::fabs(z))));
       });
     case UnaryOp::SoftplusSlope:
       return m([s](float z) { return act::softplus_slope_of(z, s, vec::exp(-z)); });
-    case UnaryOp::SmoothL1:
-      return m([s](float d) { return act::smooth_l1(d, s); });
-    case UnaryOp::SmoothL1Grad:
-      return m([s](float d) { return act::smooth_l1_grad(d, s); });
+    case UnaryOp::SmoothL1: return m([s](float d) { return act::smooth_l1(d, s); });
+    case UnaryOp::SmoothL1Grad: return m([s](float d) { return act::smooth_l1_grad(d, s); });
   }
 }
 
