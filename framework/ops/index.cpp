@@ -104,9 +104,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
              reinterpret_cast<const float*>(view_ptr(b)), out.data_ptr<float>());
   const Tensor c = cond.detach();
   const Shape sa = a.shape(), sb = b.shape();
-  return record(out, "where", {a, b}, [c, sa, sb](const Tensor& g) {
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();  // masked_fill's a: no
+  return record(out, "where", {a, b}, [c, sa, sb, need_a, need_b](const Tensor& g) {
     const Tensor zero = scalar_like(0, g);
-    return std::vector<Tensor>{sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+    return std::vector<Tensor>{need_a ? sum_to(where(c, g, zero), sa) : Tensor(),
+                               need_b ? sum_to(where(c, zero, g), sb) : Tensor()};
   });
 }
 

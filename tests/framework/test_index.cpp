@@ -2,7 +2,9 @@
 // masked_fill; forward values, gradient checks, bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "helpers.h"
 
@@ -56,6 +58,75 @@ TEST_CASE("where selects elementwise with broadcasting; the other side never lea
       },
       {distinct({2, 3}), distinct({2, 1}, 1)});
   CHECK_ERROR(where(cond, a, Tensor::zeros({3})), "where: shapes [2, 2] and [3] cannot broadcast");
+}
+
+// where over rows long enough for the vector loops (37: two AVX-512 vectors
+// and a tail), each operand along the row or broadcast, or read through a
+// transposed view, conditions of each dtype; checked element by element
+// against cond ? a : b read through the broadcast indices. NaN conditions
+// choose a, -0 chooses b; NaN in the unchosen side stays out.
+TEST_CASE("where's rows: every broadcast pattern, condition dtype and a transposed operand") {
+  const int64_t R = 3, L = 37;
+  std::vector<float> cv(R * L), av(R * L), bv(R * L);
+  for (int64_t i = 0; i < R * L; ++i) {
+    cv[i] = i % 3 == 0 ? 0.f : i % 5 == 0 ? NAN : i % 7 == 0 ? -0.f : 1.f;
+    av[i] = static_cast<float>(i) + 0.5f;
+    bv[i] = i % 4 == 0 ? NAN : -static_cast<float>(i);
+  }
+  const auto cut = [&](const std::vector<float>& v, const Shape& s) {
+    std::vector<float> out(numel_of(s));
+    for (int64_t r = 0; r < s[0]; ++r)
+      for (int64_t j = 0; j < s[1]; ++j) out[r * s[1] + j] = v[r * L + j];
+    return out;
+  };
+  const auto at = [&](const std::vector<float>& v, const Shape& s, int64_t r, int64_t j) {
+    return v[(s[0] == 1 ? 0 : r) * s[1] + (s[1] == 1 ? 0 : j)];
+  };
+  const Shape shapes[] = {{R, L}, {R, 1}, {1, L}};
+  for (const Shape& sc : shapes)
+    for (const Shape& sa : shapes)
+      for (const Shape& sb : shapes)
+        for (DType ct : {kFloat32, kInt32, kInt64}) {
+          const std::vector<float> c = cut(cv, sc), a = cut(av, sa), b = cut(bv, sb);
+          std::vector<float> ci(c.size());  // NaN -> 1 for the integer conditions
+          for (size_t i = 0; i < c.size(); ++i) ci[i] = c[i] != 0.f;
+          Tensor tc = Tensor::from_vector(ct == kFloat32 ? c : ci, sc);
+          if (ct != kFloat32) tc = cast(tc, ct);
+          Tensor y = where(tc, Tensor::from_vector(a, sa), Tensor::from_vector(b, sb));
+          const int64_t rows = std::max({sc[0], sa[0], sb[0]}),
+                        cols = std::max({sc[1], sa[1], sb[1]});
+          REQUIRE(y.shape() == Shape{rows, cols});
+          const std::vector<float> got = y.to_vector<float>();
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < cols; ++j) {
+              const float want = at(c, sc, r, j) != 0.f ? at(a, sa, r, j) : at(b, sb, r, j);
+              INFO("cond " << sc << " " << dtype_name(ct) << ", a " << sa << ", b " << sb
+                           << ", row " << r << ", column " << j);
+              CHECK(std::memcmp(&got[r * cols + j], &want, 4) == 0);
+            }
+        }
+  // a read through a transposed view: stride L along the row
+  Tensor at_ = Tensor::from_vector(av, {L, R}).transpose(0, 1);
+  Tensor tc = Tensor::from_vector(cv, {R, L});
+  const std::vector<float> got = where(tc, at_, Tensor::from_vector(bv, {R, L})).to_vector<float>();
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < L; ++j) {
+      const float want = cv[r * L + j] != 0.f ? av[j * R + r] : bv[r * L + j];
+      INFO("transposed a, row " << r << ", column " << j);
+      CHECK(std::memcmp(&got[r * L + j], &want, 4) == 0);
+    }
+}
+
+// masked_fill's value is no tensor that wants a gradient, so its backward
+// makes x's gradient alone (where's other side would be a full pass and a sum)
+TEST_CASE("masked_fill's gradient: g where the mask is off, 0 where it is on") {
+  Tensor x = Tensor::randn({4, 40}).requires_grad_();
+  Tensor mask = gt(Tensor::randn({40}), 0.0);
+  Tensor g = Tensor::randn({4, 40});
+  masked_fill(x, mask, -1e9).backward(g);
+  const std::vector<float> gx = x.grad().to_vector<float>(), gv = g.to_vector<float>(),
+                           m = mask.to_vector<float>();
+  for (int64_t i = 0; i < 160; ++i) CHECK(gx[i] == (m[i % 40] != 0.f ? 0.f : gv[i]));
 }
 
 TEST_CASE("masked_fill writes value where the mask is set") {

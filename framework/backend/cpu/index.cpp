@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "framework/backend/activations.h"
 #include "framework/backend/cpu/cpu.h"
+#include "framework/backend/cpu/dispatch.h"
 
 namespace minidl::cpu {
 namespace {
@@ -13,17 +15,6 @@ namespace {
 int64_t index_at(const void* index, DType t, int64_t i) {
   return t == kInt64 ? static_cast<const int64_t*>(index)[i]
                      : static_cast<int64_t>(static_cast<const int32_t*>(index)[i]);
-}
-
-float cond_at(const void* cond, DType t, int64_t i) {
-  switch (t) {
-    case kInt64:
-      return static_cast<const int64_t*>(cond)[i] != 0;
-    case kInt32:
-      return static_cast<const int32_t*>(cond)[i] != 0;
-    default:
-      return static_cast<const float*>(cond)[i] != 0.f;
-  }
 }
 
 }  // namespace
@@ -81,6 +72,36 @@ void scatter_add_dim(int64_t outer, int64_t d, int64_t inner, int64_t count, con
   }
 }
 
+namespace {
+
+// A row of where's output, o [n] = c ? a : b, each of c, a, b read with
+// stride 1 (C1, A1, B1) or 0 (broadcast); a bit-level pick, so the loop
+// vectorizes (a `?:` between loads makes GCC branch)
+template <class C, bool C1, bool A1, bool B1>
+MINIDL_CLONES void select_row(int64_t n, const C* c, const float* a, const float* b, float* o) {
+  for (int64_t j = 0; j < n; ++j)
+    o[j] = act::pick(c[C1 ? j : 0] != C(0), a[A1 ? j : 0], b[B1 ? j : 0]);
+}
+
+// The row by its strides: those of 0 and 1 in the loops above, others here
+template <class C>
+void select_strided(int64_t n, const C* c, int64_t ic, const float* a, int64_t ia,
+                    const float* b, int64_t ib, float* o) {
+  const auto unit = [](int64_t st) { return st == 0 || st == 1; };
+  if (!unit(ic) || !unit(ia) || !unit(ib)) {
+    for (int64_t j = 0; j < n; ++j) o[j] = c[j * ic] != C(0) ? a[j * ia] : b[j * ib];
+    return;
+  }
+  using Row = void (*)(int64_t, const C*, const float*, const float*, float*);
+  static constexpr Row rows[8] = {
+      select_row<C, 0, 0, 0>, select_row<C, 0, 0, 1>, select_row<C, 0, 1, 0>,
+      select_row<C, 0, 1, 1>, select_row<C, 1, 0, 0>, select_row<C, 1, 0, 1>,
+      select_row<C, 1, 1, 0>, select_row<C, 1, 1, 1>};
+  rows[ic * 4 + ia * 2 + ib](n, c, a, b, o);
+}
+
+}  // namespace
+
 // out [sel.n] = cond ? a : b
 void where(const Select& s, const void* cond, DType ct, const float* a, const float* b,
            float* out) {
@@ -101,8 +122,12 @@ void where(const Select& s, const void* cond, DType ct, const float* a, const fl
       ob += idx * s.stride_b[d];
     }
     float* o = out + r * inner;
-    for (int64_t j = 0; j < inner; ++j)
-      o[j] = cond_at(cond, ct, oc + j * ic) != 0.f ? a[oa + j * ia] : b[ob + j * ib];
+    if (ct == kInt64)
+      select_strided(inner, static_cast<const int64_t*>(cond) + oc, ic, a + oa, ia, b + ob, ib, o);
+    else if (ct == kInt32)
+      select_strided(inner, static_cast<const int32_t*>(cond) + oc, ic, a + oa, ia, b + ob, ib, o);
+    else
+      select_strided(inner, static_cast<const float*>(cond) + oc, ic, a + oa, ia, b + ob, ib, o);
   }
 }
 

@@ -2,7 +2,8 @@
 // (kernels.h). Batch norm: one thread per channel, which reads its N strips
 // of S values for the statistics and again for the output while they are
 // still in its cache (a [128, 16, 28, 28] channel is 400 KB); on [N, C]
-// (S = 1) a block of 64 channels down the rows. Sums are taken in double,
+// (S = 1), whose channels lie C apart, tiles of rows that stream through
+// memory, and the output in a second pass. Sums are taken in double,
 // shifted by the channel's first value (the shifted-data variance: no
 // cancellation when |mean| >> std). Layer and group norm: a thread per row.
 #include <algorithm>
@@ -76,72 +77,106 @@ MINIDL_CLONES void channel_grad_input(int64_t n, int64_t c, int64_t s, const flo
   }
 }
 
-// Channels of [N, C] (S = 1) that one thread takes down all N rows: a row's
-// block of them is contiguous where a channel's values lie C apart.
-constexpr int64_t kBlock = 64;
+// Calls f(ch) for each channel (its N strips of S values), in parallel
+template <class F>
+void for_channels(int64_t n, int64_t c, int64_t s, F f) {
+#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && c > 1)
+  for (int64_t ch = 0; ch < c; ++ch) f(ch);
+}
 
-// x [N, C], channels [b, b + w) -> their sums of v = x - shift[j] (as channel_sums)
-MINIDL_CLONES void block_sums(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
-                              const double* shift, Sums* out) {
-  double s1[kBlock] = {}, s2[kBlock] = {};
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = x + i * c + b;
+// [N, C] (S = 1), where a channel's values lie C apart: tasks of kRows rows
+// by up to kCols channels stream their rows' contiguous pieces and keep the
+// channels' sums in their cache; the tasks' sums then add in row order, so
+// the result does not depend on the thread count.
+constexpr int64_t kRows = 256, kCols = 1024;
+
+struct Tiles {
+  int64_t row_tiles, col_tiles;
+  Tiles(int64_t n, int64_t c)
+      : row_tiles((n + kRows - 1) / kRows), col_tiles((c + kCols - 1) / kCols) {}
+  int64_t count() const { return row_tiles * col_tiles; }
+};
+
+// Calls f(r0, r1, c0, c1) for each tile of [N, C], in parallel
+template <class F>
+void for_tiles(int64_t n, int64_t c, F f) {
+  const Tiles t(n, c);
+#pragma omp parallel for schedule(static) if (n * c > kParallelElements && t.count() > 1)
+  for (int64_t k = 0; k < t.count(); ++k) {
+    const int64_t r0 = k / t.col_tiles * kRows, c0 = k % t.col_tiles * kCols;
+    f(r0, std::min(r0 + kRows, n), c0, std::min(c0 + kCols, c));
+  }
+}
+
+// x [N, C], rows [r0, r1), channels [c0, c1) -> s1, s2 [C] at [c0, c1) = sums
+// of v = x - shift, v * v
+MINIDL_CLONES void tile_sums(int64_t c, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             const float* x, const double* shift, double* s1, double* s2) {
+  std::fill(s1 + c0, s1 + c1, 0.0), std::fill(s2 + c0, s2 + c1, 0.0);
+  for (int64_t i = r0; i < r1; ++i) {
+    const float* row = x + i * c;
 #pragma omp simd
-    for (int64_t j = 0; j < w; ++j) {
+    for (int64_t j = c0; j < c1; ++j) {
       const double v = static_cast<double>(row[j]) - shift[j];
       s1[j] += v;
       s2[j] += v * v;
     }
   }
-  for (int64_t j = 0; j < w; ++j) out[j] = {s1[j], s2[j]};
 }
 
-// x, y [N, C], channels [b, b + w): y = x * scale[j] + shift[j]
-MINIDL_CLONES void block_affine(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
-                                const float* scale, const float* shift, float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xr = x + i * c + b;
-    float* yr = y + i * c + b;
+// gy, x [N, C], rows [r0, r1), channels [c0, c1) -> s1, s2 [C] at [c0, c1) =
+// sums of gy, gy * (x - mean)
+MINIDL_CLONES void tile_grad_sums(int64_t c, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                  const float* x, const float* gy, const float* mean, double* s1,
+                                  double* s2) {
+  std::fill(s1 + c0, s1 + c1, 0.0), std::fill(s2 + c0, s2 + c1, 0.0);
+  for (int64_t i = r0; i < r1; ++i) {
+    const int64_t off = i * c;
 #pragma omp simd
-    for (int64_t j = 0; j < w; ++j) yr[j] = xr[j] * scale[j] + shift[j];
-  }
-}
-
-// gy, x [N, C], channels [b, b + w) -> sum(gy), sum(gy * (x - mean[j]))
-MINIDL_CLONES void block_grad_sums(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
-                                   const float* gy, const float* mean, Sums* out) {
-  double s1[kBlock] = {}, s2[kBlock] = {};
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t off = i * c + b;
-#pragma omp simd
-    for (int64_t j = 0; j < w; ++j) {
+    for (int64_t j = c0; j < c1; ++j) {
       const double g = gy[off + j];
       s1[j] += g;
       s2[j] += g * (static_cast<double>(x[off + j]) - mean[j]);
     }
   }
-  for (int64_t j = 0; j < w; ++j) out[j] = {s1[j], s2[j]};
 }
 
-// gx [N, C], channels [b, b + w) = (gy - gm[j] - (x - mean[j]) k[j]) * a[j]
-MINIDL_CLONES void block_grad_input(int64_t n, int64_t c, int64_t b, int64_t w, const float* x,
-                                    const float* gy, const float* mean, const float* gm,
-                                    const float* k, const float* a, float* gx) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t off = i * c + b;
+// x, y [N, C], rows [r0, r1), channels [c0, c1): y = x * scale + shift
+MINIDL_CLONES void tile_affine(int64_t c, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                               const float* x, const float* scale, const float* shift, float* y) {
+  for (int64_t i = r0; i < r1; ++i) {
+    const float* xr = x + i * c;
+    float* yr = y + i * c;
 #pragma omp simd
-    for (int64_t j = 0; j < w; ++j)
+    for (int64_t j = c0; j < c1; ++j) yr[j] = xr[j] * scale[j] + shift[j];
+  }
+}
+
+// gx [N, C], rows [r0, r1), channels [c0, c1) = (gy - gm - (x - mean) k) * a
+MINIDL_CLONES void tile_grad_input(int64_t c, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                   const float* x, const float* gy, const float* mean,
+                                   const float* gm, const float* k, const float* a, float* gx) {
+  for (int64_t i = r0; i < r1; ++i) {
+    const int64_t off = i * c;
+#pragma omp simd
+    for (int64_t j = c0; j < c1; ++j)
       gx[off + j] = (gy[off + j] - gm[j] - (x[off + j] - mean[j]) * k[j]) * a[j];
   }
 }
 
-// Calls f(first, count) for the channels one task takes: one channel (its N
-// strips of S values) or, where S = 1, a block of kBlock; in parallel
-template <class F>
-void for_channels(int64_t n, int64_t c, int64_t s, F f) {
-  const int64_t step = s == 1 ? kBlock : 1, tasks = (c + step - 1) / step;
-#pragma omp parallel for schedule(static) if (n * c * s > kParallelElements && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) f(t * step, std::min(step, c - t * step));
+// Per-tile sums of [N, C] (fill(r0, r1, c0, c1, s1, s2) writes a tile's into
+// its row tile's [C] rows), added over the row tiles in order
+template <class Fill>
+std::vector<Sums> column_sums(int64_t n, int64_t c, Fill fill) {
+  const Tiles t(n, c);
+  std::vector<double> s1(t.row_tiles * c), s2(t.row_tiles * c);
+  for_tiles(n, c, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    fill(r0, r1, c0, c1, s1.data() + r0 / kRows * c, s2.data() + r0 / kRows * c);
+  });
+  std::vector<Sums> out(c);
+  for (int64_t r = 0; r < t.row_tiles; ++r)
+    for (int64_t j = 0; j < c; ++j) out[j].s1 += s1[r * c + j], out[j].s2 += s2[r * c + j];
+  return out;
 }
 
 // What batch_norm_forward keeps of channel ch: the mean and variance (from
@@ -201,21 +236,34 @@ void batch_norm_forward(bool training, int64_t n, int64_t c, int64_t s, const fl
                         float* running_var, double momentum, double eps, float* save_mean,
                         float* save_invstd, float* y) {
   const int64_t count = n * s;
-  for_channels(n, c, s, [&](int64_t b, int64_t w) {
-    Sums sums[kBlock];
-    double shift[kBlock];  // each channel's first value
-    for (int64_t j = 0; j < w; ++j) shift[j] = x[(b + j) * s];
-    if (training && s == 1) block_sums(n, c, b, w, x, shift, sums);
-    else if (training) sums[0] = channel_sums(n, c, s, x, b, shift[0]);
-    float alpha[kBlock], beta[kBlock];
-    for (int64_t j = 0; j < w; ++j) {
-      const Affine f = channel_stats(training, sums[j], shift[j], count, b + j, weight, bias,
-                                     running_mean, running_var, momentum, eps, save_mean,
-                                     save_invstd);
-      alpha[j] = f.alpha, beta[j] = f.beta;
-    }
-    if (s == 1) block_affine(n, c, b, w, x, alpha, beta, y);
-    else channel_affine(n, c, s, x, b, alpha[0], beta[0], y);
+  const auto stats = [&](const Sums& sums, double shift, int64_t ch) {
+    return channel_stats(training, sums, shift, count, ch, weight, bias, running_mean,
+                         running_var, momentum, eps, save_mean, save_invstd);
+  };
+  if (s > 1) {
+    for_channels(n, c, s, [&](int64_t ch) {
+      const double shift = x[ch * s];  // the channel's first value
+      const Affine f = stats(training ? channel_sums(n, c, s, x, ch, shift) : Sums{}, shift, ch);
+      channel_affine(n, c, s, x, ch, f.alpha, f.beta, y);
+    });
+    return;
+  }
+  std::vector<double> shift(c);  // each channel's first value
+  std::vector<Sums> sums(c);
+  if (training) {
+    shift.assign(x, x + c);
+    sums = column_sums(n, c, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, double* s1,
+                                 double* s2) {
+      tile_sums(c, r0, r1, c0, c1, x, shift.data(), s1, s2);
+    });
+  }
+  std::vector<float> alpha(c), beta(c);
+  for (int64_t j = 0; j < c; ++j) {
+    const Affine f = stats(sums[j], shift[j], j);
+    alpha[j] = f.alpha, beta[j] = f.beta;
+  }
+  for_tiles(n, c, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    tile_affine(c, r0, r1, c0, c1, x, alpha.data(), beta.data(), y);
   });
 }
 
@@ -224,19 +272,28 @@ void batch_norm_backward(bool training, int64_t n, int64_t c, int64_t s, const f
                          const float* gy, const float* save_mean, const float* save_invstd,
                          const float* weight, float* gx, float* gweight, float* gbias) {
   const int64_t count = n * s;
-  for_channels(n, c, s, [&](int64_t b, int64_t w) {
-    Sums sums[kBlock];
-    if (s == 1) block_grad_sums(n, c, b, w, x, gy, save_mean + b, sums);
-    else sums[0] = channel_grad_sums(n, c, s, x, gy, b, save_mean[b]);
-    float a[kBlock], gm[kBlock], k[kBlock];
-    for (int64_t j = 0; j < w; ++j) {
-      const GradTerms t =
-          channel_grads(training, sums[j], count, b + j, save_invstd, weight, gweight, gbias);
-      a[j] = t.a, gm[j] = t.gm, k[j] = t.k;
-    }
-    if (!gx) return;
-    if (s == 1) block_grad_input(n, c, b, w, x, gy, save_mean + b, gm, k, a, gx);
-    else channel_grad_input(n, c, s, x, gy, b, save_mean[b], gm[0], k[0], a[0], gx);
+  const auto terms = [&](const Sums& sums, int64_t ch) {
+    return channel_grads(training, sums, count, ch, save_invstd, weight, gweight, gbias);
+  };
+  if (s > 1) {
+    for_channels(n, c, s, [&](int64_t ch) {
+      const GradTerms t = terms(channel_grad_sums(n, c, s, x, gy, ch, save_mean[ch]), ch);
+      if (gx) channel_grad_input(n, c, s, x, gy, ch, save_mean[ch], t.gm, t.k, t.a, gx);
+    });
+    return;
+  }
+  const std::vector<Sums> sums = column_sums(
+      n, c, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, double* s1, double* s2) {
+        tile_grad_sums(c, r0, r1, c0, c1, x, gy, save_mean, s1, s2);
+      });
+  std::vector<float> a(c), gm(c), k(c);
+  for (int64_t j = 0; j < c; ++j) {
+    const GradTerms t = terms(sums[j], j);
+    a[j] = t.a, gm[j] = t.gm, k[j] = t.k;
+  }
+  if (!gx) return;
+  for_tiles(n, c, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    tile_grad_input(c, r0, r1, c0, c1, x, gy, save_mean, gm.data(), k.data(), a.data(), gx);
   });
 }
 
