@@ -95,6 +95,22 @@ TEST_CASE("contiguous copies a view row-major; raw data of a view throws") {
   CHECK_GRADCHECK([](const Inputs& in) { return in[0].t().contiguous() * 2.0; }, {distinct({2, 3})});
 }
 
+// The transposed copy runs in 16 x 16 tiles (full ones unrolled, edge ones
+// not): shapes with and without edges, batched, element by element
+TEST_CASE("contiguous of a transposed view: full and edge tiles, batched") {
+  for (const Shape& s : {Shape{32, 48}, Shape{37, 50}, Shape{16, 3}, Shape{3, 2, 33, 17}}) {
+    const int64_t nd = static_cast<int64_t>(s.size()), rows = s[nd - 2], cols = s[nd - 1];
+    Tensor x = Tensor::arange(numel_of(s)).reshape(s);
+    const std::vector<float> got = contiguous(x.transpose(nd - 2, nd - 1)).to_float_vector();
+    REQUIRE(static_cast<int64_t>(got.size()) == numel_of(s));
+    for (int64_t i = 0; i < numel_of(s); ++i) {
+      const int64_t b = i / (rows * cols), c = i / rows % cols, r = i % rows;
+      INFO("shape " << s << ", element " << i);
+      CHECK(got[i] == static_cast<float>((b * rows + r) * cols + c));
+    }
+  }
+}
+
 TEST_CASE("reshape of a view is a view where the strides allow, else a copy") {
   Tensor x = Tensor::arange(24).reshape({2, 3, 4});
   Tensor p = x.permute({1, 0, 2});  // [3, 2, 4] strides (4, 12, 1)
