@@ -337,7 +337,8 @@ void whole_window_backward(const ConvGeometry& g, const float* x, const float* w
 void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, const float* pb,
                     float* py) {
   if (whole_window_fits(geo)) return linear(geo.N, geo.C * geo.H * geo.W, geo.OC, px, pw, pb, py);
-  if (dnnl_conv_fits(geo, pb != nullptr, true)) return dnnl_conv_forward(geo, px, pw, pb, py);
+  if (dnnl_conv_fits(geo, pb != nullptr, /*forward=*/true))
+    return dnnl_conv_forward(geo, px, pw, pb, py);
   if (pointwise_fits(geo)) return pointwise_forward(geo, px, pw, pb, py);
   if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
@@ -367,7 +368,8 @@ void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, c
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
   if (whole_window_fits(geo)) return whole_window_backward(geo, px, pw, pg, gx, gw, gb);
-  if (dnnl_conv_fits(geo, gb != nullptr, false)) {  // the gradients oneDNN does not take run below
+  // the gradients oneDNN does not take run below
+  if (dnnl_conv_fits(geo, gb != nullptr, /*forward=*/false)) {
     const bool bias = gb != nullptr;
     const bool dnnl_gx = gx && dnnl_conv_takes(geo, bias, ConvPass::Data);
     const bool dnnl_gw = (gw || gb) && dnnl_conv_takes(geo, bias, ConvPass::Weights);

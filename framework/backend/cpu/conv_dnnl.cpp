@@ -252,15 +252,16 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // (LeNet's: the lanes kernel's, 3-6x), except forward on a CPU without
 // AVX-512, where the lanes kernel cannot run and oneDNN's AVX2 kernel beat
 // im2col (bench_ops conv1, conv2 forward: 1.1-1.2x, 1.6-1.8x; their backward
-// ran slower or alike on oneDNN, so it stays on im2col; 2026-11-27). Grouped convolutions where oneDNN has
-// a kernel for them, not its GEMM fallback (depthwise 3x3 and 7x7: 4x and 6x
-// forward; a depthwise multiplier of 2, by GEMM there, ran 1.5x slower on
-// oneDNN). No negative padding after the last row or column
-// (conv_transpose2d's output_padding beyond its padding); no empty batch (the
-// chunks would leave the gradients unwritten).
+// ran slower or alike on oneDNN, so it stays on im2col; 2026-11-27).
+// Grouped convolutions where oneDNN has a kernel for them, not its GEMM
+// fallback (depthwise 3x3 and 7x7: 4x and 6x forward; a depthwise multiplier
+// of 2, by GEMM there, ran 1.5x slower on oneDNN). No negative padding after
+// the last row or column (conv_transpose2d's output_padding beyond its
+// padding); no empty batch (the chunks would leave the gradients unwritten).
 bool dnnl_conv_fits(const ConvGeometry& g, bool bias, bool forward) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.KH * g.KW > 1 &&
-         (g.sh > 1 || g.sw > 1 || g.C >= 16 || (forward && !cpu_has_avx512())) && pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 16 || (forward && !cpu_has_avx512())) &&
+         pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0 &&
          (g.groups == 1 || dnnl_conv_takes(g, bias, ConvPass::Forward));
 }

@@ -74,9 +74,9 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
 // ---- oneDNN's convolutions (conv_dnnl.cpp) ----
 // Whether it takes g (with a bias or not) for its forward or its backward: a
 // kernel above 1x1 at stride 2 or more or on 16 channels or more (the forward
-// on fewer too where the CPU lacks AVX-512), groups only where oneDNN has a kernel for
-// them, no negative padding after (never after set_dnnl_conv(false): tests
-// and bench_ops --conv im2col compare).
+// on fewer too where the CPU lacks AVX-512), groups only where oneDNN has a
+// kernel for them, no negative padding after (never after
+// set_dnnl_conv(false): tests and bench_ops --conv im2col compare).
 bool dnnl_conv_fits(const ConvGeometry& g, bool bias, bool forward);
 void set_dnnl_conv(bool on);
 // The contracts of conv2d_forward and conv2d_backward (kernels.h).
