@@ -108,11 +108,10 @@ void for_tiles(int64_t n, int64_t c, F f) {
   }
 }
 
-// x [N, C], rows [r0, r1), channels [c0, c1) -> s1, s2 [C] at [c0, c1) = sums
+// x [N, C], rows [r0, r1), channels [c0, c1) -> s1, s2 [C] at [c0, c1) += sums
 // of v = x - shift, v * v
 MINIDL_CLONES void tile_sums(int64_t c, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                              const float* x, const double* shift, double* s1, double* s2) {
-  std::fill(s1 + c0, s1 + c1, 0.0), std::fill(s2 + c0, s2 + c1, 0.0);
   for (int64_t i = r0; i < r1; ++i) {
     const float* row = x + i * c;
 #pragma omp simd
@@ -124,12 +123,11 @@ MINIDL_CLONES void tile_sums(int64_t c, int64_t r0, int64_t r1, int64_t c0, int6
   }
 }
 
-// gy, x [N, C], rows [r0, r1), channels [c0, c1) -> s1, s2 [C] at [c0, c1) =
+// gy, x [N, C], rows [r0, r1), channels [c0, c1) -> s1, s2 [C] at [c0, c1) +=
 // sums of gy, gy * (x - mean)
 MINIDL_CLONES void tile_grad_sums(int64_t c, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                   const float* x, const float* gy, const float* mean, double* s1,
                                   double* s2) {
-  std::fill(s1 + c0, s1 + c1, 0.0), std::fill(s2 + c0, s2 + c1, 0.0);
   for (int64_t i = r0; i < r1; ++i) {
     const int64_t off = i * c;
 #pragma omp simd
@@ -164,8 +162,8 @@ MINIDL_CLONES void tile_grad_input(int64_t c, int64_t r0, int64_t r1, int64_t c0
   }
 }
 
-// Per-tile sums of [N, C] (fill(r0, r1, c0, c1, s1, s2) writes a tile's into
-// its row tile's [C] rows), added over the row tiles in order
+// Per-tile sums of [N, C] (fill(r0, r1, c0, c1, s1, s2) adds a tile's into
+// its row tile's [C] rows, zero to start), added over the row tiles in order
 template <class Fill>
 std::vector<Sums> column_sums(int64_t n, int64_t c, Fill fill) {
   const Tiles t(n, c);
