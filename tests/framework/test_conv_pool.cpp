@@ -622,6 +622,24 @@ TEST_CASE("gradients of conv2d with rectangular strides, dilation and groups") {
   }
 }
 
+// With 196 outputs a sample and more, im2col + GEMM reads each sample's output
+// gradient where it lies (no [OC, N*L] copy): one input channel at stride 2
+// (DCGAN's first layer), and two groups, each with and without the bias.
+TEST_CASE("gradients of conv2d by columns with 196 outputs a sample (finite differences)") {
+  manual_seed(73);
+  cpu::set_dnnl_conv(false);  // columns for every pass, on any CPU
+  Tensor x1 = Tensor::randn({2, 1, 28, 28}), w1 = Tensor::randn({3, 1, 4, 4});
+  Tensor x2 = Tensor::randn({3, 4, 14, 14}), w2 = Tensor::randn({4, 2, 3, 3});
+  const Conv2dArgs a1{.stride = 2, .padding = 1}, a2{.padding = 1, .groups = 2};
+  CHECK_GRADCHECK([a1](const Inputs& in) { return conv2d(in[0], in[1], in[2], a1); },
+                  {x1, w1, Tensor::randn({3})});
+  CHECK_GRADCHECK([a2](const Inputs& in) { return conv2d(in[0], in[1], in[2], a2); },
+                  {x2, w2, Tensor::randn({4})});
+  CHECK_GRADCHECK([a2](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), a2); },
+                  {x2, w2});
+  cpu::set_dnnl_conv(true);
+}
+
 TEST_CASE("1x1 convolutions (one GEMM per sample): naive values and finite differences") {
   manual_seed(73);
   // ResNet's shortcut shape, and odd sizes where the stride grid misses the

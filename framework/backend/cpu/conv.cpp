@@ -364,7 +364,13 @@ void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, c
 // gy [N, OC, L] -> gx, gw, gb (each optional; x is read only for gw).
 // Backward rebuilds each group's columns (cheaper than keeping megabytes of
 // them), then per channel group gw_cg += g2[cg rows, samples] col^T and
-// gcol = w_cg^T g2[cg rows, samples], scattered by col2im.
+// gcol = w_cg^T g2[cg rows, samples], scattered by col2im. g2 is gy as
+// [OC, N*L], a copy, except where a sample's L >= 196 outputs make GEMMs wide
+// enough alone: there each sample's GEMMs read gy[n] [OC, L] as it lies.
+// Medians of five interleaved runs, each pass alone, AVX2, 1 thread
+// (2026-11-28): bench_ops' dc4x4s2c1 (196 outputs) 1.22 -> 0.93 ms for the
+// input gradient and for the weights', conv1 (784) 1.14 -> 1.05 and 1.23 ->
+// 1.09; conv2 (100) 0.94 -> 1.83 and 1.49, so it keeps the copy.
 void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, const float* pg,
                      float* gx, float* gw, float* gb) {
   if (whole_window_fits(geo)) return whole_window_backward(geo, px, pw, pg, gx, gw, gb);
@@ -386,20 +392,22 @@ void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, 
   }
   const int64_t N = geo.N, C = geo.C, OC = geo.OC, L = geo.OH * geo.OW, G = geo.groups;
   const int64_t Cg = C / G, OCg = OC / G, hw = geo.H * geo.W;
-  const int64_t CKK = Cg * geo.KH * geo.KW, NL = N * L, S = group_size(CKK * L, L);
-  const int64_t chw = C * hw;
-  Scratch g2(OC * NL);  // g [N, OC, L] -> g2 [OC, N*L]
-  swap01(N, OC, L, pg, nullptr, g2.data());
-  const float* pg2 = g2.data();
+  const int64_t CKK = Cg * geo.KH * geo.KW, chw = C * hw;
+  const bool in_place = L >= 196;
+  const int64_t S = in_place ? 1 : group_size(CKK * L, L), NL = in_place ? L : N * L;
+  Scratch g2(in_place ? 0 : OC * NL);  // g [N, OC, L] -> g2 [OC, N*L], row stride NL
+  if (!in_place) swap01(N, OC, L, pg, nullptr, g2.data());
+  auto g2_at = [&](int64_t n) { return in_place ? pg + n * OC * L : g2.data() + n * L; };
   if (gx) std::fill(gx, gx + N * chw, 0.f);
   Partial part(gw ? OC * CKK : 0, gb ? OC : 0);
   for_chunks(N, [&](int64_t n0, int64_t n1, int64_t t) {
-    if (gb) part.add_row_sums(t, pg2 + n0 * L, (n1 - n0) * L, NL);  // this chunk's g2 columns
+    const int64_t step = in_place ? 1 : n1 - n0;  // samples whose g2 columns lie together
+    for (int64_t n = n0; gb && n < n1; n += step) part.add_row_sums(t, g2_at(n), step * L, NL);
     std::vector<float> col(CKK * S * L);
     for (int64_t g0 = n0; g0 < n1; g0 += S) {
       const int64_t g1 = std::min(n1, g0 + S), ld = (g1 - g0) * L;
       for (int64_t cg = 0; cg < G; ++cg) {
-        const float* g2_cg = pg2 + cg * OCg * NL + g0 * L;  // [OCg, ld], row stride NL
+        const float* g2_cg = g2_at(g0) + cg * OCg * NL;  // [OCg, ld], row stride NL
         const float* w_cg = pw + cg * OCg * CKK;
         if (gw) {  // part.w(t)[cg rows] [OCg, CKK] += g2_cg [OCg, ld] col^T [ld, CKK]
           for (int64_t n = g0; n < g1; ++n)

@@ -299,11 +299,15 @@ ConvGeometry chunk(const ConvGeometry& g, int64_t n0, int64_t S) {
 // Not the input gradient under 16 input channels (one group), which oneDNN
 // pads to 16: conv.cpp's columns ran it 1.2-9x faster (conv_transpose2d,
 // whose forward it is, 4x4 stride 2, batch 64, 1 thread: DCGAN's 1-channel
-// images 9x, 3 channels 2.2-3.5x, 8 channels 1.2-1.4x). Not a pass oneDNN
+// images 9x, 3 channels 2.2-3.5x, 8 channels 1.2-1.4x). Nor, on a CPU
+// without AVX-512, their weight gradient: DCGAN's first layer (bench_ops
+// dc4x4s2c1) took 4.5-7.5 ms on oneDNN's AVX2 kernel against 0.9-1.2 on the
+// columns (1 thread, 2026-11-28). Not a pass oneDNN
 // runs by its GEMM fallback either (the weight gradients of depthwise 7x7 and
 // of 32 groups of 4 channels: 1.4-3x faster on the columns).
 bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p) {
-  if (p == ConvPass::Data && g.C < 16 && g.groups == 1) return false;
+  const bool few = g.C < 16 && g.groups == 1;
+  if (few && (p == ConvPass::Data || (p == ConvPass::Weights && !cpu_has_avx512()))) return false;
   return !plan(chunk(g, 0, chunk_size(g)), bias).by_gemm(p);
 }
 

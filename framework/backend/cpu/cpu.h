@@ -87,7 +87,7 @@ void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, c
 // Whether oneDNN takes pass p of a geometry it fits (the others run on
 // conv.cpp's columns): not where it runs the pass by its GEMM-based fallback
 // (im2col + sgemm sample by sample), nor the input gradient under 16 input
-// channels of one group
+// channels of one group (nor their weight gradient without AVX-512)
 enum class ConvPass { Forward, Data, Weights };
 bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p);
 
