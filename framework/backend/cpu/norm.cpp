@@ -329,19 +329,19 @@ MINIDL_CLONES void layer_norm_forward(int64_t r, int64_t d, double eps, const fl
 }
 
 // gy, x [R, D] -> gx [R, D], gweight, gbias [D] (each may be null). One pass
-// over the rows: chunks of kRows rows in parallel, each with its own column
+// over the rows: chunks of kChunkRows rows in parallel, each with its own column
 // sums, which are then folded in chunk order (the same for any thread count).
 MINIDL_CLONES void layer_norm_backward(int64_t r, int64_t d, const float* x, const float* gy,
                                        const float* mean, const float* rstd, const float* weight,
                                        float* gx, float* gweight, float* gbias) {
-  constexpr int64_t kRows = 64;
-  const int64_t chunks = (r + kRows - 1) / kRows;
+  constexpr int64_t kChunkRows = 64;
+  const int64_t chunks = (r + kChunkRows - 1) / kChunkRows;
   const bool sums = gweight || gbias;
   std::vector<double> part(sums ? 2 * chunks * d : 0, 0.0);  // [chunk][sum(gy xhat), sum(gy)][D]
 #pragma omp parallel for schedule(static) if (r * d > kParallelElements && chunks > 1)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     double *pw = sums ? part.data() + 2 * ch * d : nullptr, *pb = sums ? pw + d : nullptr;
-    for (int64_t i = ch * kRows; i < std::min(r, (ch + 1) * kRows); ++i) {
+    for (int64_t i = ch * kChunkRows; i < std::min(r, (ch + 1) * kChunkRows); ++i) {
       const float *xr = x + i * d, *gr = gy + i * d, m = mean[i], rs = rstd[i];
       if (sums) {
 #pragma omp simd
@@ -368,12 +368,12 @@ MINIDL_CLONES void layer_norm_backward(int64_t r, int64_t d, const float* x, con
   if (!sums) return;
   for (int64_t k = 0; k < d; ++k) {
     double w = 0, b = 0;
-    for (int64_t ch = 0; ch < chunks; ++ch) w += part[2 * ch * d + k], b += part[(2 * ch + 1) * d + k];
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      w += part[2 * ch * d + k], b += part[(2 * ch + 1) * d + k];
     if (gweight) gweight[k] = static_cast<float>(w);
     if (gbias) gbias[k] = static_cast<float>(b);
   }
 }
-
 
 // x [N, C, S] -> mean, rstd [N, G], y: per (sample, group) row of D = C/G * S
 // contiguous values, the mean, then the variance, in double; then each
