@@ -184,9 +184,7 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
     case BinaryOp::Minimum:
       return broadcast_map(bc, a, b, out, [](float x, float y) { return x < y || x != x ? x : y; });
     case BinaryOp::GeluGrad:
-      return broadcast_map(bc, a, b, out, [](float g, float x) {  // Phi(x) + x phi(x)
-        return g * (vec::normal_cdf(x) + x * (0.39894228f * vec::exp(-0.5f * x * x)));
-      });
+      return broadcast_map(bc, a, b, out, [](float g, float x) { return g * vec::gelu_slope(x); });
     case BinaryOp::GeluTanhGrad:
       return broadcast_map(bc, a, b, out, [](float g, float x) {
         return act::gelu_tanh_grad_of(g, x, vec::tanh(act::gelu_tanh_arg(x)));

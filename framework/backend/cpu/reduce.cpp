@@ -196,7 +196,7 @@ void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const f
 
 // x [rows, S] -> y: row r's first n columns (n = S, or i + 1 for row i = r %
 // causal of a causal stack) in softmax(x * scale), the rest 0. e^(v - max)
-// by vec::exp (vectorized), summed in double, then scaled by 1 / sum.
+// by vec::exp_or_zero (vectorized), summed in double, then scaled by 1 / sum.
 MINIDL_CLONES void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s,
                                   const float* x, float* y) {
 #pragma omp parallel for if (rows * s > 65536)
@@ -210,7 +210,7 @@ MINIDL_CLONES void scaled_softmax(float scale, int64_t causal, int64_t rows, int
       for (int64_t k = 1; k < n; ++k) m = std::max(m, xs[k] * scale);
     double sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t k = 0; k < n; ++k) sum += ys[k] = vec::exp(xs[k] * scale - m);
+    for (int64_t k = 0; k < n; ++k) sum += ys[k] = vec::exp_or_zero(xs[k] * scale - m);
     const auto inv = static_cast<float>(1 / sum);
 #pragma omp simd
     for (int64_t k = 0; k < n; ++k) ys[k] *= inv;

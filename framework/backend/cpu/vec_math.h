@@ -21,24 +21,39 @@ namespace minidl::cpu::vec {
 // it cannot run both: the loop then does not vectorize.
 inline float select(bool cond, float a, float b) { return act::pick(cond, a, b); }
 
-// e^x, within 1e-7 relative of e^x for x in [-87, 88]; +inf above 88.73,
-// the subnormals below -87.3 and 0 below -104 (inputs are clamped to
-// [-104, 89] first), NaN kept: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in
-// two parts, Cody and Waite), e^r by its Taylor polynomial to r^7, 2^n as
-// 2^(n/2) 2^(n - n/2) through the exponent bits, so that n may pass the
-// exponent's range. n is rounded by adding and removing 1.5 * 2^23.
-inline float exp(float x) {
-  x = select(x < -104.f, -104.f, select(x > 89.f, 89.f, x));
+// e^x's two factors: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts,
+// Cody and Waite), e^r by its Taylor polynomial to r^7, and n, rounded by
+// adding and removing 1.5 * 2^23, kept as n + 1.5 * 2^23 (whose low bits
+// hold n as an integer).
+struct ExpParts {
+  float shifted_n, e_r;
+};
+inline ExpParts exp_parts(float x) {
   const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;
   const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
   const float p = ((((((1.f / 5040 * r + 1.f / 720) * r + 1.f / 120) * r + 1.f / 24) * r +
                       1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f;
-  const int32_t e = std::bit_cast<int32_t>(n + 12582912.f) - 0x4B400000;  // n as an integer
-  const int32_t half = e / 2;
-  auto two_to = [](int32_t k) {
-    return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23);
-  };
-  return p * two_to(half) * two_to(e - half);
+  return {n + 12582912.f, p};
+}
+
+// 2^n for n in [-126, 127], from exp_parts' shifted n (unsigned arithmetic:
+// an n out of range gives a wrong power, never undefined behaviour)
+inline float two_to(float shifted_n) {
+  const uint32_t n = std::bit_cast<uint32_t>(shifted_n) - 0x4B400000u;
+  return std::bit_cast<float>((n + 127u) << 23);
+}
+
+// e^x, within 1e-7 relative of e^x for x in [-87, 88]; +inf above 88.73,
+// the subnormals below -87.3 and 0 below -104 (inputs are clamped to
+// [-104, 89] first), NaN kept: e^r 2^n as e^r 2^(n/2) 2^(n - n/2), so that
+// n may pass the exponent's range.
+inline float exp(float x) {
+  x = select(x < -104.f, -104.f, select(x > 89.f, 89.f, x));
+  const ExpParts e = exp_parts(x);
+  const int32_t n = std::bit_cast<int32_t>(e.shifted_n) - 0x4B400000;
+  const int32_t half = n / 2;
+  auto power = [](int32_t k) { return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23); };
+  return e.e_r * power(half) * power(n - half);
 }
 
 // log x for every float: x = m 2^k with m in [sqrt(1/2), sqrt(2)) (a
@@ -61,9 +76,15 @@ inline float log(float x) {
   return select((x > 0.f) & (x < inf), r, select(x == 0.f, -inf, select(x == inf, inf, nan)));
 }
 
-// e^x, and 0 below -87 (where e^x < 1.7e-38): a softmax's -inf entries
-// (masked out) give exact zeros
-inline float exp_or_zero(float x) { return select(x < -87.f, 0.f, exp(x)); }
+// e^x for x <= 88, and 0 below -87 (where e^x < 1.7e-38): a softmax's -inf
+// entries (masked out) give exact zeros. Where x is in [-87, 88] it equals
+// exp(x) bit for bit, in fewer steps: 2^n in one scaling (n stays in the
+// exponent's range there), no clamps. Above 88 it is not e^x: callers pass
+// x - max, -|z| or -x^2 / 2.
+inline float exp_or_zero(float x) {
+  const ExpParts e = exp_parts(x);
+  return select(x < -87.f, 0.f, e.e_r * two_to(e.shifted_n));
+}
 
 // The larger of a and b, NaN from either side, by select (vectorizes)
 inline float max2(float a, float b) { return select((b > a) | (b != b), b, a); }
@@ -87,17 +108,38 @@ inline float max_of(const float* x, int64_t n) {
 // t exp(-z^2 + q(t)), t = 1 / (1 + z / 2), q the Chebyshev fit of Press et
 // al., Numerical Recipes (2nd ed., 6.2: fractional error below 1.2e-7); for
 // x >= 0, Phi = 1 - erfc(z) / 2. Unlike (1 + erf(x / sqrt(2))) / 2 it keeps
-// its relative accuracy for negative x (measured within 1.5e-6 of GELU's
-// float64 value over [-9, 9], where that form was 8e-5 off).
-inline float normal_cdf(float x) {
+// its relative accuracy for negative x (GELU within 7e-7 of its float64
+// value over [-9, 9], where that form was 8e-5 off: tests/framework/
+// test_activation.cpp). Phi is 0 below -13.2 (where it is under 1e-38).
+struct ErfcParts {
+  float t, q;
+};
+inline ErfcParts erfc_parts(float x) {
   const float z = std::fabs(x) * 0.70710678f, t = 1.f / (1.f + 0.5f * z);
   float q = 0.17087277f * t - 0.82215223f;
   q = (q * t + 1.48851587f) * t - 1.13520398f;
   q = (q * t + 0.27886807f) * t - 0.18628806f;
   q = (q * t + 0.09678418f) * t + 0.37409196f;
   q = (q * t + 1.00002368f) * t - 1.26551223f;
-  const float below = 0.5f * t * vec::exp(q - z * z);
+  return {t, q};
+}
+inline float normal_cdf(float x) {
+  const ErfcParts p = erfc_parts(x);
+  const float below = 0.5f * p.t * exp_or_zero(p.q - 0.5f * x * x);
   return select(x < 0.f, below, 1.f - below);
+}
+
+// GELU's derivative Phi(x) + x phi(x), with phi(x) = e^(-x^2 / 2) /
+// sqrt(2 pi): one e^(-x^2 / 2) serves both, Phi's e^q(t) (q in [-1.27, 0])
+// is e^-0.625 e^(q + 0.625) by its Taylor polynomial to (q + 0.625)^8
+// (within 5e-8 relative).
+inline float gelu_slope(float x) {
+  const ErfcParts p = erfc_parts(x);
+  const float e = exp_or_zero(-0.5f * x * x), r = p.q + 0.625f;
+  const float e_q = ((((((((1.f / 40320 * r + 1.f / 5040) * r + 1.f / 720) * r + 1.f / 120) * r +
+                         1.f / 24) * r + 1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f);
+  const float below = (0.5f * 0.53526143f) * p.t * e_q * e;
+  return select(x < 0.f, below, 1.f - below) + x * (0.39894228f * e);
 }
 
 // 1 / (1 + e^-x), within 2e-7 relative where the result is above 1e-30
