@@ -163,8 +163,9 @@ TEST_CASE("cpu/vec_math.h: exp over the whole float range") {
         std::vector<float>{0, vec::exp(-100.f), 1, vec::exp(50.f), INFINITY});
 }
 
-// vec::exp_or_zero (softmax, the normal CDF, softplus) is vec::exp bit for
-// bit over [-87, 88], in fewer steps, and 0 below -87 and at -inf.
+// vec::exp_or_zero (softmax, the normal CDF, sigmoid, tanh, softplus) is
+// vec::exp bit for bit over [-87, 88], in fewer steps, 0 below -87 and at
+// -inf, e^88 above 88.
 TEST_CASE("cpu/vec_math.h: exp_or_zero is exp over [-87, 88], 0 below") {
   namespace vec = minidl::cpu::vec;
   int differ = 0;
@@ -175,6 +176,7 @@ TEST_CASE("cpu/vec_math.h: exp_or_zero is exp over [-87, 88], 0 below") {
   CHECK(differ == 0);
   CHECK(vec::exp_or_zero(-87.f) == vec::exp(-87.f));
   for (float x : {-87.01f, -100.f, -1e30f, -INFINITY}) CHECK(vec::exp_or_zero(x) == 0.f);
+  for (float x : {88.01f, 1e30f, INFINITY}) CHECK(vec::exp_or_zero(x) == vec::exp(88.f));
   CHECK(std::isnan(vec::exp_or_zero(NAN)));
 }
 

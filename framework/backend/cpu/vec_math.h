@@ -76,13 +76,12 @@ inline float log(float x) {
   return select((x > 0.f) & (x < inf), r, select(x == 0.f, -inf, select(x == inf, inf, nan)));
 }
 
-// e^x for x <= 88, and 0 below -87 (where e^x < 1.7e-38): a softmax's -inf
-// entries (masked out) give exact zeros. Where x is in [-87, 88] it equals
-// exp(x) bit for bit, in fewer steps: 2^n in one scaling (n stays in the
-// exponent's range there), no clamps. Above 88 it is not e^x: callers pass
-// x - max, -|z| or -x^2 / 2.
+// e^x, with x above 88 taken as 88, and 0 below -87 (where e^x < 1.7e-38):
+// a softmax's -inf entries (masked out) give exact zeros. Over [-87, 88] it
+// equals exp(x) bit for bit, in fewer steps: 2^n in one scaling (n stays in
+// the exponent's range there), one clamp. NaN kept.
 inline float exp_or_zero(float x) {
-  const ExpParts e = exp_parts(x);
+  const ExpParts e = exp_parts(select(x > 88.f, 88.f, x));
   return select(x < -87.f, 0.f, e.e_r * two_to(e.shifted_n));
 }
 
@@ -143,7 +142,7 @@ inline float gelu_slope(float x) {
 }
 
 // 1 / (1 + e^-x), within 2e-7 relative where the result is above 1e-30
-inline float sigmoid(float x) { return 1.f / (1.f + vec::exp(-x)); }
+inline float sigmoid(float x) { return 1.f / (1.f + vec::exp_or_zero(-x)); }
 
 // tanh x: for |x| < 0.4 its odd Taylor series to x^13 (the next term is below
 // 1e-8 of it), else 1 - 2 / (e^(2|x|) + 1) with x's sign; within 3e-7
@@ -153,7 +152,7 @@ inline float tanh(float x) {
   const float series =
       x * (1.f + x2 * (-1.f / 3 + x2 * (2.f / 15 + x2 * (-17.f / 315 + x2 * (62.f / 2835 +
            x2 * (-1382.f / 155925 + x2 * (21844.f / 6081075)))))));
-  const float far = std::copysign(1.f - 2.f / (vec::exp(2.f * a) + 1.f), x);
+  const float far = std::copysign(1.f - 2.f / (vec::exp_or_zero(2.f * a) + 1.f), x);
   return select(a < 0.4f, series, far);
 }
 
