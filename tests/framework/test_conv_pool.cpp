@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/backend/cpu/cpu.h"
@@ -816,6 +817,38 @@ TEST_CASE("upsample_nearest2d and interpolate (hand-computed) and gradients") {
   Tensor xr = Tensor::randn({2, 2, 3, 4});
   CHECK_GRADCHECK([](const Inputs& in) { return upsample_nearest2d(in[0], {5, 7}); }, {xr});
   CHECK_GRADCHECK([](const Inputs& in) { return upsample_nearest2d(in[0], {2, 3}); }, {xr});
+}
+
+// The CPU's integer factors (2 as pairs, 3 by fills) against the index
+// formula, and their gradients bit for bit against each input's copies
+// summed in (i, j) order; 5x7 from 3x4 goes by the tables.
+TEST_CASE("upsample_nearest2d by integer factors equals the index formula, bit for bit") {
+  manual_seed(5);
+  for (auto [fh, fw] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{1, 2}}) {
+    CAPTURE(fh);
+    CAPTURE(fw);
+    const int64_t N = 2, C = 3, H = 5, W = 9, OH = H * fh, OW = W * fw;
+    Tensor x = Tensor::randn({N, C, H, W}).requires_grad_();
+    Tensor y = upsample_nearest2d(x, {OH, OW});
+    Tensor g = Tensor::randn({N, C, OH, OW});
+    y.backward(g);
+    const auto xv = x.to_float_vector(), yv = y.to_float_vector(), gv = g.to_float_vector();
+    const auto gx = x.grad().to_float_vector();
+    int wrong = 0, wrong_grad = 0;
+    for (int64_t p = 0; p < N * C; ++p)
+      for (int64_t r = 0; r < H; ++r)
+        for (int64_t c = 0; c < W; ++c) {
+          float sum = 0.f;
+          for (int64_t i = r * fh; i < (r + 1) * fh; ++i)
+            for (int64_t j = c * fw; j < (c + 1) * fw; ++j) {
+              wrong += yv[(p * OH + i) * OW + j] != xv[(p * H + r) * W + c];
+              sum += gv[(p * OH + i) * OW + j];
+            }
+          wrong_grad += gx[(p * H + r) * W + c] != sum;
+        }
+    CHECK(wrong == 0);
+    CHECK(wrong_grad == 0);
+  }
 }
 
 TEST_CASE("conv2d_relu_max_pool2d with dilation or groups equals the three ops") {

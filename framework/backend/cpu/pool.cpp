@@ -233,31 +233,69 @@ void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx) {
 
 // ---- nearest resizing (issue 22) ----
 
-// x [NC, H, W] -> y [NC, OH, OW] = x[p, rows[i], cols[j]]
-void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                              const int32_t* rows, const int32_t* cols, const float* x, float* y) {
+namespace {
+
+// s where every input column has s copies side by side (first[c] = c * s:
+// an integer scale factor), else 0
+int64_t copies_each(int64_t w, int64_t ow, const int32_t* first) {
+  if (ow % w != 0) return 0;
+  const int64_t s = ow / w;
+  for (int64_t c = 0; c <= w; ++c)
+    if (first[c] != c * s) return 0;
+  return s;
+}
+
+}  // namespace
+
+// x [NC, H, W] -> y [NC, OH, OW] = x[p, rows[i], cols[j]]; a row of an
+// integer factor s is written without the table (s = 2 as pairs)
+MINIDL_CLONES void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                            int64_t ow, const int32_t* rows, const int32_t* cols,
+                                            const float* x, float* y) {
+  std::vector<int32_t> first{0};  // cols' first copy of each input column, as nearest_maps'
+  for (int64_t c = 0, j = 0; c < w; ++c) {
+    while (j < ow && cols[j] <= c) ++j;
+    first.push_back(static_cast<int32_t>(j));
+  }
+  const int64_t s = copies_each(w, ow, first.data());
 #pragma omp parallel for collapse(2) if (nc * oh * ow > 65536)
   for (int64_t p = 0; p < nc; ++p)
     for (int64_t i = 0; i < oh; ++i) {
       const float* src = x + (p * h + rows[i]) * w;
       float* dst = y + (p * oh + i) * ow;
-      for (int64_t j = 0; j < ow; ++j) dst[j] = src[cols[j]];
+      if (s == 2) {
+        for (int64_t c = 0; c < w; ++c) dst[2 * c] = dst[2 * c + 1] = src[c];
+      } else if (s > 0) {
+        for (int64_t c = 0; c < w; ++c) std::fill(dst + c * s, dst + (c + 1) * s, src[c]);
+      } else {
+        for (int64_t j = 0; j < ow; ++j) dst[j] = src[cols[j]];
+      }
     }
 }
 
-// gy [NC, OH, OW] -> gx [NC, H, W]: each input sums its copies in (i, j) order
-void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                               const int32_t* row_first, const int32_t* col_first, const float* gy,
-                               float* gx) {
+// gy [NC, OH, OW] -> gx [NC, H, W]: each input sums its copies in (i, j)
+// order, row by row of gy into gx's row (an integer factor s without the
+// table, s = 2 as pairs)
+MINIDL_CLONES void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                             int64_t ow, const int32_t* row_first,
+                                             const int32_t* col_first, const float* gy,
+                                             float* gx) {
+  const int64_t s = copies_each(w, ow, col_first);
 #pragma omp parallel for collapse(2) if (nc * oh * ow > 65536)
   for (int64_t p = 0; p < nc; ++p)
-    for (int64_t r = 0; r < h; ++r)
-      for (int64_t c = 0; c < w; ++c) {
-        float sum = 0.f;
-        for (int64_t i = row_first[r]; i < row_first[r + 1]; ++i)
-          for (int64_t j = col_first[c]; j < col_first[c + 1]; ++j) sum += gy[(p * oh + i) * ow + j];
-        gx[(p * h + r) * w + c] = sum;
+    for (int64_t r = 0; r < h; ++r) {
+      float* acc = gx + (p * h + r) * w;
+      std::fill(acc, acc + w, 0.f);
+      for (int64_t i = row_first[r]; i < row_first[r + 1]; ++i) {
+        const float* g = gy + (p * oh + i) * ow;
+        if (s == 2) {
+          for (int64_t c = 0; c < w; ++c) acc[c] = (acc[c] + g[2 * c]) + g[2 * c + 1];
+        } else {
+          for (int64_t c = 0; c < w; ++c)
+            for (int64_t j = col_first[c]; j < col_first[c + 1]; ++j) acc[c] += g[j];
+        }
       }
+    }
 }
 
 }  // namespace minidl::cpu
