@@ -824,7 +824,9 @@ TEST_CASE("upsample_nearest2d and interpolate (hand-computed) and gradients") {
 // summed in (i, j) order; 5x7 from 3x4 goes by the tables.
 TEST_CASE("upsample_nearest2d by integer factors equals the index formula, bit for bit") {
   manual_seed(5);
-  for (auto [fh, fw] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{1, 2}}) {
+  for (auto factors : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{1, 2}}) {
+    // plain ints, not a structured binding: clang's lambdas (CAPTURE) cannot take one
+    const int fh = factors.first, fw = factors.second;
     CAPTURE(fh);
     CAPTURE(fw);
     const int64_t N = 2, C = 3, H = 5, W = 9, OH = H * fh, OW = W * fw;
