@@ -252,12 +252,9 @@ int64_t copies_each(int64_t w, int64_t ow, const int32_t* first) {
 MINIDL_CLONES void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh,
                                             int64_t ow, const int32_t* rows, const int32_t* cols,
                                             const float* x, float* y) {
-  std::vector<int32_t> first{0};  // cols' first copy of each input column, as nearest_maps'
-  for (int64_t c = 0, j = 0; c < w; ++c) {
-    while (j < ow && cols[j] <= c) ++j;
-    first.push_back(static_cast<int32_t>(j));
-  }
-  const int64_t s = copies_each(w, ow, first.data());
+  int64_t s = ow % w == 0 ? ow / w : 0;  // copies_each, from cols: cols[j] = j / s
+  for (int64_t j = 0; s > 0 && j < ow; ++j)
+    if (cols[j] != j / s) s = 0;
 #pragma omp parallel for collapse(2) if (nc * oh * ow > 65536)
   for (int64_t p = 0; p < nc; ++p)
     for (int64_t i = 0; i < oh; ++i) {
