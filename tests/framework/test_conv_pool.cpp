@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -210,6 +211,46 @@ TEST_CASE("gradients of max_pool2d and avg_pool2d") {
   CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 2); }, {x});
   CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 3, 2); }, {x});
   CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 2, 1, 1); }, {x});
+}
+
+// The CPU's rows of terms against one sum per window in (i, j) order
+// (padding skipped, as it adds 0), and the gradient against one sum per
+// input in (oh, ow) order, bit for bit; rows of 19 leave vector remainders.
+TEST_CASE("avg_pool2d and its gradient equal the window sums in order, bit for bit") {
+  manual_seed(9);
+  const int64_t N = 2, C = 3, H = 7, W = 19;
+  const std::array<int64_t, 3> geometries[] = {{3, 1, 1}, {2, 2, 0}, {3, 2, 1}, {4, 3, 2}, {2, 1, 0}};
+  for (const auto& kernel_stride_pad : geometries) {
+    const int64_t K = kernel_stride_pad[0], S = kernel_stride_pad[1], P = kernel_stride_pad[2];
+    CAPTURE(K);
+    CAPTURE(S);
+    CAPTURE(P);
+    Tensor x = Tensor::randn({N, C, H, W}).requires_grad_();
+    Tensor y = avg_pool2d(x, K, S, P);
+    const int64_t OH = y.size(2), OW = y.size(3);
+    Tensor g = Tensor::randn({N, C, OH, OW});
+    y.backward(g);
+    const auto xv = x.to_float_vector(), yv = y.to_float_vector(), gv = g.to_float_vector();
+    const auto gx = x.grad().to_float_vector();
+    std::vector<float> sums(xv.size(), 0.f);
+    const float inv = 1.0f / static_cast<float>(K * K);
+    int wrong = 0, wrong_grad = 0;
+    for (int64_t p = 0; p < N * C; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float s = 0.f;
+          for (int64_t h = oh * S - P; h < oh * S - P + K; ++h)
+            for (int64_t w = ow * S - P; w < ow * S - P + K; ++w)
+              if (h >= 0 && h < H && w >= 0 && w < W) {
+                s += xv[(p * H + h) * W + w];
+                sums[(p * H + h) * W + w] += gv[(p * OH + oh) * OW + ow] * inv;
+              }
+          wrong += yv[(p * OH + oh) * OW + ow] != s * inv;
+        }
+    for (size_t i = 0; i < gx.size(); ++i) wrong_grad += gx[i] != sums[i];
+    CHECK(wrong == 0);
+    CHECK(wrong_grad == 0);
+  }
 }
 
 namespace {

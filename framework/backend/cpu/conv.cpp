@@ -98,19 +98,6 @@ void swap01(int64_t A, int64_t B, int64_t L, const float* src, const float* bias
 
 }  // namespace
 
-namespace {
-
-// ceil(a / b) for b > 0 and any sign of a
-int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
-
-// The output columns [lo, hi) whose input column ow*sw - pw + kj*dw lies in [0, W)
-std::pair<int64_t, int64_t> inside_columns(const ConvGeometry& g, int64_t kj) {
-  const int64_t lo = std::clamp<int64_t>(ceil_div(g.pw - kj * g.dw, g.sw), 0, g.OW);
-  return {lo, std::clamp<int64_t>(ceil_div(g.W + g.pw - kj * g.dw, g.sw), lo, g.OW)};
-}
-
-}  // namespace
-
 // im [C/groups, H, W] (one group's channels) -> col [C/groups*KH*KW, OH*OW], row stride ld
 MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
   const int64_t Cg = g.C / g.groups;
@@ -141,7 +128,7 @@ MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, in
       for (int64_t kj = 0; kj < g.KW; ++kj) {
         float* out = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         const float* src = im + c * g.H * g.W;
-        const auto [lo, hi] = inside_columns(g, kj);
+        const auto [lo, hi] = inside_columns(g.W, g.OW, g.sw, kj * g.dw - g.pw);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t h = oh * g.sh - g.ph + ki * g.dh;
           float* row = out + oh * g.OW;
@@ -194,7 +181,7 @@ MINIDL_CLONES void col2im(const ConvGeometry& g, const float* col, float* im, in
       for (int64_t kj = 0; kj < g.KW; ++kj) {
         const float* in = col + ((c * g.KH + ki) * g.KW + kj) * ld;
         float* dst = im + c * g.H * g.W;
-        const auto [lo, hi] = inside_columns(g, kj);
+        const auto [lo, hi] = inside_columns(g.W, g.OW, g.sw, kj * g.dw - g.pw);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t h = oh * g.sh - g.ph + ki * g.dh;
           if (h < 0 || h >= g.H) continue;

@@ -2,7 +2,9 @@
 // and the helpers they share (GEMM through CBLAS, im2col/col2im). Letters as
 // in kernels.h. All arrays are contiguous row-major.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "framework/backend/backend.h"
 
@@ -44,6 +46,16 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void set_dnnl_gemm(bool on);
 // src [R, C] -> dst [C, R]
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
+
+// ---- windows of convolution and pooling ----
+// The outputs [lo, hi) of a row of OW whose input column o*stride + offset
+// lies in [0, W) (offset: the window's column minus the padding)
+inline std::pair<int64_t, int64_t> inside_columns(int64_t W, int64_t OW, int64_t stride,
+                                                  int64_t offset) {
+  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); };
+  const int64_t lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, OW);
+  return {lo, std::clamp<int64_t>(ceil_div(W - offset, stride), lo, OW)};
+}
 
 // ---- im2col (conv.cpp) ----
 // One channel group (Cg = C/groups channels, im at the group's first):

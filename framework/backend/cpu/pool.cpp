@@ -191,44 +191,133 @@ void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* ar
     }
 }
 
-// x [NC, H, W] -> y [NC, OH, OW]
-void avg_pool_forward(const PoolGeometry& g, const float* x, float* y) {
-  const float inv = 1.0f / static_cast<float>(g.K * g.K);
-#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
-  for (int64_t p = 0; p < g.NC; ++p)
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        float s = 0;
-        for (int64_t i = 0; i < g.K; ++i) {
-          int64_t h = oh * g.stride - g.pad + i;
-          if (h < 0 || h >= g.H) continue;
-          for (int64_t j = 0; j < g.K; ++j) {
-            int64_t w = ow * g.stride - g.pad + j;
-            if (w >= 0 && w < g.W) s += x[(p * g.H + h) * g.W + w];
-          }
-        }
-        y[(p * g.OH + oh) * g.OW + ow] = s * inv;
-      }
+namespace {
+
+// The window's columns j in [0, K) as runs of a row: the outputs [lo, hi)
+// whose input column lies inside (inside_columns), read from x + first at
+// steps of the stride
+struct WindowColumn {
+  int64_t lo, hi, first;
+};
+
+std::vector<WindowColumn> window_columns(const PoolGeometry& g) {
+  std::vector<WindowColumn> cols;
+  for (int64_t j = 0; j < g.K; ++j) {
+    const auto [lo, hi] = inside_columns(g.W, g.OW, g.stride, j - g.pad);
+    cols.push_back({lo, hi, lo * g.stride + j - g.pad});
+  }
+  return cols;
 }
 
-// gy [NC, OH, OW] -> gx [NC, H, W]
-void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx) {
+// At stride 1 a plane is padded with zeros to [H + 2 pad, W + 2 pad] (row
+// stride PW), and so is each window's output row, to PW: every window term
+// (i, j) is then one run over all rows at once (the PW - OW columns past a
+// row's outputs computed and dropped). A sum that starts at +0 never turns
+// -0, so adding 0 leaves its bits: those of the rows below, which skip it.
+bool padded_runs(const PoolGeometry& g) {
+  return g.stride == 1 && g.OH == g.H + 2 * g.pad - g.K + 1 && g.OW == g.W + 2 * g.pad - g.K + 1;
+}
+
+// plane [H, W] -> padded [H + 2 pad, W + 2 pad], zeros around
+void pad_plane(const PoolGeometry& g, const float* plane, std::vector<float>& padded) {
+  const int64_t PW = g.W + 2 * g.pad;
+  padded.assign((g.H + 2 * g.pad) * PW, 0.f);
+  for (int64_t h = 0; h < g.H; ++h)
+    std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.pad) * PW + g.pad);
+}
+
+}  // namespace
+
+// x [NC, H, W] -> y [NC, OH, OW]. Each output adds its window's terms in
+// (i, j) order, a term a vector across a row's outputs, or across all rows
+// (padded_runs), then scales by 1/K^2: the bits of one sum per output, in
+// which padding is skipped (a column outside the plane skips the term).
+MINIDL_CLONES void avg_pool_forward(const PoolGeometry& g, const float* x, float* y) {
   const float inv = 1.0f / static_cast<float>(g.K * g.K);
-  std::memset(gx, 0, g.NC * g.H * g.W * sizeof(float));
+  const std::vector<WindowColumn> cols = window_columns(g);
+  const int64_t s = g.stride, PW = g.W + 2 * g.pad, run = (g.OH - 1) * PW + g.OW;
+  const bool flat = padded_runs(g);
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
-  for (int64_t p = 0; p < g.NC; ++p)
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        float v = gy[(p * g.OH + oh) * g.OW + ow] * inv;
-        for (int64_t i = 0; i < g.K; ++i) {
-          int64_t h = oh * g.stride - g.pad + i;
-          if (h < 0 || h >= g.H) continue;
-          for (int64_t j = 0; j < g.K; ++j) {
-            int64_t w = ow * g.stride - g.pad + j;
-            if (w >= 0 && w < g.W) gx[(p * g.H + h) * g.W + w] += v;
-          }
+  for (int64_t p = 0; p < g.NC; ++p) {
+    float* plane_out = y + p * g.OH * g.OW;
+    if (flat) {  // acc [OH, PW] (the last row OW long) += padded [i + OH, j + PW]
+      thread_local std::vector<float> padded, acc;
+      pad_plane(g, x + p * g.H * g.W, padded);
+      acc.assign(run, 0.f);
+      float* __restrict a = acc.data();
+      for (int64_t i = 0; i < g.K; ++i)
+        for (int64_t j = 0; j < g.K; ++j) {
+          const float* __restrict in = padded.data() + i * PW + j;
+          for (int64_t t = 0; t < run; ++t) a[t] += in[t];
+        }
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) plane_out[oh * g.OW + ow] = a[oh * PW + ow] * inv;
+      continue;
+    }
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      float* __restrict out = plane_out + oh * g.OW;
+      std::fill(out, out + g.OW, 0.f);
+      for (int64_t i = 0; i < g.K; ++i) {
+        const int64_t h = oh * s - g.pad + i;
+        if (h < 0 || h >= g.H) continue;
+        for (const WindowColumn& c : cols) {
+          const float* __restrict in = x + (p * g.H + h) * g.W + c.first;
+          float* __restrict o = out + c.lo;
+          for (int64_t k = 0; k < c.hi - c.lo; ++k) o[k] += in[k * s];
         }
       }
+      for (int64_t k = 0; k < g.OW; ++k) out[k] *= inv;
+    }
+  }
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W]. Each gy row, times 1/K^2 (a pass of
+// its own: no multiply-add to round differently), is added to its window's
+// rows as vectors (or all rows at once, padded_runs), the window's rows
+// and columns last to first, so that every gx element sums its terms in
+// (oh, ow) order: the bits of one sum per input.
+MINIDL_CLONES void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx) {
+  const float inv = 1.0f / static_cast<float>(g.K * g.K);
+  const std::vector<WindowColumn> cols = window_columns(g);
+  const int64_t s = g.stride, PW = g.W + 2 * g.pad, run = (g.OH - 1) * PW + g.OW;
+  const bool flat = padded_runs(g);
+#pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
+  for (int64_t p = 0; p < g.NC; ++p) {
+    thread_local std::vector<float> scaled, padded;
+    const float* plane_gy = gy + p * g.OH * g.OW;
+    float* plane_gx = gx + p * g.H * g.W;
+    if (flat) {  // padded [i + OH, j + PW] += scaled [OH, PW] (zeros past OW)
+      scaled.assign(run, 0.f);
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) scaled[oh * PW + ow] = plane_gy[oh * g.OW + ow] * inv;
+      padded.assign((g.H + 2 * g.pad) * PW, 0.f);
+      const float* __restrict v = scaled.data();
+      for (int64_t i = g.K - 1; i >= 0; --i)
+        for (int64_t j = g.K - 1; j >= 0; --j) {
+          float* __restrict o = padded.data() + i * PW + j;
+          for (int64_t t = 0; t < run; ++t) o[t] += v[t];
+        }
+      for (int64_t h = 0; h < g.H; ++h) {
+        const float* row = padded.data() + (h + g.pad) * PW + g.pad;
+        std::copy(row, row + g.W, plane_gx + h * g.W);
+      }
+      continue;
+    }
+    scaled.resize(g.OW);
+    std::fill(plane_gx, plane_gx + g.H * g.W, 0.f);
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      for (int64_t k = 0; k < g.OW; ++k) scaled[k] = plane_gy[oh * g.OW + k] * inv;
+      for (int64_t i = 0; i < g.K; ++i) {
+        const int64_t h = oh * s - g.pad + i;
+        if (h < 0 || h >= g.H) continue;
+        for (auto c = cols.rbegin(); c != cols.rend(); ++c) {
+          float* __restrict o = plane_gx + h * g.W + c->first;
+          const float* __restrict v = scaled.data() + c->lo;
+          for (int64_t k = 0; k < c->hi - c->lo; ++k) o[k * s] += v[k];
+        }
+      }
+    }
+  }
 }
 
 // ---- nearest resizing (issue 22) ----
