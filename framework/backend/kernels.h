@@ -135,6 +135,11 @@ struct Kernels {
                   float* out);
   // x [outer, R, inner] -> out [outer, inner]
   void (*reduce)(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
+  // x [outer, R, inner], its max m and m's gradient g [outer, inner] -> gx =
+  // (x == m) * (g / ties), ties the count of x == m along R: the gradient
+  // split between ties (the bits of that mask, sum, division and product)
+  void (*max_backward)(int64_t outer, int64_t r, int64_t inner, const float* x, const float* m,
+                       const float* g, float* gx);
   // x [rows, cols] -> out [rows] int64, the first largest column
   void (*argmax)(int64_t rows, int64_t cols, const float* x, int64_t* out);
   // x [outer, D, inner] -> y, softmax (or log_softmax) along D, stable

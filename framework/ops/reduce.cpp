@@ -32,13 +32,21 @@ Shape reduced_shape(const Shape& s, const std::vector<int64_t>& dims, bool keepd
   return out;
 }
 
+// s as [outer, R, inner]: R the dims first..last
+struct Block {
+  int64_t outer = 1, r = 1, inner = 1;
+};
+Block block_of(const Shape& s, int64_t first, int64_t last) {
+  Block b;
+  for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d)
+    (d < first ? b.outer : d <= last ? b.r : b.inner) *= s[d];
+  return b;
+}
+
 // x viewed as [outer, R, inner] -> [outer, inner] (dims first..last kept as 1)
 Tensor reduce_block(const Tensor& x, int64_t first, int64_t last, ReduceOp op) {
   const Shape& s = x.shape();
-  int64_t outer = 1, r = 1, inner = 1;
-  for (int64_t d = 0; d < first; ++d) outer *= s[d];
-  for (int64_t d = first; d <= last; ++d) r *= s[d];
-  for (int64_t d = last + 1; d < x.dim(); ++d) inner *= s[d];
+  const auto [outer, r, inner] = block_of(s, first, last);
   Shape os = s;
   for (int64_t d = first; d <= last; ++d) os[d] = 1;
   Tensor out = empty_like(x, os);
@@ -92,6 +100,17 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   Tensor kept = reduce_dims(x, dims, ReduceOp::Max);
   Tensor out = kept.reshape(reduced_shape(x.shape(), dims, keepdim));
   return record(out, "max", {x}, [x, kept, dims](const Tensor& g) {
+    // dims side by side (or none): one pass, the bits of the mask, sum, div and mul below
+    const int64_t first = dims.empty() ? x.dim() : dims.front();
+    const int64_t last = dims.empty() ? x.dim() - 1 : dims.back();
+    if (last - first + 1 == static_cast<int64_t>(dims.size())) {
+      const auto [outer, r, inner] = block_of(x.shape(), first, last);
+      Tensor gx = empty_like(x, x.shape());
+      kernels(x.device()).max_backward(outer, r, inner, dense(x.detach()).data_ptr<float>(),
+                                       dense(kept).data_ptr<float>(), dense(g).data_ptr<float>(),
+                                       gx.data_ptr<float>());
+      return std::vector<Tensor>{gx};
+    }
     Tensor mask = broadcast_map(x.detach(), kept, "max_backward", BinaryOp::Equal);
     Tensor ties = sum(mask, dims, true);
     return std::vector<Tensor>{mul(mask, div(g.reshape(kept.shape()), ties))};

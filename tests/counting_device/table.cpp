@@ -43,6 +43,7 @@ Kernels counted_table() {
   count<&Kernels::unary_grad>(k, "unary_grad");
   count<&Kernels::binary>(k, "binary"), count<&Kernels::dropout>(k, "dropout");
   count<&Kernels::reduce>(k, "reduce"), count<&Kernels::argmax>(k, "argmax");
+  count<&Kernels::max_backward>(k, "max_backward");
   count<&Kernels::softmax>(k, "softmax"), count<&Kernels::softmax_backward>(k, "softmax_backward");
   count<&Kernels::scaled_softmax>(k, "scaled_softmax");
   count<&Kernels::scaled_softmax_backward>(k, "scaled_softmax_backward");

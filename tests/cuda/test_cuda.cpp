@@ -174,6 +174,11 @@ TEST_CASE("cuda: sum, mean, max and argmax over dims") {
            {tall});
   check_op("max of tall columns", [](const std::vector<Tensor>& in) { return max(in[0], {1}); },
            {tall});
+  // ties split the gradient (values in {0, 1, 2}): a row to a warp, a column to a thread
+  Tensor tied3 = cast(Tensor::randint(0, 3, {6, 40, 7}), kFloat32);
+  for (int64_t d : {1, 2})
+    check_op("max with ties", [d](const std::vector<Tensor>& in) { return max(in[0], {d}); },
+             {tied3});
 }
 
 TEST_CASE("cuda: softmax and log_softmax along every dim, large logits included") {

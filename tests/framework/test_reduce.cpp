@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "helpers.h"
 
@@ -110,6 +112,35 @@ TEST_CASE("the max gradient goes to the maximum and splits evenly between ties")
   Tensor y = Tensor::of({1, 4, 2, 4}, {2, 2}).requires_grad_();
   (max(y) * 6.0).backward();
   check_values(y.grad(), {0, 3, 0, 3});
+}
+
+// max's backward kernel (dims side by side, or none) against the ops it
+// replaced: eq, sum of the ties, div and mul, bit for bit. Values in {0, 1, 2}
+// tie often; a NaN row has no maximum equal to it (0 * (g / 0) is NaN), and
+// negative gradients make -0 where x is not the maximum.
+TEST_CASE("max's one-pass gradient equals mask * (g / ties), bit for bit") {
+  manual_seed(11);
+  std::vector<float> v = Tensor::rand({3, 4, 5, 6}).to_float_vector();
+  for (float& e : v) e = std::floor(e * 3.f);
+  for (int64_t i = 0; i < 6; ++i) v[(1 * 20 + 7) * 6 + i] = i == 2 ? std::nanf("") : 1.f;
+  Tensor x = Tensor::from_vector(v, {3, 4, 5, 6});
+  const std::vector<std::vector<int64_t>> cases = {{1}, {3}, {0}, {1, 2}, {0, 1, 2, 3}, {}, {0, 2}};
+  for (const auto& dims : cases) {
+    CAPTURE(dims.size());
+    CAPTURE(dims.empty() ? -1 : dims.front());
+    Tensor xg = x.detach().requires_grad_();
+    Tensor m = max(xg, dims, true);
+    Tensor g = Tensor::randn(m.shape());
+    m.backward(g);
+    Tensor mask = eq(x, max(x, dims, true));
+    Tensor want = mul(mask, div(g, sum(mask, dims, true)));
+    const auto got_v = xg.grad().to_float_vector(), want_v = want.to_float_vector();
+    REQUIRE(got_v.size() == want_v.size());
+    int differ = 0;
+    for (size_t i = 0; i < got_v.size(); ++i)
+      differ += std::memcmp(&got_v[i], &want_v[i], sizeof(float)) != 0;
+    CHECK(differ == 0);
+  }
 }
 
 TEST_CASE("the mean gradient is 1/count everywhere") {

@@ -75,7 +75,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::fill>(t), record<&Kernels::cast>(t), record<&Kernels::increment>(t);
   record<&Kernels::unary>(t), record<&Kernels::unary_grad>(t);
   record<&Kernels::binary>(t), record<&Kernels::dropout>(t), record<&Kernels::reduce>(t);
-  record<&Kernels::argmax>(t), record<&Kernels::softmax>(t);
+  record<&Kernels::argmax>(t), record<&Kernels::softmax>(t), record<&Kernels::max_backward>(t);
   record<&Kernels::softmax_backward>(t), record<&Kernels::gemm>(t), record<&Kernels::linear>(t);
   record<&Kernels::scaled_softmax>(t), record<&Kernels::scaled_softmax_backward>(t);
   record<&Kernels::transpose>(t), record<&Kernels::conv2d_forward>(t);

@@ -140,6 +140,7 @@ void install_cuda_on_cpu() {
       .binary = k::binary,
       .dropout = k::dropout,
       .reduce = k::reduce,
+      .max_backward = k::max_backward,
       .argmax = k::argmax,
       .softmax = k::softmax,
       .softmax_backward = k::softmax_backward,

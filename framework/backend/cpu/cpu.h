@@ -114,6 +114,8 @@ void binary(BinaryOp op, const Broadcast& bc, const float* a, const float* b, fl
 void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float* x, float* out);
 // reduce.cpp
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
+void max_backward(int64_t outer, int64_t r, int64_t inner, const float* x, const float* m,
+                  const float* g, float* gx);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
 // x, y [D] -> softmax (log: log_softmax) of one row; returns log(sum(e^x))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "framework/backend/cpu/cpu.h"
 #include "framework/backend/cpu/dispatch.h"
@@ -41,6 +42,45 @@ MINIDL_CLONES void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, 
 #pragma omp simd
         for (int64_t i = 0; i < inner; ++i) dst[i] = vec::max2(dst[i], src[i]);
       }
+    }
+  }
+}
+
+// x [outer, R, inner], m, g [outer, inner] -> gx = (x == m) * (g / ties).
+// A row (inner 1) is read twice while it is in L1: its ties, then gx; a
+// slab [R, inner] counts the ties of its columns side by side first. The
+// counts are whole numbers, so their order leaves them exact.
+MINIDL_CLONES void max_backward(int64_t outer, int64_t r, int64_t inner, const float* x,
+                                const float* m, const float* g, float* gx) {
+  auto hit = [](float a, float b) { return a == b ? 1.f : 0.f; };
+  if (inner == 1) {
+#pragma omp parallel for if (outer * r > 65536 && outer > 1)
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* __restrict row = x + o * r;
+      float* __restrict out = gx + o * r;
+      const float mo = m[o];
+      float ties = 0;
+#pragma omp simd reduction(+ : ties)
+      for (int64_t k = 0; k < r; ++k) ties += hit(row[k], mo);
+      const float q = g[o] / ties;
+      for (int64_t k = 0; k < r; ++k) out[k] = hit(row[k], mo) * q;
+    }
+    return;
+  }
+#pragma omp parallel for if (outer * r * inner > 65536 && outer > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    thread_local std::vector<float> q;
+    q.assign(inner, 0.f);  // ties, then g / ties
+    const float* __restrict mo = m + o * inner;
+    for (int64_t k = 0; k < r; ++k) {
+      const float* __restrict src = x + (o * r + k) * inner;
+      for (int64_t i = 0; i < inner; ++i) q[i] += hit(src[i], mo[i]);
+    }
+    for (int64_t i = 0; i < inner; ++i) q[i] = g[o * inner + i] / q[i];
+    for (int64_t k = 0; k < r; ++k) {
+      const float* __restrict src = x + (o * r + k) * inner;
+      float* __restrict dst = gx + (o * r + k) * inner;
+      for (int64_t i = 0; i < inner; ++i) dst[i] = hit(src[i], mo[i]) * q[i];
     }
   }
 }

@@ -48,6 +48,7 @@ const Backend& backend() {
       .binary = binary,
       .dropout = dropout,
       .reduce = reduce,
+      .max_backward = max_backward,
       .argmax = argmax,
       .softmax = softmax,
       .softmax_backward = softmax_backward,

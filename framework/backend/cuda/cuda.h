@@ -50,6 +50,8 @@ void dropout(uint64_t seed, uint64_t offset, float keep, int64_t n, const float*
 
 // ---- reduce.cu ----
 void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x, float* out);
+void max_backward(int64_t outer, int64_t r, int64_t inner, const float* x, const float* m,
+                  const float* g, float* gx);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,

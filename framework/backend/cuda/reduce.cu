@@ -125,6 +125,34 @@ void reduce_as(int64_t outer, int64_t r, int64_t inner, const float* x, float* o
   CUDA_CHECK_LAUNCH();
 }
 
+// x [outer, R, inner], m, g [outer, inner] -> gx = (x == m) * (g / ties):
+// a row (inner 1) to a warp, whose lanes count their ties and sum the
+// counts (whole numbers: exact in any order), else a column to a thread
+__global__ void max_backward_kernel(int64_t outer, int64_t r, int64_t inner, const float* x,
+                                    const float* m, const float* g, float* gx) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  if (inner == 1) {
+    for (int64_t row = thread_index() / 32; row < outer; row += warps) {
+      const float* xr = x + row * r;
+      float ties = 0.f;
+      for (int64_t k = lane; k < r; k += 32) ties += xr[k] == m[row] ? 1.f : 0.f;
+      const float q = g[row] / warp_sum(ties);
+      for (int64_t k = lane; k < r; k += 32) gx[row * r + k] = (xr[k] == m[row] ? 1.f : 0.f) * q;
+    }
+    return;
+  }
+  for (int64_t c = thread_index(); c < outer * inner; c += thread_count()) {
+    const int64_t o = c / inner, i = c % inner;
+    const float* xc = x + o * r * inner + i;
+    float ties = 0.f;
+    for (int64_t k = 0; k < r; ++k) ties += xc[k * inner] == m[c] ? 1.f : 0.f;
+    const float q = g[c] / ties;
+    for (int64_t k = 0; k < r; ++k)
+      gx[(o * r + k) * inner + i] = (xc[k * inner] == m[c] ? 1.f : 0.f) * q;
+  }
+}
+
 // x [rows, cols] -> out [rows], the first largest column, one warp per row.
 // Lanes keep their own best (strictly larger replaces), then the warp picks
 // the largest value, the smallest column among equals.
@@ -281,6 +309,15 @@ void reduce(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const float* x
   if (outer * inner == 0) return;
   if (op == ReduceOp::Sum) return reduce_as<ReduceOp::Sum>(outer, r, inner, x, out);
   reduce_as<ReduceOp::Max>(outer, r, inner, x, out);
+}
+
+void max_backward(int64_t outer, int64_t r, int64_t inner, const float* x, const float* m,
+                  const float* g, float* gx) {
+  if (outer * r * inner == 0) return;
+  const int64_t threads = inner == 1 ? outer * 32 : outer * inner;
+  max_backward_kernel<<<blocks_for(threads), kThreads, 0, stream()>>>(outer, r, inner, x, m, g,
+                                                                     gx);
+  CUDA_CHECK_LAUNCH();
 }
 
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {

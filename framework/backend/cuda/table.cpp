@@ -37,6 +37,7 @@ const Backend* backend_if_present() {
       .binary = binary,
       .dropout = dropout,
       .reduce = reduce,
+      .max_backward = max_backward,
       .argmax = argmax,
       .softmax = softmax,
       .softmax_backward = softmax_backward,
