@@ -213,6 +213,57 @@ TEST_CASE("gradients of max_pool2d and avg_pool2d") {
   CHECK_GRADCHECK([](const Inputs& in) { return avg_pool2d(in[0], 2, 1, 1); }, {x});
 }
 
+// The CPU's rows of window terms against one window at a time: the value of
+// the first maximal cell in row-major order (std::max over the window), its
+// index, and a window with a NaN giving NaN at its first NaN. Values in
+// {-1, -0, 0, 1} tie often; pairs of NaNs side by side; rows of 19 leave vector remainders.
+TEST_CASE("max_pool2d equals the first maximum of each window, bit for bit") {
+  manual_seed(13);
+  const int64_t N = 2, C = 3, H = 9, W = 19;
+  std::vector<float> v = Tensor::rand({N, C, H, W}).to_float_vector();
+  const std::array<float, 4> values = {-1.f, -0.f, 0.f, 1.f};
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i % 97 == 5 || i % 97 == 6 ? std::nanf("") : values[int(v[i] * 4) % 4];
+  const std::array<int64_t, 3> geometries[] = {
+      {3, 2, 1}, {3, 1, 1}, {2, 1, 0}, {4, 3, 2}, {3, 3, 0}};
+  for (const auto& kernel_stride_pad : geometries) {
+    const int64_t K = kernel_stride_pad[0], S = kernel_stride_pad[1], P = kernel_stride_pad[2];
+    CAPTURE(K);
+    CAPTURE(S);
+    CAPTURE(P);
+    Tensor x = Tensor::from_vector(v, {N, C, H, W}).requires_grad_();
+    Tensor y = max_pool2d(x, K, S, P);
+    const int64_t OH = y.size(2), OW = y.size(3);
+    y.backward(Tensor::ones({N, C, OH, OW}));  // each window's 1 lands on its cell
+    const auto yv = y.to_float_vector(), gx = x.grad().to_float_vector();
+    std::vector<float> want_gx(v.size(), 0.f);
+    int wrong = 0;
+    for (int64_t p = 0; p < N * C; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t hlo = std::max<int64_t>(oh * S - P, 0), hhi = std::min(oh * S - P + K, H);
+          const int64_t wlo = std::max<int64_t>(ow * S - P, 0), whi = std::min(ow * S - P + K, W);
+          float best = v[(p * H + hlo) * W + wlo];
+          int64_t at = -1, nan_at = -1;
+          for (int64_t h = hlo; h < hhi; ++h)
+            for (int64_t w = wlo; w < whi; ++w) {
+              const int64_t i = (p * H + h) * W + w;
+              best = std::max(best, v[i]);
+              if (v[i] != v[i] && nan_at < 0) nan_at = i;
+            }
+          for (int64_t h = hlo; h < hhi && at < 0; ++h)
+            for (int64_t w = wlo; w < whi && at < 0; ++w)
+              if (v[(p * H + h) * W + w] == best) at = (p * H + h) * W + w;
+          if (nan_at >= 0) best = std::numeric_limits<float>::quiet_NaN(), at = nan_at;
+          const float got = yv[(p * OH + oh) * OW + ow];
+          wrong += std::memcmp(&got, &best, sizeof(float)) != 0;
+          want_gx[at] += 1.f;
+        }
+    CHECK(wrong == 0);
+    CHECK(std::memcmp(gx.data(), want_gx.data(), gx.size() * sizeof(float)) == 0);
+  }
+}
+
 // The CPU's rows of terms against one sum per window in (i, j) order
 // (padding skipped, as it adds 0), and the gradient against one sum per
 // input in (oh, ow) order, bit for bit; rows of 19 leave vector remainders.

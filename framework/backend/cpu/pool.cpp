@@ -72,10 +72,48 @@ void pool2x2_row(const float* r0, int64_t W, int64_t OW, int64_t base, float* y,
   }
 }
 
+// The window's columns j in [0, K) as runs of a row: the outputs [lo, hi)
+// whose input column lies inside (inside_columns), read from x + first at
+// steps of the stride
+struct WindowColumn {
+  int64_t lo, hi, first;
+};
+
+std::vector<WindowColumn> window_columns(const PoolGeometry& g) {
+  std::vector<WindowColumn> cols;
+  for (int64_t j = 0; j < g.K; ++j) {
+    const auto [lo, hi] = inside_columns(g.W, g.OW, g.stride, j - g.pad);
+    cols.push_back({lo, hi, lo * g.stride + j - g.pad});
+  }
+  return cols;
+}
+
+// One window term of a row of windows, outputs [lo, hi) reading in[(ow - lo)
+// * stride] (flat index at + (ow - lo) * stride): the first term of a window
+// starts it (arg < 0), a later one replaces it where strictly larger
+// (std::max's rule: the first of equal cells stays), and the first NaN is
+// noted. S: the stride when known here (2), else 0 and `stride` at run time.
+template <int64_t S>
+[[gnu::always_inline]] inline void max_term(const float* __restrict in, int32_t at, int64_t lo,
+                                            int64_t hi, int64_t stride, float* __restrict best,
+                                            int32_t* __restrict arg, int32_t* __restrict nan_at) {
+  const int64_t st = S > 0 ? S : stride;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const float v = in[(ow - lo) * st];
+    const int32_t id = at + static_cast<int32_t>((ow - lo) * st);
+    const bool take = arg[ow] < 0 || v > best[ow];
+    best[ow] = take ? v : best[ow];
+    arg[ow] = take ? id : arg[ow];
+    nan_at[ow] = v != v && nan_at[ow] < 0 ? id : nan_at[ow];
+  }
+}
+
 }  // namespace
 
 // x [NC, H, W] -> y [NC, OH, OW], argmax [NC, OH, OW] (first maximal cell).
-void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax) {
+MINIDL_CLONES void max_pool_forward(const PoolGeometry& g, const float* x, float* y,
+                                   int32_t* argmax) {
+  const std::vector<WindowColumn> cols = window_columns(g);
 #pragma omp parallel for if (g.NC * g.OH * g.OW > 16384)
   for (int64_t p = 0; p < g.NC; ++p) {
     const float* xp = x + p * g.H * g.W;
@@ -86,34 +124,31 @@ void max_pool_forward(const PoolGeometry& g, const float* x, float* y, int32_t* 
         pool2x2_row(xp + 2 * oh * g.W, g.W, g.OW, 2 * oh * g.W, yp + oh * g.OW, ap + oh * g.OW);
       continue;
     }
+    thread_local std::vector<int32_t> first_nan;
+    first_nan.resize(g.OW);
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t h0 = oh * g.stride - g.pad;
-      const int64_t hlo = std::max<int64_t>(h0, 0), hhi = std::min(h0 + g.K, g.H);
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        const int64_t w0 = ow * g.stride - g.pad;
-        const int64_t wlo = std::max<int64_t>(w0, 0), whi = std::min(w0 + g.K, g.W);
-        float best = xp[hlo * g.W + wlo];
-        bool nan = false;
-        for (int64_t h = hlo; h < hhi; ++h)
-          for (int64_t w = wlo; w < whi; ++w) {
-            float v = xp[h * g.W + w];
-            best = std::max(best, v);
-            nan |= v != v;
-          }
-        if (nan) best = std::numeric_limits<float>::quiet_NaN();  // NaN propagates
-        int64_t arg = hlo * g.W + wlo;
-        for (int64_t h = hlo; h < hhi; ++h)
-          for (int64_t w = wlo; w < whi; ++w) {
-            float v = xp[h * g.W + w];
-            if (v == best || (nan && v != v)) {
-              arg = h * g.W + w;
-              h = hhi;
-              break;
-            }
-          }
-        yp[oh * g.OW + ow] = best;
-        ap[oh * g.OW + ow] = static_cast<int32_t>(arg);
+      float* __restrict best = yp + oh * g.OW;
+      int32_t* __restrict arg = ap + oh * g.OW;
+      int32_t* __restrict nan_at = first_nan.data();
+      std::fill(arg, arg + g.OW, -1);  // no term yet
+      std::fill(nan_at, nan_at + g.OW, -1);
+      for (int64_t i = 0; i < g.K; ++i) {
+        const int64_t h = oh * g.stride - g.pad + i;
+        if (h < 0 || h >= g.H) continue;
+        for (const WindowColumn& c : cols) {
+          const float* __restrict in = xp + h * g.W + c.first;
+          const int32_t at = static_cast<int32_t>(h * g.W + c.first);
+          if (g.stride == 2)
+            max_term<2>(in, at, c.lo, c.hi, 2, best, arg, nan_at);
+          else
+            max_term<0>(in, at, c.lo, c.hi, g.stride, best, arg, nan_at);
+        }
       }
+      for (int64_t ow = 0; ow < g.OW; ++ow)
+        if (nan_at[ow] >= 0) {  // NaN propagates, at its first cell
+          best[ow] = std::numeric_limits<float>::quiet_NaN();
+          arg[ow] = nan_at[ow];
+        }
     }
   }
 }
@@ -192,22 +227,6 @@ void max_pool_backward(const PoolGeometry& g, const float* gy, const int32_t* ar
 }
 
 namespace {
-
-// The window's columns j in [0, K) as runs of a row: the outputs [lo, hi)
-// whose input column lies inside (inside_columns), read from x + first at
-// steps of the stride
-struct WindowColumn {
-  int64_t lo, hi, first;
-};
-
-std::vector<WindowColumn> window_columns(const PoolGeometry& g) {
-  std::vector<WindowColumn> cols;
-  for (int64_t j = 0; j < g.K; ++j) {
-    const auto [lo, hi] = inside_columns(g.W, g.OW, g.stride, j - g.pad);
-    cols.push_back({lo, hi, lo * g.stride + j - g.pad});
-  }
-  return cols;
-}
 
 // At stride 1 a plane is padded with zeros to [H + 2 pad, W + 2 pad] (row
 // stride PW), and so is each window's output row, to PW: every window term
