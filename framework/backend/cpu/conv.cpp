@@ -102,14 +102,12 @@ void swap01(int64_t A, int64_t B, int64_t L, const float* src, const float* bias
 MINIDL_CLONES void im2col(const ConvGeometry& g, const float* im, float* col, int64_t ld) {
   const int64_t Cg = g.C / g.groups;
   if (g.sh == 1 && g.sw == 1) {  // rows are plain copies from a zero-padded plane
-    const int64_t PH = g.H + 2 * g.ph, PW = g.W + 2 * g.pw;
+    const int64_t PW = g.W + 2 * g.pw;
     thread_local std::vector<float> padded;
     for (int64_t c = 0; c < Cg; ++c) {
       const float* plane = im + c * g.H * g.W;
       if (g.ph > 0 || g.pw > 0) {
-        padded.assign(PH * PW, 0.f);
-        for (int64_t h = 0; h < g.H; ++h)
-          std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.ph) * PW + g.pw);
+        pad_plane(plane, g.H, g.W, g.ph, g.pw, padded);
         plane = padded.data();
       }
       for (int64_t ki = 0; ki < g.KH; ++ki)

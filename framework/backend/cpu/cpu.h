@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "framework/backend/backend.h"
 
@@ -55,6 +56,15 @@ inline std::pair<int64_t, int64_t> inside_columns(int64_t W, int64_t OW, int64_t
   auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); };
   const int64_t lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, OW);
   return {lo, std::clamp<int64_t>(ceil_div(W - offset, stride), lo, OW)};
+}
+
+// plane [H, W] -> padded [H + 2 ph, W + 2 pw], zeros around
+inline void pad_plane(const float* plane, int64_t H, int64_t W, int64_t ph, int64_t pw,
+                      std::vector<float>& padded) {
+  const int64_t PW = W + 2 * pw;
+  padded.assign((H + 2 * ph) * PW, 0.f);
+  for (int64_t h = 0; h < H; ++h)
+    std::copy(plane + h * W, plane + (h + 1) * W, padded.data() + (h + ph) * PW + pw);
 }
 
 // ---- im2col (conv.cpp) ----

@@ -237,14 +237,6 @@ bool padded_runs(const PoolGeometry& g) {
   return g.stride == 1 && g.OH == g.H + 2 * g.pad - g.K + 1 && g.OW == g.W + 2 * g.pad - g.K + 1;
 }
 
-// plane [H, W] -> padded [H + 2 pad, W + 2 pad], zeros around
-void pad_plane(const PoolGeometry& g, const float* plane, std::vector<float>& padded) {
-  const int64_t PW = g.W + 2 * g.pad;
-  padded.assign((g.H + 2 * g.pad) * PW, 0.f);
-  for (int64_t h = 0; h < g.H; ++h)
-    std::copy(plane + h * g.W, plane + (h + 1) * g.W, padded.data() + (h + g.pad) * PW + g.pad);
-}
-
 }  // namespace
 
 // x [NC, H, W] -> y [NC, OH, OW]. Each output adds its window's terms in
@@ -261,7 +253,7 @@ MINIDL_CLONES void avg_pool_forward(const PoolGeometry& g, const float* x, float
     float* plane_out = y + p * g.OH * g.OW;
     if (flat) {  // acc [OH, PW] (the last row OW long) += padded [i + OH, j + PW]
       thread_local std::vector<float> padded, acc;
-      pad_plane(g, x + p * g.H * g.W, padded);
+      pad_plane(x + p * g.H * g.W, g.H, g.W, g.pad, g.pad, padded);
       acc.assign(run, 0.f);
       float* __restrict a = acc.data();
       for (int64_t i = 0; i < g.K; ++i)
