@@ -1101,6 +1101,42 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
   CHECK(worst < 1e-5);
 }
 
+// On CPUs without AVX-512 both gradients of a stride-1 convolution from 4 to
+// 15 input channels (LeNet's conv2: 6) run on oneDNN (conv_dnnl.cpp). Each
+// sums up to 600 products in its own order, so the two routes are held to
+// sums in float64 instead of to each other: each within 1e-5 of the largest
+// value, on 1 and 2 threads, at batches of 6 and 64 (the lanes kernel's).
+TEST_CASE("LeNet's conv2 gradients on oneDNN and on minidl's kernels equal float64 sums") {
+  manual_seed(74);
+  const int before = num_threads();
+  double worst = 0;
+  for (int threads : {1, 2})
+    for (int64_t n : {6, 64})
+      for (bool on : {true, false}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(on);
+        set_num_threads(threads);
+        cpu::set_dnnl_conv(on);
+        Tensor x = Tensor::randn({n, 6, 14, 14}).requires_grad_();
+        Tensor w = Tensor::randn({16, 6, 5, 5}).requires_grad_();
+        Tensor b = Tensor::randn({16}).requires_grad_();
+        Tensor y = conv2d(x, w, b);
+        Tensor gy = Tensor::randn(y.shape());
+        y.backward(gy);
+        const auto want = naive_conv2d_backward(x.detach(), w.detach(), gy, 1, 0);
+        const Tensor got[] = {x.grad(), w.grad(), b.grad()};
+        for (size_t t = 0; t < 3; ++t) {
+          const double err = testing::reference_error(got[t], want[t]);
+          CHECK(err < 1e-5);
+          worst = std::max(worst, err);
+        }
+      }
+  cpu::set_dnnl_conv(true);
+  set_num_threads(before);
+  MESSAGE("largest difference, relative to each tensor's largest value: " << worst);
+}
+
 // oneDNN's backward reorders the output gradient once for both of its
 // primitives; where only one gradient is wanted, it alone is computed (the
 // second batch in chunks of 8 samples, which it takes on one thread).

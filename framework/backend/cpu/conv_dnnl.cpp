@@ -260,7 +260,7 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // padding); no empty batch (the chunks would leave the gradients unwritten).
 bool dnnl_conv_fits(const ConvGeometry& g, bool bias, bool forward) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.KH * g.KW > 1 &&
-         (g.sh > 1 || g.sw > 1 || g.C >= 16 || (forward && !cpu_has_avx512())) &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 16 || (!cpu_has_avx512() && (forward || g.C >= 4))) &&
          pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0 &&
          (g.groups == 1 || dnnl_conv_takes(g, bias, ConvPass::Forward));
@@ -302,12 +302,18 @@ ConvGeometry chunk(const ConvGeometry& g, int64_t n0, int64_t S) {
 // images 9x, 3 channels 2.2-3.5x, 8 channels 1.2-1.4x). Nor, on a CPU
 // without AVX-512, their weight gradient: DCGAN's first layer (bench_ops
 // dc4x4s2c1) took 4.5-7.5 ms on oneDNN's AVX2 kernel against 0.9-1.2 on the
-// columns (1 thread, 2026-11-28). Not a pass oneDNN
+// columns (1 thread, 2026-11-28), except at stride 1 from 4 input channels
+// (LeNet's conv2, 6): there both gradients on oneDNN took LeNet's training
+// step from 7750 to 9060 samples/s on one thread, 12050 to 12880 on two
+// (bench_train --model lenet --twin off, four interleaved pairs each,
+// 2026-11-28). Not a pass oneDNN
 // runs by its GEMM fallback either (the weight gradients of depthwise 7x7 and
 // of 32 groups of 4 channels: 1.4-3x faster on the columns).
 bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p) {
   const bool few = g.C < 16 && g.groups == 1;
-  if (few && (p == ConvPass::Data || (p == ConvPass::Weights && !cpu_has_avx512()))) return false;
+  const bool avx2_ok = !cpu_has_avx512() && g.C >= 4 && g.sh == 1 && g.sw == 1;
+  if (few && !avx2_ok && (p == ConvPass::Data || (p == ConvPass::Weights && !cpu_has_avx512())))
+    return false;
   return !plan(chunk(g, 0, chunk_size(g)), bias).by_gemm(p);
 }
 
