@@ -322,7 +322,7 @@ void whole_window_backward(const ConvGeometry& g, const float* x, const float* w
 void conv2d_forward(const ConvGeometry& geo, const float* px, const float* pw, const float* pb,
                     float* py) {
   if (whole_window_fits(geo)) return linear(geo.N, geo.C * geo.H * geo.W, geo.OC, px, pw, pb, py);
-  if (dnnl_conv_fits(geo, pb != nullptr, /*forward=*/true))
+  if (dnnl_conv_fits(geo, pb != nullptr))
     return dnnl_conv_forward(geo, px, pw, pb, py);
   if (pointwise_fits(geo)) return pointwise_forward(geo, px, pw, pb, py);
   if (lanes_conv_fits(geo)) return lanes_conv_forward(geo, px, pw, pb, py);
@@ -360,7 +360,7 @@ void conv2d_backward(const ConvGeometry& geo, const float* px, const float* pw, 
                      float* gx, float* gw, float* gb) {
   if (whole_window_fits(geo)) return whole_window_backward(geo, px, pw, pg, gx, gw, gb);
   // the gradients oneDNN does not take run below
-  if (dnnl_conv_fits(geo, gb != nullptr, /*forward=*/false)) {
+  if (dnnl_conv_fits(geo, gb != nullptr)) {
     const bool bias = gb != nullptr;
     const bool dnnl_gx = gx && dnnl_conv_takes(geo, bias, ConvPass::Data);
     const bool dnnl_gw = (gw || gb) && dnnl_conv_takes(geo, bias, ConvPass::Weights);

@@ -249,18 +249,18 @@ void set_dnnl_conv(bool on) { dnnl_conv_on = on; }
 // ResNet's first stage: backward 1.15x, forward on par); not 1x1 kernels
 // (conv.cpp's GEMM per sample: res1x1s2 1.6-2x; pw1x1 and bneck1x1 1.2-1.4x
 // oneDNN's 1x1 kernel with its reorders) nor fewer channels at stride 1
-// (LeNet's: the lanes kernel's, 3-6x), except forward on a CPU without
-// AVX-512, where the lanes kernel cannot run and oneDNN's AVX2 kernel beat
-// im2col (bench_ops conv1, conv2 forward: 1.1-1.2x, 1.6-1.8x; their backward
-// ran slower or alike on oneDNN, so it stays on im2col; 2026-11-27).
+// (LeNet's: the lanes kernel's, 3-6x), except on a CPU without AVX-512,
+// where the lanes kernel cannot run and oneDNN's AVX2 kernel beat im2col
+// (bench_ops conv1, conv2 forward: 1.1-1.2x, 1.6-1.8x, 2026-11-27; which
+// gradients it takes there: dnnl_conv_takes).
 // Grouped convolutions where oneDNN has a kernel for them, not its GEMM
 // fallback (depthwise 3x3 and 7x7: 4x and 6x forward; a depthwise multiplier
 // of 2, by GEMM there, ran 1.5x slower on oneDNN). No negative padding after
 // the last row or column (conv_transpose2d's output_padding beyond its
 // padding); no empty batch (the chunks would leave the gradients unwritten).
-bool dnnl_conv_fits(const ConvGeometry& g, bool bias, bool forward) {
+bool dnnl_conv_fits(const ConvGeometry& g, bool bias) {
   return dnnl_conv_on.load(std::memory_order_relaxed) && g.N > 0 && g.KH * g.KW > 1 &&
-         (g.sh > 1 || g.sw > 1 || g.C >= 16 || (!cpu_has_avx512() && (forward || g.C >= 4))) &&
+         (g.sh > 1 || g.sw > 1 || g.C >= 16 || !cpu_has_avx512()) &&
          pad_after(g.H, g.OH, g.KH, g.sh, g.dh, g.ph) >= 0 &&
          pad_after(g.W, g.OW, g.KW, g.sw, g.dw, g.pw) >= 0 &&
          (g.groups == 1 || dnnl_conv_takes(g, bias, ConvPass::Forward));
@@ -296,24 +296,23 @@ ConvGeometry chunk(const ConvGeometry& g, int64_t n0, int64_t S) {
 
 }  // namespace
 
-// Not the input gradient under 16 input channels (one group), which oneDNN
-// pads to 16: conv.cpp's columns ran it 1.2-9x faster (conv_transpose2d,
-// whose forward it is, 4x4 stride 2, batch 64, 1 thread: DCGAN's 1-channel
-// images 9x, 3 channels 2.2-3.5x, 8 channels 1.2-1.4x). Nor, on a CPU
-// without AVX-512, their weight gradient: DCGAN's first layer (bench_ops
-// dc4x4s2c1) took 4.5-7.5 ms on oneDNN's AVX2 kernel against 0.9-1.2 on the
-// columns (1 thread, 2026-11-28), except at stride 1 from 4 input channels
-// (LeNet's conv2, 6): there both gradients on oneDNN took LeNet's training
-// step from 7750 to 9060 samples/s on one thread, 12050 to 12880 on two
-// (bench_train --model lenet --twin off, four interleaved pairs each,
-// 2026-11-28). Not a pass oneDNN
-// runs by its GEMM fallback either (the weight gradients of depthwise 7x7 and
-// of 32 groups of 4 channels: 1.4-3x faster on the columns).
+// The gradients under 16 input channels (one group): with AVX-512, not the
+// input's, which oneDNN pads to 16: conv.cpp's columns ran it 1.2-9x faster
+// (conv_transpose2d, whose forward it is, 4x4 stride 2, batch 64, 1 thread:
+// DCGAN's 1-channel images 9x, 3 channels 2.2-3.5x, 8 channels 1.2-1.4x).
+// Without AVX-512, both at stride 1 from 4 input channels (LeNet's conv2, 6:
+// its training step 7750 -> 9060 samples/s on one thread, 12050 -> 12880 on
+// two; bench_train --model lenet --twin off, four interleaved pairs each,
+// 2026-11-28), neither otherwise: DCGAN's first layer's weight gradient
+// (bench_ops dc4x4s2c1) took 4.5-7.5 ms on oneDNN's AVX2 kernel against
+// 0.9-1.2 on the columns (1 thread, 2026-11-28). Not a pass oneDNN runs by
+// its GEMM fallback either (the weight gradients of depthwise 7x7 and of 32
+// groups of 4 channels: 1.4-3x faster on the columns).
 bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p) {
-  const bool few = g.C < 16 && g.groups == 1;
-  const bool avx2_ok = !cpu_has_avx512() && g.C >= 4 && g.sh == 1 && g.sw == 1;
-  if (few && !avx2_ok && (p == ConvPass::Data || (p == ConvPass::Weights && !cpu_has_avx512())))
-    return false;
+  if (g.C < 16 && g.groups == 1 && p != ConvPass::Forward) {
+    const bool avx2 = !cpu_has_avx512();
+    if (avx2 ? g.C < 4 || g.sh > 1 || g.sw > 1 : p == ConvPass::Data) return false;
+  }
   return !plan(chunk(g, 0, chunk_size(g)), bias).by_gemm(p);
 }
 

@@ -94,12 +94,12 @@ void lanes_relu_pool_backward(const ConvGeometry& g, const float* x, const float
                               const float* gy, const void* state, float* gx, float* gw, float* gb);
 
 // ---- oneDNN's convolutions (conv_dnnl.cpp) ----
-// Whether it takes g (with a bias or not) for its forward or its backward: a
-// kernel above 1x1 at stride 2 or more or on 16 channels or more (the forward
-// on fewer too where the CPU lacks AVX-512), groups only where oneDNN has a
-// kernel for them, no negative padding after (never after
-// set_dnnl_conv(false): tests and bench_ops --conv im2col compare).
-bool dnnl_conv_fits(const ConvGeometry& g, bool bias, bool forward);
+// Whether it takes g (with a bias or not) for its forward, and its backward
+// for the passes dnnl_conv_takes: a kernel above 1x1 at stride 2 or more or
+// on 16 channels or more (on fewer too where the CPU lacks AVX-512), groups
+// only where oneDNN has a kernel for them, no negative padding after (never
+// after set_dnnl_conv(false): tests and bench_ops --conv im2col compare).
+bool dnnl_conv_fits(const ConvGeometry& g, bool bias);
 void set_dnnl_conv(bool on);
 // The contracts of conv2d_forward and conv2d_backward (kernels.h).
 void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
@@ -108,8 +108,9 @@ void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, c
                         float* gx, float* gw, float* gb);
 // Whether oneDNN takes pass p of a geometry it fits (the others run on
 // conv.cpp's columns): not where it runs the pass by its GEMM-based fallback
-// (im2col + sgemm sample by sample), nor the input gradient under 16 input
-// channels of one group (nor their weight gradient without AVX-512)
+// (im2col + sgemm sample by sample), nor, under 16 input channels of one
+// group, the input gradient with AVX-512 and either gradient without it
+// (but at stride 1 from 4 channels)
 enum class ConvPass { Forward, Data, Weights };
 bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p);
 
