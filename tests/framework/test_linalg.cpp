@@ -209,7 +209,8 @@ TEST_CASE("matmul and its gradients at mid sizes, on 1 and 2 threads, against a 
 // operands transposed, nor x w^T under 256 rows on the library's threads) and
 // OpenBLAS's otherwise (backend/cpu/blas.cpp). Each size below reaches one of
 // gemm's thread paths on 2 threads: the calling thread alone (1.2M), C's rows
-// split between threads (4.8M), the library's own threads (18M). Operands
+// split between threads (4.8M), the library's own threads (18M); without
+// AVX-512, oneDNN's own threads at every size but with both transposed. Operands
 // and C are sub-matrices (row strides past their widths); C starts as NaN for
 // beta 0, which must not be read, and as values for beta 0.5.
 TEST_CASE(

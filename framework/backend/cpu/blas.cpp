@@ -36,10 +36,12 @@ std::atomic<bool> dnnl_gemm_on{true};
 // and 0.96-0.97x on two; below 2^20, 0.82-0.86x; with both operands
 // transposed, 0.82x. On two threads of its own it lost at x w^T with under
 // 256 rows (the MLP's dense layers at batch 64: 0.59-0.91x in three of four
-// runs).
+// runs). Without AVX-512 (an AMD EPYC VM with AVX2, 2026-11-28) it takes
+// every product from 2^18 on its threads: see gemm.
 bool dnnl_gemm_fits(bool trans_a, bool trans_b, int64_t m, int64_t macs, bool threaded) {
-  return dnnl_gemm_on.load(std::memory_order_relaxed) && macs >= (int64_t{1} << 20) &&
-         !(trans_a && trans_b) && !(threaded && trans_b && m < 256);
+  if (!dnnl_gemm_on.load(std::memory_order_relaxed) || (trans_a && trans_b)) return false;
+  if (threaded && !cpu_has_avx512()) return macs >= (int64_t{1} << 18);
+  return macs >= (int64_t{1} << 20) && !(threaded && trans_b && m < 256);
 }
 
 // One library call, on the threads OpenMP gives it: all of the pool, or one
@@ -81,9 +83,17 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   // cores. Mid-sized ones (the MLP's at batch 32: 8.4M, 12.8M) split C's rows
   // between threads instead (blocks of 16 rows), each calling the library
   // single-threaded, which also keeps each thread on its own samples.
+  // Without AVX-512 none of this held: oneDNN's sgemm on the pool's two
+  // threads ran LeNet's dense layers, the LSTM's gates and tiny GPT's head
+  // 1.5-2x faster than these paths (bench_gemm --threads 2), and the MLP's,
+  // the char-LSTM's and LeNet's steps ran 1.22x, 1.16x and 1.07x faster
+  // with every product it takes handed to it whole (tiny GPT's 0.99x; ten
+  // interleaved pairs each of bench_train --threads 2 --twin off on an AMD
+  // EPYC VM with AVX2, 2026-11-28; bench/README.md).
   const int64_t macs = m * n * k, threads = omp_get_max_threads();
   // (Below 2^18 OpenBLAS itself stays on one thread.)
-  const bool ours = threads > 1 && !omp_in_parallel() && macs >= (int64_t{1} << 18);
+  const bool ours = threads > 1 && !omp_in_parallel() && macs >= (int64_t{1} << 18) &&
+                    (cpu_has_avx512() || !dnnl_gemm_fits(trans_a, trans_b, m, macs, true));
   bool done = true;
   if (ours && macs < (int64_t{1} << 22)) {
     set_pool_threads(1);  // neither library has a per-call thread count
