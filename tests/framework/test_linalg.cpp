@@ -179,8 +179,9 @@ TEST_CASE("linear's small-batch path (out^T = w x^T, transposed) agrees with the
 }
 
 // Products of 2^18 to 2^24 multiply-adds with 32 rows and more split C's
-// rows between threads (backend/cpu/blas.cpp): 37 and 120 rows leave a
-// partial block of 16; the gradients reach the transposed operands.
+// rows between threads with AVX-512 (backend/cpu/blas.cpp; without it they
+// run whole on oneDNN's threads): 37 and 120 rows leave a partial block of
+// 16; the gradients reach the transposed operands.
 TEST_CASE("matmul and its gradients at mid sizes, on 1 and 2 threads, against a naive loop") {
   manual_seed(69);
   const int before = num_threads();
