@@ -38,6 +38,7 @@ const Product kProducts[] = {
     {"mlp b32 fc1 fwd^T", 512, 32, 784, false, true}, {"mlp b32 fc1 dx", 32, 784, 512, false, false},
     {"mlp b32 fc1 dw", 512, 784, 32, true, false},  {"mlp b64 fc1 fwd", 64, 512, 784, false, true},
     {"mlp b64 fc2 fwd", 64, 512, 512, false, true}, {"mlp b64 fc1 dw", 512, 784, 64, true, false},
+    {"mlp b64 fc2 dx", 64, 512, 512, false, false}, {"mlp b64 fc2 dw", 512, 512, 64, true, false},
     {"mlp b256 fc1 fwd", 256, 512, 784, false, true}, {"mlp b256 fc1 dx", 256, 784, 512, false, false},
     {"lstm gates fwd", 20, 512, 128, false, true},  {"lstm gates dh", 20, 128, 512, false, false},
     {"lstm gates dw", 512, 128, 20, true, false},   {"gpt qkv fwd", 1024, 192, 64, false, true},

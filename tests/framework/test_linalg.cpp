@@ -213,7 +213,10 @@ TEST_CASE("matmul and its gradients at mid sizes, on 1 and 2 threads, against a 
 // split between threads (4.8M), the library's own threads (18M); without
 // AVX-512, oneDNN's own threads at every size but with both transposed. Operands
 // and C are sub-matrices (row strides past their widths); C starts as NaN for
-// beta 0, which must not be read, and as values for beta 0.5.
+// beta 0, which must not be read, and as values for beta 0.5. At 64 x 507 x 40
+// B's rows lie 512 floats apart, at 509 x 64 x 40 A's: on one thread without
+// AVX-512, gemm hands oneDNN a copy with wider rows of B untransposed or A
+// transposed.
 TEST_CASE(
     "gemm on oneDNN and on OpenBLAS: every transpose, sub-matrices and beta, on 1 and 2 "
     "threads, against a naive loop") {
@@ -222,7 +225,8 @@ TEST_CASE(
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int threads : {1, 2})
     for (auto mnk : {std::array<int64_t, 3>{130, 90, 100}, std::array<int64_t, 3>{200, 150, 160},
-                     std::array<int64_t, 3>{300, 260, 230}})
+                     std::array<int64_t, 3>{300, 260, 230}, std::array<int64_t, 3>{64, 507, 40},
+                     std::array<int64_t, 3>{509, 64, 40}})
       for (int ops = 0; ops < 4; ++ops)
         for (float beta : {0.f, 0.5f}) {
           const int64_t m = mnk[0], n = mnk[1], k = mnk[2];
