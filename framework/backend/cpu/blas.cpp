@@ -46,14 +46,14 @@ bool dnnl_gemm_fits(bool trans_a, bool trans_b, int64_t m, int64_t macs, bool th
 
 // op(X) [K, cols] stored as rows of K, ld floats apart, with ld a multiple of
 // 512 (2 KiB): a copy with rows 16 to 47 floats wider, in buf; else x itself.
-// Without AVX-512, on one thread, oneDNN's sgemm ran 1.4-1.7x slower on such
-// operands (B untransposed, A transposed), which it reads in place, rows in
-// the same cache sets, when C is under about 500 rows or columns: the MLP's
-// 64 x 512 x 512 input gradient at 49 GFLOP/s against 81 with B's rows 520
-// floats apart, its 512 x 512 x 64 weight gradient 40 against 56 with both
-// operands' (the library called alone; AMD EPYC with AVX2, 2026-11-28). The
-// copy is one pass over the operand, small beside the product from 16
-// columns (rows) of C on. On two threads it cost what it saved in the MLP.
+// Without AVX-512, on one thread, oneDNN's sgemm ran 1.4-2.2x slower on such
+// operands (B untransposed, A transposed), which it reads in place when C is
+// under about 500 rows or columns: the MLP's 64 x 512 x 512 input gradient
+// at 49 GFLOP/s against 81 with B's rows 520 floats apart, its 512 x 512 x 64
+// weight gradient 40 against 56 with both operands' (a probe calling the
+// library alone; AMD EPYC with AVX2, 2026-11-28; bench/README.md, session
+// 32). The copy is one pass over the operand, small beside the product from
+// 16 columns (rows) of C on. On two threads it cost what it saved in the MLP.
 const float* widened(const float* x, int64_t& ld, int64_t k, int64_t cols, int64_t other,
                      std::vector<float>& buf) {
   if (ld % 512 != 0 || other < 16 || k * cols > (int64_t{1} << 20) || cpu_has_avx512()) return x;
