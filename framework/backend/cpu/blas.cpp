@@ -57,7 +57,8 @@ bool dnnl_gemm_fits(bool trans_a, bool trans_b, int64_t m, int64_t macs, bool th
 const float* widened(const float* x, int64_t& ld, int64_t k, int64_t cols, int64_t other,
                      std::vector<float>& buf) {
   if (ld % 512 != 0 || other < 16 || k * cols > (int64_t{1} << 20) || cpu_has_avx512()) return x;
-  const int64_t wide = (cols + 15) / 16 * 16 + (cols % 512 > 480 ? 32 : 16);
+  int64_t wide = (cols + 15) / 16 * 16 + 16;
+  if (wide % 512 == 0) wide += 16;  // not a multiple of 512 again
   buf.resize(static_cast<size_t>(k * wide));
   for (int64_t r = 0; r < k; ++r) std::copy_n(x + r * ld, cols, buf.data() + r * wide);
   ld = wide;
