@@ -2,11 +2,13 @@
 // (the MLP's fc1 at batch 32 and 256), conv2d forward and backward at
 // LeNet-5's, ResNet-8's and DCGAN's shapes, BatchNorm2d, LayerNorm, an LSTM
 // cell step and causal attention, each the median over repeated runs. When
-// bench_ops_torch sits in the same folder, it then runs it as a separate
+// bench_ops_torch sits in the same folder, it also runs it as a separate
 // process with the same flags (for T > 1 twice: OpenBLAS at 1 and at T
 // threads, keeping libtorch's faster figure per case), then bench_ops_dnnl
-// (oneDNN, the convolution cases only) the same way once, and prints the libraries
-// side by side with minidl's ratio to the faster peer. Prints figures only;
+// (oneDNN, the convolution cases only) the same way once. minidl's cases run
+// once before each of these runs and keep their fastest figure, as the peers
+// do. It prints the libraries side by side with minidl's ratio to the faster
+// peer. Prints figures only;
 // asserts nothing. The batch norm cases (bn2d_*: BatchNorm2d in training mode,
 // one forward and one backward) give G elements/s (N*C*H*W over the seconds)
 // in the GFLOP/s column, and their milliseconds on '#' lines.
@@ -147,31 +149,33 @@ void run_cases(double min_time, const std::string& only, Emit emit) {
 // A twin's figures: case -> (GFLOP/s, OpenBLAS threads of the run that gave it).
 using Figures = std::map<std::string, std::pair<double, long>>;
 
-// Runs `twin` (when built) once per OpenBLAS thread count, echoes its lines as
-// comments and keeps each case's fastest figure. False when it fails.
-bool run_twin_configs(const std::filesystem::path& twin, const char* library, long threads,
-                      const std::string& min_time, const std::string& only,
-                      const std::vector<long>& blas_threads, Figures& best) {
-  if (!std::filesystem::exists(twin)) {
-    std::printf("# no %s twin: %s was not built\n", library, twin.c_str());
-    return true;
+// One run of a twin: bench_ops_torch at an OpenBLAS thread count, or bench_ops_dnnl.
+struct PeerRun {
+  std::filesystem::path twin;
+  const char* library;
+  long blas_threads;
+  Figures* best;
+};
+
+// Runs the twin, echoes its lines as comments and keeps each case's fastest
+// figure in run.best. False when it fails.
+bool run_peer(const PeerRun& run, long threads, const std::string& min_time,
+              const std::string& only) {
+  const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(run.blas_threads) + " " +
+                              bench::shell_quote(run.twin.string()) + " --threads " +
+                              std::to_string(threads) + " --min-time " + min_time +
+                              (only.empty() ? "" : " --only " + bench::shell_quote(only));
+  std::vector<std::pair<std::string, double>> figures;
+  std::vector<std::string> notes;
+  if (!bench::run_twin(command, figures, notes)) {
+    std::printf("# the %s twin failed: %s\n", run.library, command.c_str());
+    return false;
   }
-  for (long bt : blas_threads) {
-    const std::string command = "OPENBLAS_NUM_THREADS=" + std::to_string(bt) + " " +
-                                bench::shell_quote(twin.string()) + " --threads " +
-                                std::to_string(threads) + " --min-time " + min_time +
-                                (only.empty() ? "" : " --only " + bench::shell_quote(only));
-    std::vector<std::pair<std::string, double>> figures;
-    std::vector<std::string> notes;
-    if (!bench::run_twin(command, figures, notes)) {
-      std::printf("# the %s twin failed: %s\n", library, command.c_str());
-      return false;
-    }
-    for (const auto& note : notes) std::printf("%s\n", note.c_str());
-    for (const auto& [name, gflops] : figures) {
-      std::printf("#   %s %.3f\n", name.c_str(), gflops);
-      if (gflops > best[name].first) best[name] = {gflops, bt};
-    }
+  for (const auto& note : notes) std::printf("%s\n", note.c_str());
+  for (const auto& [name, gflops] : figures) {
+    std::printf("#   %s %.3f\n", name.c_str(), gflops);
+    Figures& best = *run.best;
+    if (gflops > best[name].first) best[name] = {gflops, run.blas_threads};
   }
   return true;
 }
@@ -202,31 +206,42 @@ int main(int argc, char** argv) {
   manual_seed(0);
   set_num_threads(static_cast<int>(threads));
 
-  // minidl first, printing as it goes; the twin runs afterwards, never beside it.
-  std::printf("# minidl threads=%ld\n", threads);
-  bench::print_load_note();
-  std::vector<std::pair<std::string, double>> ours;
-  run_cases(min_time, only, [&](const std::string& name, double gflops) {
-    ours.emplace_back(name, gflops);
-    std::printf("%s %.3f\n", name.c_str(), gflops);
-    std::fflush(stdout);
-  });
-
-  if (twin_flag == "off") return 0;
-  const auto folder = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   // libtorch at its best: its own pool at T threads and OpenBLAS at 1 thread
   // (best for convolutions and training), or, for T > 1, OpenBLAS at T threads
-  // too (best for a lone large matmul). Each case keeps the faster of the two.
-  std::vector<long> blas_threads = {1};
-  if (threads > 1) blas_threads.push_back(threads);
+  // too (best for a lone large matmul); then oneDNN on its own OpenMP pool at
+  // T threads (it calls no BLAS for these cases). Each case keeps each
+  // library's fastest figure. minidl runs before each of these peer runs, never
+  // beside one, and keeps its own fastest too: on this noisy machine the best
+  // of three runs beats one run by itself, so each side gets as many.
+  const auto folder = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   Figures torch, dnnl;
-  if (!run_twin_configs(folder / "bench_ops_torch", "libtorch", threads, flags.str("min-time"),
-                        only, blas_threads, torch))
-    return 1;
-  // oneDNN on its own OpenMP pool at T threads (it calls no BLAS for these cases)
-  if (!run_twin_configs(folder / "bench_ops_dnnl", "oneDNN", threads, flags.str("min-time"), only,
-                        {1}, dnnl))
-    return 1;
+  std::vector<PeerRun> peers;
+  if (twin_flag == "on") {
+    for (long bt : threads > 1 ? std::vector<long>{1, threads} : std::vector<long>{1})
+      peers.push_back({folder / "bench_ops_torch", "libtorch", bt, &torch});
+    peers.push_back({folder / "bench_ops_dnnl", "oneDNN", 1, &dnnl});
+    std::erase_if(peers, [](const PeerRun& p) {
+      if (std::filesystem::exists(p.twin)) return false;
+      std::printf("# no %s twin: %s was not built\n", p.library, p.twin.c_str());
+      return true;
+    });
+  }
+  std::vector<std::pair<std::string, double>> ours;  // each case's fastest, in order
+  for (size_t run = 0; run < std::max<size_t>(peers.size(), 1); ++run) {
+    std::printf("# minidl threads=%ld, run %zu\n", threads, run + 1);
+    bench::print_load_note();
+    size_t i = 0;
+    run_cases(min_time, only, [&](const std::string& name, double gflops) {
+      if (run == 0) ours.emplace_back(name, gflops);
+      ours[i].second = std::max(ours[i].second, gflops);
+      ++i;
+      std::printf(peers.empty() ? "%s %.3f\n" : "#   %s %.3f\n", name.c_str(), gflops);
+      std::fflush(stdout);
+    });
+    if (run < peers.size() && !run_peer(peers[run], threads, flags.str("min-time"), only))
+      return 1;
+  }
+  if (peers.empty()) return 0;
 
   std::printf("\n%-12s %16s %18s %16s %16s %14s\n", "case", "minidl GFLOP/s", "libtorch GFLOP/s",
               "oneDNN GFLOP/s", "minidl/best", "libtorch BLAS");

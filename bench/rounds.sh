@@ -9,8 +9,10 @@
 #
 # One line per model and setting: minidl's and libtorch's median rates, the
 # median of the runs' ratios (each run's minidl / its own twin) with their
-# range, both peak RSS medians, and minidl's thread count at the end of each
-# run (`auto` follows the load). LeNet and the MLP run 1000 steps after 100
+# range, both peak RSS medians, the share of the sgemm ceiling (bench_train's
+# 2048^3 sgemm on the same threads) that minidl's step reaches and the share
+# that 1.5x libtorch's rate would need, and minidl's thread count at the end
+# of each run (`auto` follows the load). LeNet and the MLP run 1000 steps after 100
 # warm-up, so that an `auto` run's first looks at the load (0.2 s apart) fall
 # in its warm-up.
 set -euo pipefail
@@ -21,7 +23,7 @@ shift $(($# < 2 ? $# : 2))
 settings=("$@")
 ((${#settings[@]})) || settings=(1 2)
 models=(${MODELS:-lenet mlp resnet dcgan char_lstm tiny_gpt})
-declare -A ours theirs ratio rss trss ends
+declare -A ours theirs ratio rss trss share need ends
 value() { sed -n "s|^$1=||p" <<<"$2" | head -n 1; }
 for ((r = 1; r <= rounds; ++r)); do  # interleaved, so drifts in load hit every case
   echo "# round $r $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)" >&2
@@ -37,19 +39,23 @@ for ((r = 1; r <= rounds; ++r)); do  # interleaved, so drifts in load hit every 
       ours[$k]+="$a " theirs[$k]+="$b " ends[$k]+="$(value threads_end "$out") "
       ratio[$k]+="$(awk "BEGIN{printf \"%.3f\", $a/$b}") "
       rss[$k]+="$(value peak_rss_mb "$out") " trss[$k]+="$(value libtorch_peak_rss_mb "$out") "
+      ceiling=$(value sgemm_ceiling_gflops "$out")
+      share[$k]+="$(value ceiling_share "$out") "
+      need[$k]+="$(awk "BEGIN{printf \"%.3f\", 1.5 * $(value libtorch_gflops "$out") / $ceiling}") "
     done
   done
 done
 source bench/stats.sh
 echo "# $(date -u +%Y-%m-%d) $(getconf _NPROCESSORS_ONLN) CPUs, commit $(git rev-parse --short HEAD)," \
      "bench/rounds.sh $rounds $load ${settings[*]}, load average now $(cut -d' ' -f1 /proc/loadavg)"
-printf '%-10s %-7s %12s %12s %7s %13s %9s %9s  %s\n' model threads minidl libtorch ratio \
-  "ratio range" rss_MB torch_MB threads_end
+printf '%-10s %-7s %12s %12s %7s %13s %9s %9s %6s %6s  %s\n' model threads minidl libtorch ratio \
+  "ratio range" rss_MB torch_MB share 1.5x threads_end
 for m in "${models[@]}"; do
   for t in "${settings[@]}"; do
     k="$m $t"
-    printf '%-10s %-7s %12s %12s %7s %13s %9s %9s  %s\n' "$m" "$t" "$(median "${ours[$k]}")" \
+    printf '%-10s %-7s %12s %12s %7s %13s %9s %9s %6s %6s  %s\n' "$m" "$t" "$(median "${ours[$k]}")" \
       "$(median "${theirs[$k]}")" "$(median "${ratio[$k]}")" "$(range "${ratio[$k]}")" \
-      "$(median "${rss[$k]}")" "$(median "${trss[$k]}")" "${ends[$k]% }"
+      "$(median "${rss[$k]}")" "$(median "${trss[$k]}")" "$(median "${share[$k]}")" \
+      "$(median "${need[$k]}")" "${ends[$k]% }"
   done
 done
