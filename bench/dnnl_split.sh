@@ -26,13 +26,17 @@ for run in minidl libtorch; do
   fi
   batch=$(sed -n 's/.* batch=\([0-9]*\).*/\1/p' "$log" | head -n 1)
   rate=$(sed -n "s|^$unit=||p" "$log" | head -n 1)
-  # every step the run made (warm-up ones too) is in the log
-  awk -F, -v run="$run" -v n=$((steps + warmup)) -v batch="$batch" -v rate="$rate" '
-    $1 == "onednn_verbose" && $2 == "exec" {
-      if ($4 == "convolution") conv += $NF; else if ($4 == "reorder") re += $NF
-    }
-    END {
-      step = batch / rate * 1e3
-      printf "%-9s %9.1f %12.1f %12.1f %9.1f\n", run, step, conv / n, re / n, step - (conv + re) / n
-    }' "$log"
+  # Every step makes the same calls, the warm-up steps too (their first calls
+  # are slower): the timed steps' calls are the last steps / (steps + warmup).
+  grep -E '^onednn_verbose,exec,[^,]*,(convolution|reorder),' "$log" |
+    awk -F, -v run="$run" -v steps="$steps" -v all=$((steps + warmup)) -v batch="$batch" \
+        -v rate="$rate" '
+      { kind[NR] = $4; ms[NR] = $NF }
+      END {
+        for (i = NR - NR * steps / all + 1; i <= NR; ++i)
+          if (kind[i] == "convolution") conv += ms[i]; else re += ms[i]
+        step = batch / rate * 1e3
+        printf "%-9s %9.1f %12.1f %12.1f %9.1f\n", run, step, conv / steps, re / steps,
+               step - (conv + re) / steps
+      }'
 done
