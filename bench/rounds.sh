@@ -12,9 +12,9 @@
 # range, both peak RSS medians, the share of the sgemm ceiling (bench_train's
 # 2048^3 sgemm on the same threads) that minidl's step reaches and the share
 # that 1.5x libtorch's rate would need, and minidl's thread count at the end
-# of each run (`auto` follows the load). LeNet and the MLP run 1000 steps after 100
-# warm-up, so that an `auto` run's first looks at the load (0.2 s apart) fall
-# in its warm-up.
+# of each run (`auto` follows the load). LeNet and the MLP run 1000 steps
+# after 100 warm-up, so that an `auto` run's first looks at the load (0.2 s
+# apart) fall in its warm-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
