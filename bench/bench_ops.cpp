@@ -172,9 +172,9 @@ bool run_peer(const PeerRun& run, long threads, const std::string& min_time,
     return false;
   }
   for (const auto& note : notes) std::printf("%s\n", note.c_str());
+  Figures& best = *run.best;
   for (const auto& [name, gflops] : figures) {
     std::printf("#   %s %.3f\n", name.c_str(), gflops);
-    Figures& best = *run.best;
     if (gflops > best[name].first) best[name] = {gflops, run.blas_threads};
   }
   return true;

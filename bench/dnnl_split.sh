@@ -12,8 +12,6 @@ cd "$(dirname "$0")/.."
 model=${1:-resnet} threads=${2:-1} steps=${3:-6} warmup=2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-unit=samples/s
-[[ $model == char_lstm || $model == tiny_gpt ]] && unit=sequences/s
 flags=(--model "$model" --threads "$threads" --steps "$steps" --warmup "$warmup")
 echo "# $(date -u +%Y-%m-%dT%H:%M) $(getconf _NPROCESSORS_ONLN) CPUs, commit" \
      "$(git rev-parse --short HEAD), bench/dnnl_split.sh $model $threads $steps"
@@ -25,15 +23,16 @@ for run in minidl libtorch; do
     DNNL_VERBOSE=1 OPENBLAS_NUM_THREADS=1 build/bin/bench_train_torch "${flags[@]}" > "$log"
   fi
   batch=$(sed -n 's/.* batch=\([0-9]*\).*/\1/p' "$log" | head -n 1)
-  rate=$(sed -n "s|^$unit=||p" "$log" | head -n 1)
+  rate=$(sed -nE 's#^(samples|sequences)/s=##p' "$log" | head -n 1)
   # Every step makes the same calls, the warm-up steps too (their first calls
   # are slower): the timed steps' calls are the last steps / (steps + warmup).
-  grep -E '^onednn_verbose,exec,[^,]*,(convolution|reorder),' "$log" |
+  # (grep finds none for a model without convolutions)
+  { grep -E '^onednn_verbose,exec,[^,]*,(convolution|reorder),' "$log" || true; } |
     awk -F, -v run="$run" -v steps="$steps" -v all=$((steps + warmup)) -v batch="$batch" \
         -v rate="$rate" '
       { kind[NR] = $4; ms[NR] = $NF }
       END {
-        for (i = NR - NR * steps / all + 1; i <= NR; ++i)
+        for (i = NR - int(NR * steps / all) + 1; i <= NR; ++i)
           if (kind[i] == "convolution") conv += ms[i]; else re += ms[i]
         step = batch / rate * 1e3
         printf "%-9s %9.1f %12.1f %12.1f %9.1f\n", run, step, conv / steps, re / steps,

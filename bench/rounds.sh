@@ -48,12 +48,13 @@ done
 source bench/stats.sh
 echo "# $(date -u +%Y-%m-%d) $(getconf _NPROCESSORS_ONLN) CPUs, commit $(git rev-parse --short HEAD)," \
      "bench/rounds.sh $rounds $load ${settings[*]}, load average now $(cut -d' ' -f1 /proc/loadavg)"
-printf '%-10s %-7s %12s %12s %7s %13s %9s %9s %6s %6s  %s\n' model threads minidl libtorch ratio \
-  "ratio range" rss_MB torch_MB share 1.5x threads_end
+row='%-10s %-7s %12s %12s %7s %13s %9s %9s %6s %6s  %s\n'
+printf "$row" model threads minidl libtorch ratio "ratio range" rss_MB torch_MB share 1.5x \
+  threads_end
 for m in "${models[@]}"; do
   for t in "${settings[@]}"; do
     k="$m $t"
-    printf '%-10s %-7s %12s %12s %7s %13s %9s %9s %6s %6s  %s\n' "$m" "$t" "$(median "${ours[$k]}")" \
+    printf "$row" "$m" "$t" "$(median "${ours[$k]}")" \
       "$(median "${theirs[$k]}")" "$(median "${ratio[$k]}")" "$(range "${ratio[$k]}")" \
       "$(median "${rss[$k]}")" "$(median "${trss[$k]}")" "$(median "${share[$k]}")" \
       "$(median "${need[$k]}")" "${ends[$k]% }"
