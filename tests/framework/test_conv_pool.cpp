@@ -1055,7 +1055,7 @@ TEST_CASE("convolutions on oneDNN equal minidl's own kernels up to rounding") {
       {{4, 32, 8, 8}, {64, 1, 3, 3}, false, true, 1, 1, 1, 0, 32},
       {{3, 32, 5, 5}, {32, 1, 4, 4}, true, true, 2, 1, 1, 0, 32},
       // past 16 MiB of copies, in chunks of samples on one thread: 10 of 10; 9 of 13
-      // and one of 3 (whole batches on two)
+      // and one of 3 (on two, the same chunks side by side)
       {{100, 16, 28, 28}, {16, 16, 3, 3}, false, true, 1, 1, 1, 0},
       {{120, 16, 28, 28}, {32, 16, 3, 3}, false, true, 2, 1, 1, 0},
       // depthwise: 9 of 5 and one of 3, on two threads too
@@ -1161,6 +1161,45 @@ TEST_CASE("a oneDNN convolution computes just the gradient that is wanted") {
       cpu::set_dnnl_conv(true);
       CHECK(testing::reference_error(grads[1], grads[0]) < 1e-5);
     }
+  set_num_threads(before);
+}
+
+// On two threads a batch of 35 samples, 16 channels of 10 x 10 and 3x3
+// weights goes side by side (conv_dnnl.cpp): chunks of 5 samples, each
+// thread taking the next one left, on primitives of one thread. Its values and
+// gradients equal sums in float64, the weight and bias gradients' chunks are
+// summed in chunk order whichever thread ran them (the same bits in three
+// runs), and the caller's thread count is what it was.
+TEST_CASE("oneDNN's convolutions side by side on two threads: float64 sums, the same bits") {
+  manual_seed(75);
+  const int before = num_threads();
+  set_num_threads(2);
+  Tensor x = Tensor::randn({35, 16, 10, 10}).requires_grad_();
+  Tensor w = Tensor::randn({8, 16, 3, 3}).requires_grad_(), b = Tensor::randn({8}).requires_grad_();
+  Tensor gy;
+  std::vector<std::vector<float>> runs;
+  for (int run = 0; run < 3; ++run) {
+    for (Tensor* p : {&x, &w, &b}) p->zero_grad();
+    Tensor y = conv2d(x, w, b, {.stride = 1, .padding = 1});
+    if (!gy.defined()) gy = Tensor::randn(y.shape());
+    y.backward(gy);
+    CHECK(num_threads() == 2);
+    if (run == 0) {
+      CHECK(testing::reference_error(y, naive_conv2d(x.detach(), w.detach(), b.detach(), 1, 1)) <
+            1e-5);
+      const auto want = naive_conv2d_backward(x.detach(), w.detach(), gy, 1, 1);
+      const Tensor got[] = {x.grad(), w.grad(), b.grad()};
+      for (size_t t = 0; t < 3; ++t) CHECK(testing::reference_error(got[t], want[t]) < 1e-5);
+    }
+    std::vector<float> all;
+    for (const Tensor& t : {y.detach(), x.grad(), w.grad(), b.grad()}) {
+      const auto v = t.to_vector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    runs.push_back(all);
+  }
+  CHECK(runs[1] == runs[0]);
+  CHECK(runs[2] == runs[0]);
   set_num_threads(before);
 }
 

@@ -4,8 +4,9 @@
 // thread at a thread count and kept; tensors stay in minidl's NCHW / OIHW
 // layouts and are reordered to and from the layouts oneDNN picks
 // (format_tag::any) within each call, large batches on one thread (grouped
-// ones on any) in chunks of samples (chunk_size). oneDNN runs on the same
-// OpenMP pool as minidl's kernels.
+// ones on any) in chunks of samples (chunk_size), small-weight ones on two
+// threads and more in chunks side by side (side_by_side). oneDNN runs on the
+// same OpenMP pool as minidl's kernels.
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -268,6 +270,22 @@ bool dnnl_conv_fits(const ConvGeometry& g, bool bias) {
 
 namespace {
 
+// On two threads and more, a batch of small-weight convolutions (ResNet-8's
+// first two stages) goes side by side: each thread takes the next chunk of
+// samples left and runs it on primitives made for one thread, so that no
+// thread waits for the other within a primitive, and a thread that stalls
+// takes fewer chunks. On two threads ResNet-8's step ran 3-7% faster so, and
+// bench_ops' 16-channel cases 10-35% (bench/README.md, session 35). Not where
+// each thread would stream large weights of its own: DCGAN's step (64 -> 128
+// and 128 -> 256 channels, 4x4) ran 11% slower so. Only batches of 16
+// samples a thread and more; a chunk is a quarter of a thread's share, or
+// less where that passes 2 MiB of copies (chunk_size).
+bool side_by_side(const ConvGeometry& g) {
+  const int64_t T = omp_get_max_threads(), weight_bytes = 4 * g.OC * g.C * g.KH * g.KW;
+  return T > 1 && !omp_in_parallel() && g.groups == 1 && g.N >= 16 * T &&
+         weight_bytes <= int64_t{64} << 10;
+}
+
 // Samples per call of the primitives. Where a batch's four copies (plain and
 // oneDNN's layout, input and output) pass 16 MiB, half this machine's L3, it
 // goes through reorder -> convolution -> reorder in chunks whose copies fit
@@ -277,14 +295,63 @@ namespace {
 // slower in chunks, and res3x3c64 (6.1 MiB) no faster. On one thread only:
 // on two, whole batches ran res3x3s2's forward at 182-191 GFLOP/s against
 // 155-164 in chunks (five interleaved runs; the rest alike) and ResNet-8's
-// step 2-4% faster (five pairs; bench/README.md, session 21). Grouped
+// step 2-4% faster (five pairs; bench/README.md, session 21); side by side
+// (above), chunks of at most 2 MiB too. Grouped
 // convolutions, memory-bound, go in chunks on two threads too: depthwise 3x3
 // (bench_ops dw3x3) ran 1.2-1.8x faster so, 7x7 alike (three pairs each).
 int64_t chunk_size(const ConvGeometry& g) {
   const int64_t bytes = 2 * sizeof(float) * (g.C * g.H * g.W + g.OC * g.OH * g.OW);
-  const bool whole = omp_get_max_threads() > 1 && g.groups == 1;
+  const int64_t fit = std::clamp<int64_t>((int64_t{2} << 20) / bytes, 1, g.N);
+  const int64_t T = omp_get_max_threads();
+  if (side_by_side(g)) return std::min(fit, (g.N + 4 * T - 1) / (4 * T));
+  const bool whole = T > 1 && g.groups == 1;
   if (whole || bytes * g.N <= int64_t{16} << 20) return g.N;
-  return std::clamp<int64_t>((int64_t{2} << 20) / bytes, 1, g.N);
+  return fit;
+}
+
+int64_t chunk_count(const ConvGeometry& g) {
+  const int64_t S = chunk_size(g);
+  return (g.N + S - 1) / S;
+}
+
+// Within its scope this thread's plans are made for one thread (plan's key)
+// and oneDNN's primitives run on it alone.
+class OneThread {
+ public:
+  OneThread() { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(before_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int before_ = omp_get_max_threads();
+};
+
+// Runs body(c, n0, S) for each chunk c of S samples from n0: in order on the
+// calling thread, or side by side (side_by_side). An exception from a chunk
+// is rethrown once every thread has left the parallel region.
+template <class Body>
+void for_each_chunk(const ConvGeometry& g, Body body) {
+  const int64_t S = chunk_size(g), chunks = chunk_count(g);
+  if (!side_by_side(g)) {
+    for (int64_t c = 0; c < chunks; ++c) body(c, c * S, S);
+    return;
+  }
+  std::exception_ptr error;
+#pragma omp parallel
+  {
+    OneThread one;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      try {
+        body(c, c * S, S);
+      } catch (...) {
+#pragma omp critical(minidl_conv_chunks)
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // The geometry of samples [n0, n0 + S) of g's batch
@@ -313,31 +380,43 @@ bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p) {
     const bool avx2 = !cpu_has_avx512();
     if (avx2 ? g.C < 4 || g.sh > 1 || g.sw > 1 : p == ConvPass::Data) return false;
   }
-  return !plan(chunk(g, 0, chunk_size(g)), bias).by_gemm(p);
+  const int64_t S = chunk_size(g);
+  if (!side_by_side(g)) return !plan(chunk(g, 0, S), bias).by_gemm(p);
+  OneThread one;  // the plans the chunks run on
+  return !plan(chunk(g, 0, S), bias).by_gemm(p);
 }
 
 void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                        float* y) {
-  const int64_t S = chunk_size(g), xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
-  for (int64_t n0 = 0; n0 < g.N; n0 += S)
+  const int64_t xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
+  for_each_chunk(g, [&](int64_t, int64_t n0, int64_t S) {
     plan(chunk(g, n0, S), b != nullptr).forward(x + n0 * xs, w, b, y + n0 * ys);
+  });
 }
 
-// The chunks' weight and bias gradients are summed in float, in chunk order.
+// The chunks' weight and bias gradients are summed in float, in chunk order,
+// into the first chunk's: each later chunk's as it ends, or, side by side,
+// from a part of its own once all have ended.
 void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, float* gb) {
-  const int64_t S = chunk_size(g), xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
-  const int64_t ws = g.OC * (g.C / g.groups) * g.KH * g.KW;
-  std::vector<float> gw_part(gw && S < g.N ? ws : 0), gb_part(gb && S < g.N ? g.OC : 0);
-  for (int64_t n0 = 0; n0 < g.N; n0 += S) {
-    const bool first = n0 == 0;
+  const int64_t xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
+  const int64_t ws = g.OC * (g.C / g.groups) * g.KH * g.KW, chunks = chunk_count(g);
+  const bool apart = side_by_side(g);  // a part for each later chunk, else one for all
+  const int64_t parts = apart ? chunks - 1 : std::min<int64_t>(chunks - 1, 1);
+  std::vector<float> gw_part(gw ? parts * ws : 0), gb_part(gb ? parts * g.OC : 0);
+  auto add = [&](int64_t part) {  // part into gw and gb
+    for (int64_t i = 0; gw && i < ws; ++i) gw[i] += gw_part[part * ws + i];
+    for (int64_t i = 0; gb && i < g.OC; ++i) gb[i] += gb_part[part * g.OC + i];
+  };
+  for_each_chunk(g, [&](int64_t c, int64_t n0, int64_t S) {
+    const int64_t part = apart ? c - 1 : 0;
     plan(chunk(g, n0, S), gb != nullptr)
         .backward(x + n0 * xs, w, gy + n0 * ys, gx ? gx + n0 * xs : nullptr,
-                  gw && !first ? gw_part.data() : gw, gb && !first ? gb_part.data() : gb);
-    if (first) continue;
-    for (size_t i = 0; i < gw_part.size(); ++i) gw[i] += gw_part[i];
-    for (size_t i = 0; i < gb_part.size(); ++i) gb[i] += gb_part[i];
-  }
+                  gw && c ? gw_part.data() + part * ws : gw,
+                  gb && c ? gb_part.data() + part * g.OC : gb);
+    if (c && !apart) add(0);
+  });
+  for (int64_t c = 1; apart && c < chunks; ++c) add(c - 1);
 }
 
 }  // namespace minidl::cpu
