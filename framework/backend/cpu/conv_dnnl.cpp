@@ -278,9 +278,9 @@ namespace {
 // bench_ops' 16-channel cases 8-34% (bench/README.md, session 35). Not where
 // each thread would stream large weights of its own: DCGAN's step (64 -> 128
 // and 128 -> 256 channels, 4x4) ran 11% slower so. Nor under 16 input
-// channels, whose chunks are little work: LeNet's and DCGAN's 1-channel
-// forwards (bench_ops conv1, conv2, dc4x4s2c1) ran 3-10% slower so. Only
-// batches of 16 samples a thread and more; a chunk is a quarter of a
+// channels, whose chunks are little work: the forwards of LeNet's conv2 and
+// DCGAN's 1-channel layer (bench_ops conv2, dc4x4s2c1) ran 2-12% slower so.
+// Only batches of 16 samples a thread and more; a chunk is a quarter of a
 // thread's share, or less where that passes 2 MiB of copies (chunk_size).
 bool side_by_side(const ConvGeometry& g) {
   const int64_t T = omp_get_max_threads(), weight_bytes = 4 * g.OC * g.C * g.KH * g.KW;
