@@ -311,32 +311,42 @@ int64_t chunk_size(const ConvGeometry& g) {
   return fit;
 }
 
-int64_t chunk_count(const ConvGeometry& g) {
+// How a batch goes through the primitives: count chunks of size samples
+// (the last one may hold fewer), side by side (apart) or in order.
+struct Chunks {
+  int64_t size, count;
+  bool apart;
+};
+Chunks chunks_of(const ConvGeometry& g) {
   const int64_t S = chunk_size(g);
-  return (g.N + S - 1) / S;
+  return {S, (g.N + S - 1) / S, side_by_side(g)};
 }
 
-// Within its scope this thread's plans are made for one thread (plan's key)
-// and oneDNN's primitives run on it alone.
+// Within its scope (where on) this thread's plans are made for one thread
+// (plan's key) and oneDNN's primitives run on it alone.
 class OneThread {
  public:
-  OneThread() { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(before_); }
+  explicit OneThread(bool on = true) : on_(on) {
+    if (on_) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (on_) omp_set_num_threads(before_);
+  }
   OneThread(const OneThread&) = delete;
   OneThread& operator=(const OneThread&) = delete;
 
  private:
+  bool on_;
   int before_ = omp_get_max_threads();
 };
 
 // Runs body(c, n0, S) for each chunk c of S samples from n0: in order on the
-// calling thread, or side by side (side_by_side). An exception from a chunk
-// is rethrown once every thread has left the parallel region.
+// calling thread, or side by side. An exception from a chunk is rethrown
+// once every thread has left the parallel region.
 template <class Body>
-void for_each_chunk(const ConvGeometry& g, Body body) {
-  const int64_t S = chunk_size(g), chunks = chunk_count(g);
-  if (!side_by_side(g)) {
-    for (int64_t c = 0; c < chunks; ++c) body(c, c * S, S);
+void for_each_chunk(const Chunks& k, Body body) {
+  if (!k.apart) {
+    for (int64_t c = 0; c < k.count; ++c) body(c, c * k.size, k.size);
     return;
   }
   std::exception_ptr error;
@@ -344,9 +354,9 @@ void for_each_chunk(const ConvGeometry& g, Body body) {
   {
     OneThread one;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t c = 0; c < k.count; ++c) {
       try {
-        body(c, c * S, S);
+        body(c, c * k.size, k.size);
       } catch (...) {
 #pragma omp critical(minidl_conv_chunks)
         if (!error) error = std::current_exception();
@@ -382,16 +392,15 @@ bool dnnl_conv_takes(const ConvGeometry& g, bool bias, ConvPass p) {
     const bool avx2 = !cpu_has_avx512();
     if (avx2 ? g.C < 4 || g.sh > 1 || g.sw > 1 : p == ConvPass::Data) return false;
   }
-  const int64_t S = chunk_size(g);
-  if (!side_by_side(g)) return !plan(chunk(g, 0, S), bias).by_gemm(p);
-  OneThread one;  // the plans the chunks run on
-  return !plan(chunk(g, 0, S), bias).by_gemm(p);
+  const Chunks k = chunks_of(g);
+  OneThread one(k.apart);  // the plans the chunks run on
+  return !plan(chunk(g, 0, k.size), bias).by_gemm(p);
 }
 
 void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                        float* y) {
   const int64_t xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
-  for_each_chunk(g, [&](int64_t, int64_t n0, int64_t S) {
+  for_each_chunk(chunks_of(g), [&](int64_t, int64_t n0, int64_t S) {
     plan(chunk(g, n0, S), b != nullptr).forward(x + n0 * xs, w, b, y + n0 * ys);
   });
 }
@@ -402,23 +411,23 @@ void dnnl_conv_forward(const ConvGeometry& g, const float* x, const float* w, co
 void dnnl_conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, float* gb) {
   const int64_t xs = g.C * g.H * g.W, ys = g.OC * g.OH * g.OW;
-  const int64_t ws = g.OC * (g.C / g.groups) * g.KH * g.KW, chunks = chunk_count(g);
-  const bool apart = side_by_side(g);  // a part for each later chunk, else one for all
-  const int64_t parts = apart ? chunks - 1 : std::min<int64_t>(chunks - 1, 1);
+  const int64_t ws = g.OC * (g.C / g.groups) * g.KH * g.KW;
+  const Chunks k = chunks_of(g);  // apart: a part for each later chunk, else one for all
+  const int64_t parts = k.apart ? k.count - 1 : std::min<int64_t>(k.count - 1, 1);
   std::vector<float> gw_part(gw ? parts * ws : 0), gb_part(gb ? parts * g.OC : 0);
   auto add = [&](int64_t part) {  // part into gw and gb
     for (int64_t i = 0; gw && i < ws; ++i) gw[i] += gw_part[part * ws + i];
     for (int64_t i = 0; gb && i < g.OC; ++i) gb[i] += gb_part[part * g.OC + i];
   };
-  for_each_chunk(g, [&](int64_t c, int64_t n0, int64_t S) {
-    const int64_t part = apart ? c - 1 : 0;
+  for_each_chunk(k, [&](int64_t c, int64_t n0, int64_t S) {
+    const int64_t part = k.apart ? c - 1 : 0;
     plan(chunk(g, n0, S), gb != nullptr)
         .backward(x + n0 * xs, w, gy + n0 * ys, gx ? gx + n0 * xs : nullptr,
                   gw && c ? gw_part.data() + part * ws : gw,
                   gb && c ? gb_part.data() + part * g.OC : gb);
-    if (c && !apart) add(0);
+    if (c && !k.apart) add(0);
   });
-  for (int64_t c = 1; apart && c < chunks; ++c) add(c - 1);
+  for (int64_t c = 1; k.apart && c < k.count; ++c) add(c - 1);
 }
 
 }  // namespace minidl::cpu
