@@ -117,13 +117,19 @@ struct TrainModel {
 };
 // lenet, mlp; the zoo at issue 23's shapes: resnet (ResNet-8, Fashion-MNIST
 // size), dcgan (width 64, MNIST size), char_lstm (2 x 128, bptt 35) and
-// tiny_gpt (2 layers x 4 heads x 64, 64 tokens).
+// tiny_gpt (2 layers x 4 heads x 64, 64 tokens); a user's models
+// (user_models.h): vgg, mobilenet, unet (CIFAR size), encoder (128 tokens), gru
+// (64 tokens).
 inline const std::map<std::string, TrainModel> kTrainModels = {
     {"lenet", {64, 200, 10, "samples/s"}},      {"mlp", {64, 200, 10, "samples/s"}},
     {"resnet", {128, 30, 3, "samples/s"}},      {"dcgan", {64, 10, 2, "samples/s"}},
     {"char_lstm", {20, 100, 5, "sequences/s"}}, {"tiny_gpt", {16, 100, 5, "sequences/s"}},
+    {"vgg", {64, 20, 3, "samples/s"}},          {"mobilenet", {64, 50, 5, "samples/s"}},
+    {"unet", {16, 30, 3, "samples/s"}},         {"encoder", {8, 40, 4, "sequences/s"}},
+    {"gru", {32, 100, 5, "sequences/s"}},
 };
-inline const char* kTrainModelNames = "lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt";
+inline const char* kTrainModelNames =
+    "lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt|vgg|mobilenet|unet|encoder|gru";
 
 // ---- flags: `--name value` pairs with defaults; anything else is an error ----
 

@@ -2,10 +2,11 @@
 // the same model, batch, optimizer (Momentum 0.9, lr 0.01), cross entropy and
 // synthetic data, on the same thread count, each in its best configuration;
 // or one of the model zoo's (bench/zoo_models.h: resnet, dcgan, char_lstm,
-// tiny_gpt), each with its example's optimizer and step, on one fixed random
-// batch (one rank, --parallel none).
+// tiny_gpt), each with its example's optimizer and step, or of a user's
+// models (bench/user_models.h: vgg, mobilenet, unet, encoder, gru), each on
+// one fixed random batch (one rank, --parallel none).
 //
-//   bench_train [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N]
+//   bench_train [--model M] [--batch B] [--steps N]   (M: bench_common.h's kTrainModels)
 //               [--warmup W] [--threads T|auto] [--load K] [--twin on|off]
 //               [--parallel none|auto|explicit|both] [--bucket-kb K] [--device cpu|cuda]
 //               [--graph off|on|both] [--conv auto|im2col|cudnn] [--gemm auto|openblas]
@@ -56,7 +57,7 @@
 #include "framework/backend/backend.h"
 #include "framework/backend/cpu/cpu.h"  // set_dnnl_gemm
 #include "framework/cuda.h"
-#include "zoo_models.h"
+#include "user_models.h"
 
 using namespace minidl;
 
@@ -187,9 +188,40 @@ double flops_per_sample(const std::string& model) {
     const double per_char = dense(64 + 128, 4 * 128) + dense(128 + 128, 4 * 128) + dense(128, 62);
     return 3 * 35 * per_char;
   }
-  const double t = 64, c = 64;  // tiny_gpt
-  const double layer = dense(c, 3 * c) + 2 * (2 * t * c) + dense(c, c) + 2 * dense(c, 4 * c);
-  return 3 * t * (2 * layer + dense(c, 62));
+  if (model == "tiny_gpt") {
+    const double t = 64, c = 64;
+    const double layer = dense(c, 3 * c) + 2 * (2 * t * c) + dense(c, c) + 2 * dense(c, 4 * c);
+    return 3 * t * (2 * layer + dense(c, 62));
+  }
+  // user_models.h's: depthwise layers count 2 * C * K^2 * L (conv with one
+  // input channel); each step three passes less the first layer's input
+  // gradient (the embeddings' is a gather's, no FLOPs)
+  if (model == "vgg") {
+    const double c1 = conv(32, 3, 3, 32 * 32);
+    const double rest = conv(32, 32, 3, 32 * 32) + conv(64, 32, 3, 16 * 16) +
+                        conv(64, 64, 3, 16 * 16) + conv(128, 64, 3, 8 * 8) + dense(2048, 256) +
+                        dense(256, 10);
+    return 2 * c1 + 3 * rest;
+  }
+  if (model == "mobilenet") {
+    const double c0 = conv(32, 3, 3, 16 * 16);
+    const double rest = conv(32, 1, 3, 16 * 16) + conv(64, 32, 1, 16 * 16) + conv(64, 1, 3, 8 * 8) +
+                        conv(128, 64, 1, 8 * 8) + conv(128, 1, 3, 8 * 8) +
+                        conv(128, 128, 1, 8 * 8) + dense(128, 10);
+    return 2 * c0 + 3 * rest;
+  }
+  if (model == "unet") {
+    const double in = conv(32, 3, 3, 32 * 32);
+    const double rest = conv(64, 32, 3, 16 * 16) + conv(64, 64, 3, 16 * 16) +
+                        conv(32, 96, 3, 32 * 32) + conv(3, 32, 1, 32 * 32);
+    return 2 * in + 3 * rest;
+  }
+  if (model == "encoder") {  // per token and layer as tiny_gpt's, T = 128, E = 128
+    const double t = 128, e = 128;
+    const double layer = dense(e, 3 * e) + 2 * (2 * t * e) + dense(e, e) + 2 * dense(e, 4 * e);
+    return 3 * (t * 2 * layer + dense(e, 2));
+  }
+  return 3 * (64 * (dense(64, 3 * 128) + dense(128, 3 * 128)) + dense(128, 4));  // gru
 }
 
 // GFLOP/s of a 2048^3 sgemm through minidl's matmul (OpenBLAS on minidl's
@@ -228,16 +260,27 @@ std::map<std::string, double> run_twin(const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string usage = std::string("[--model ") + bench::kTrainModelNames +
+                            "] [--batch B] [--steps N] [--warmup W] [--threads T|auto] "
+                            "[--load K] [--twin on|off] [--parallel none|auto|explicit|both] "
+                            "[--bucket-kb K] [--device cpu|cuda] [--graph off|on|both] "
+                            "[--conv auto|im2col|cudnn] [--gemm auto|openblas]";
   bench::Flags flags(argc, argv,
-                     {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "-1"},
-                      {"threads", "1"}, {"load", "0"}, {"twin", "on"}, {"parallel", "none"},
-                      {"bucket-kb", "25600"}, {"device", "cpu"}, {"graph", "off"}, {"conv", "auto"},
-                      {"tf32", "off"}, {"gemm", "auto"}},
-                     "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
-                     "[--warmup W] [--threads T|auto] [--load K] "
-                     "[--twin on|off] [--parallel none|auto|explicit|both] [--bucket-kb K] "
-                     "[--device cpu|cuda] [--graph off|on|both] [--conv auto|im2col|cudnn] "
-                     "[--gemm auto|openblas]");
+                     {{"model", "lenet"},
+                      {"batch", "0"},
+                      {"steps", "0"},
+                      {"warmup", "-1"},
+                      {"threads", "1"},
+                      {"load", "0"},
+                      {"twin", "on"},
+                      {"parallel", "none"},
+                      {"bucket-kb", "25600"},
+                      {"device", "cpu"},
+                      {"graph", "off"},
+                      {"conv", "auto"},
+                      {"tf32", "off"},
+                      {"gemm", "auto"}},
+                     usage.c_str());
   const bench::BusyLoad load(static_cast<int>(flags.integer("load")), 1800);
   parallel::init();
   const std::string mode = flags.str("parallel");
@@ -334,6 +377,7 @@ int main(int argc, char** argv) {
   int64_t kernels_per_step = 0;
   if (zoo_model) {
     std::unique_ptr<zoo::Workload> work = zoo::make_workload(model, batch, device);
+    if (!work) work = zoo::make_user_workload(model, batch, device);
     int64_t count = 0;
     for (const Tensor& p : work->params) count += p.numel();
     std::printf("# parameters %lld\n", static_cast<long long>(count));

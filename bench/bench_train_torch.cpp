@@ -1,15 +1,16 @@
 // bench_train_torch: libtorch's training throughput on synthetic data, the
 // twin of minidl's bench_train (same flags, same output).
 //
-//   bench_train_torch [--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B]
+//   bench_train_torch [--model M] [--batch B]
 //                     [--steps N] [--warmup W] [--threads T|auto]
 //
 // One fixed random batch (inputs [B, 1, 28, 28] for lenet, [B, 784] for mlp;
 // labels uniform in 0..9) is trained on for W untimed then N timed steps of
 // Momentum SGD (lr 0.01, momentum 0.9) on cross entropy. The zoo (resnet,
-// dcgan, char_lstm, tiny_gpt) are bench/zoo_models.h's models built with
-// torch::nn (the same parameter shapes), with the same optimizers and step,
-// on fixed random data. --batch, --steps and --warmup default to the model's
+// dcgan, char_lstm, tiny_gpt) and a user's models (vgg, mobilenet, unet,
+// encoder, gru) are bench/zoo_models.h's and bench/user_models.h's models
+// built with torch::nn (the same parameter shapes), with the same optimizers
+// and step, on fixed random data. --batch, --steps and --warmup default to the model's
 // (bench_common.h). Output: '#' comment lines, then `samples/s=R` (the text
 // models: `sequences/s=R`; median over chunks of the timed steps) and
 // `peak_rss_mb=M` (getrusage ru_maxrss).
@@ -247,6 +248,129 @@ TORCH_MODULE(GPT);
 
 // ---- training steps: each returns its loss ----
 
+// ---- a user's models (bench/user_models.h's in torch::nn) ----
+
+using torch::nn::Conv2dOptions;
+
+// vgg: x [N, 3, 32, 32] -> logits [N, 10]
+struct VggImpl : torch::nn::Module {
+  torch::nn::Conv2d c1{Conv2dOptions(3, 32, 3).padding(1)}, c2{Conv2dOptions(32, 32, 3).padding(1)},
+      c3{Conv2dOptions(32, 64, 3).padding(1)}, c4{Conv2dOptions(64, 64, 3).padding(1)},
+      c5{Conv2dOptions(64, 128, 3).padding(1)};
+  torch::nn::BatchNorm2d b1{32}, b2{32}, b3{64}, b4{64}, b5{128};
+  torch::nn::Dropout drop{0.5};
+  torch::nn::Linear fc1{128 * 4 * 4, 256}, fc2{256, 10};
+  VggImpl() {
+    register_module("c1", c1), register_module("b1", b1), register_module("c2", c2);
+    register_module("b2", b2), register_module("c3", c3), register_module("b3", b3);
+    register_module("c4", c4), register_module("b4", b4), register_module("c5", c5);
+    register_module("b5", b5), register_module("fc1", fc1), register_module("fc2", fc2);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(torch::relu(b2(c2(torch::relu(b1(c1(x)))))), 2);
+    h = torch::max_pool2d(torch::relu(b4(c4(torch::relu(b3(c3(h)))))), 2);
+    h = torch::max_pool2d(torch::relu(b5(c5(h))), 2);
+    return fc2(drop(torch::relu(fc1(h.flatten(1)))));
+  }
+};
+TORCH_MODULE(Vgg);
+
+// mobilenet: depthwise-separable blocks, x [N, 3, 32, 32] -> logits [N, 10]
+struct MobileNetImpl : torch::nn::Module {
+  static Conv2dOptions depthwise(int64_t c, int64_t stride) {
+    return Conv2dOptions(c, c, 3).stride(stride).padding(1).groups(c).bias(false);
+  }
+  static Conv2dOptions pointwise(int64_t c, int64_t oc) {
+    return Conv2dOptions(c, oc, 1).bias(false);
+  }
+  torch::nn::Conv2d c0{Conv2dOptions(3, 32, 3).stride(2).padding(1).bias(false)},
+      d1{depthwise(32, 1)}, p1{pointwise(32, 64)}, d2{depthwise(64, 2)}, p2{pointwise(64, 128)},
+      d3{depthwise(128, 1)}, p3{pointwise(128, 128)};
+  torch::nn::BatchNorm2d b0{32}, b1{32}, b2{64}, b3{64}, b4{128}, b5{128}, b6{128};
+  torch::nn::Linear fc{128, 10};
+  MobileNetImpl() {
+    register_module("c0", c0), register_module("b0", b0), register_module("d1", d1);
+    register_module("b1", b1), register_module("p1", p1), register_module("b2", b2);
+    register_module("d2", d2), register_module("b3", b3), register_module("p2", p2);
+    register_module("b4", b4), register_module("d3", d3), register_module("b5", b5);
+    register_module("p3", p3), register_module("b6", b6), register_module("fc", fc);
+  }
+  static torch::Tensor relu6(const torch::Tensor& x) { return torch::hardtanh(x, 0, 6); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = relu6(b0(c0(x)));
+    h = relu6(b2(p1(relu6(b1(d1(h))))));
+    h = relu6(b4(p2(relu6(b3(d2(h))))));
+    h = relu6(b6(p3(relu6(b5(d3(h))))));
+    return fc(h.mean({2, 3}));
+  }
+};
+TORCH_MODULE(MobileNet);
+
+// unet: x [N, 3, 32, 32] -> [N, 3, 32, 32]
+struct UNetImpl : torch::nn::Module {
+  torch::nn::Conv2d in{Conv2dOptions(3, 32, 3).padding(1)},
+      down{Conv2dOptions(32, 64, 3).padding(1)}, mid{Conv2dOptions(64, 64, 3).padding(1)},
+      up{Conv2dOptions(64 + 32, 32, 3).padding(1)}, out{Conv2dOptions(32, 3, 1)};
+  torch::nn::GroupNorm g1{8, 32}, g2{8, 64}, g3{8, 64}, g4{8, 32};
+  UNetImpl() {
+    register_module("in", in), register_module("g1", g1), register_module("down", down);
+    register_module("g2", g2), register_module("mid", mid), register_module("g3", g3);
+    register_module("up", up), register_module("g4", g4), register_module("out", out);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto a = torch::silu(g1(in(x)));
+    auto b = torch::silu(g3(mid(torch::silu(g2(down(torch::avg_pool2d(a, 2)))))));
+    auto b2 = torch::upsample_nearest2d(b, std::vector<int64_t>{2 * b.size(2), 2 * b.size(3)});
+    return out(torch::silu(g4(up(torch::cat({b2, a}, 1)))));
+  }
+};
+TORCH_MODULE(UNet);
+
+// encoder: ids [B, 128] -> logits [B, 2]; libtorch 1.13's attention takes [T, B, E]
+struct EncoderLayerImpl : torch::nn::Module {
+  torch::nn::MultiheadAttention attn{torch::nn::MultiheadAttentionOptions(128, 4)};
+  torch::nn::LayerNorm ln1{torch::nn::LayerNormOptions({128})},
+      ln2{torch::nn::LayerNormOptions({128})};
+  torch::nn::Linear fc1{128, 512}, fc2{512, 128};
+  EncoderLayerImpl() {
+    register_module("ln1", ln1), register_module("attn", attn), register_module("ln2", ln2);
+    register_module("fc1", fc1), register_module("fc2", fc2);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {  // [B, T, 128]
+    auto h = ln1(x).transpose(0, 1);
+    auto y =
+        x + std::get<0>(attn(h, h, h, torch::Tensor(), /*need_weights=*/false)).transpose(0, 1);
+    return y + fc2(torch::gelu(fc1(ln2(y))));
+  }
+};
+TORCH_MODULE(EncoderLayer);
+struct EncoderImpl : torch::nn::Module {
+  torch::nn::Embedding embed{1000, 128};
+  EncoderLayer l0, l1;
+  torch::nn::Linear head{128, 2};
+  EncoderImpl() {
+    register_module("embed", embed), register_module("l0", l0), register_module("l1", l1);
+    register_module("head", head);
+  }
+  torch::Tensor forward(const torch::Tensor& ids) { return head(l1(l0(embed(ids))).mean({1})); }
+};
+TORCH_MODULE(Encoder);
+
+// gru: ids [B, 64] -> logits [B, 4] from the last hidden state
+struct GruClassifierImpl : torch::nn::Module {
+  torch::nn::Embedding embed{5000, 64};
+  torch::nn::GRU gru{torch::nn::GRUOptions(64, 128).batch_first(true)};
+  torch::nn::Linear head{128, 4};
+  GruClassifierImpl() {
+    register_module("embed", embed), register_module("gru", gru), register_module("head", head);
+  }
+  torch::Tensor forward(const torch::Tensor& ids) {
+    auto h = std::get<1>(gru(embed(ids)));  // [1, B, 128]
+    return head(h.reshape({h.size(1), -1}));
+  }
+};
+TORCH_MODULE(GruClassifier);
+
 using Step = std::function<torch::Tensor()>;
 
 // "# parameters N": the twin's trained parameters, to check against minidl's count.
@@ -353,8 +477,41 @@ Step make_step(const std::string& model, int64_t batch) {
         std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(3e-3));
     return supervised_step(net, opt, text(35), text(35), lm_loss, true);
   }
-  GPT net;  // tiny_gpt
-  return supervised_step(net, gpt_optimizer(net), text(64), text(64), lm_loss, true);
+  if (model == "tiny_gpt") {
+    GPT net;
+    return supervised_step(net, gpt_optimizer(net), text(64), text(64), lm_loss, true);
+  }
+  // a user's models (user_models.h's make_user_workload)
+  auto adam = [](auto& net, double lr) {
+    print_parameters(net->parameters());
+    return std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(lr));
+  };
+  auto labels = [&](int64_t k) { return torch::randint(0, k, {batch}, torch::kLong); };
+  auto cifar = torch::randn({batch, 3, 32, 32});
+  if (model == "vgg") {
+    Vgg net;
+    return supervised_step(net, momentum(net, 0.01, 0), cifar, labels(10), ce, false);
+  }
+  if (model == "mobilenet") {
+    MobileNet net;
+    return supervised_step(net, momentum(net, 0.01, 0), cifar, labels(10), ce, false);
+  }
+  if (model == "unet") {
+    UNet net;
+    auto mse = [](const torch::Tensor& y, const torch::Tensor& x) { return torch::mse_loss(y, x); };
+    return supervised_step(net, adam(net, 1e-3), cifar, cifar, mse, false);
+  }
+  if (model == "encoder") {
+    Encoder net;
+    print_parameters(net->parameters());
+    auto opt =
+        std::make_shared<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
+    return supervised_step(net, opt, torch::randint(0, 1000, {batch, 128}, torch::kLong), labels(2),
+                           ce, false);
+  }
+  GruClassifier net;  // gru
+  return supervised_step(net, adam(net, 1e-3), torch::randint(0, 5000, {batch, 64}, torch::kLong),
+                         labels(4), ce, false);
 }
 
 struct Result {
@@ -385,11 +542,12 @@ Result train(const Step& step, int64_t batch, long warmup, long steps) {
 
 int main(int argc, char** argv) {
   bench::reexec_with_env_default(argv, "OPENBLAS_NUM_THREADS", "1");
+  const std::string usage = std::string("[--model ") + bench::kTrainModelNames +
+                            "] [--batch B] [--steps N] [--warmup W] [--threads T|auto]";
   bench::Flags flags(
       argc, argv,
       {{"model", "lenet"}, {"batch", "0"}, {"steps", "0"}, {"warmup", "0"}, {"threads", "1"}},
-      "[--model lenet|mlp|resnet|dcgan|char_lstm|tiny_gpt] [--batch B] [--steps N] "
-      "[--warmup W] [--threads T|auto]");
+      usage.c_str());
   const std::string model = flags.str("model");
   if (!bench::kTrainModels.count(model)) {
     std::fprintf(stderr, "--model: expected %s, got '%s'\n", bench::kTrainModelNames,

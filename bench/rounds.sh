@@ -5,7 +5,8 @@
 # (--load), the twin too.
 #
 #   bench/rounds.sh [ROUNDS] [LOAD] [THREADS...]      (default: 5 0 1 2)
-#   MODELS="lenet resnet" bench/rounds.sh 5 2 auto 1  (default: all six)
+#   MODELS="lenet resnet" bench/rounds.sh 5 2 auto 1  (default: the zoo's six)
+#   MODELS="vgg mobilenet unet encoder gru" bench/rounds.sh 5 0 1 2  (a user's)
 #
 # One line per model and setting: minidl's and libtorch's median rates, the
 # median of the runs' ratios (each run's minidl / its own twin) with their
@@ -32,8 +33,7 @@ for ((r = 1; r <= rounds; ++r)); do  # interleaved, so drifts in load hit every 
     [[ $m == lenet || $m == mlp ]] && extra=(--steps 1000 --warmup 100)
     for t in "${settings[@]}"; do
       out=$(build/bin/bench_train --model "$m" --threads "$t" --load "$load" "${extra[@]}")
-      unit=samples/s
-      [[ $m == char_lstm || $m == tiny_gpt ]] && unit=sequences/s
+      unit=$(grep -m1 -o '^[a-z]*/s' <<<"$out")  # samples/s or sequences/s
       a=$(value "$unit" "$out") b=$(value "libtorch_$unit" "$out")
       k="$m $t"
       ours[$k]+="$a " theirs[$k]+="$b " ends[$k]+="$(value threads_end "$out") "
