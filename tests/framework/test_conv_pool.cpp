@@ -1203,6 +1203,33 @@ TEST_CASE("oneDNN's convolutions side by side on two threads: float64 sums, the 
   set_num_threads(before);
 }
 
+// 1x1 convolutions run a GEMM per sample (conv.cpp's pointwise path), the
+// samples split between threads. One sample on two threads runs on the
+// caller with no parallel region, its GEMM on the pool (inside an inactive
+// region the library opened a team of its own and the pool's threads spun).
+// Values and gradients against float64 sums, at stride 1 and 2.
+TEST_CASE("a 1x1 convolution of one sample on two threads: float64 sums") {
+  manual_seed(79);
+  const int before = num_threads();
+  set_num_threads(2);
+  for (int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    Tensor x = Tensor::randn({1, 40, 9, 9}).requires_grad_();
+    Tensor w = Tensor::randn({24, 40, 1, 1}).requires_grad_();
+    Tensor b = Tensor::randn({24}).requires_grad_();
+    Tensor y = conv2d(x, w, b, {.stride = stride});
+    Tensor gy = Tensor::randn(y.shape());
+    y.backward(gy);
+    CHECK(testing::reference_error(y, naive_conv2d(x.detach(), w.detach(), b.detach(), stride, 0)) <
+          1e-5);
+    const auto want = naive_conv2d_backward(x.detach(), w.detach(), gy, stride, 0);
+    const Tensor got[] = {x.grad(), w.grad(), b.grad()};
+    for (size_t t = 0; t < 3; ++t) CHECK(testing::reference_error(got[t], want[t]) < 1e-5);
+  }
+  CHECK(num_threads() == 2);
+  set_num_threads(before);
+}
+
 // A window over the whole unpadded input makes a 1 x 1 output: the layer is a
 // dense one, y [N, OC] = x [N, C*H*W] w [OC, C*H*W]^T + b, and runs as one
 // GEMM (conv.cpp). So is a transposed convolution from 1 x 1 (DCGAN's first
