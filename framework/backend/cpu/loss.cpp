@@ -81,14 +81,14 @@ void with_diff_loss(DiffLoss f, float s, Body body) {
 // l [n] = scale f(x - y) (a function of its own: MINIDL_CLONES, the wide vectors)
 template <class F>
 MINIDL_CLONES void diff_map(int64_t n, const float* x, const float* y, float scale, float* l, F f) {
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) l[i] = scale * f(x[i] - y[i]);
 }
 
 // out [n] = c(i) f'(x - y), c(i) the gradient's factor at i
 template <class C, class F>
 MINIDL_CLONES void diff_grad(int64_t n, const float* x, const float* y, float* out, C c, F fp) {
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) out[i] = c(i) * fp(x[i] - y[i]);
 }
 
@@ -111,7 +111,7 @@ void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float
     else diff_grad(n, x, y, out, [g0](int64_t) { return g0; }, fp);
   });
   if (gx && gy) {
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (parallel : n > 65536)
     for (int64_t i = 0; i < n; ++i) gy[i] = -gx[i];
   }
 }
