@@ -109,6 +109,19 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({1024, 3072});
     return [=] { return dropout(x, 0.1); };
   });
+  // small_*: [64, 256], 16,384 elements, under the 65,536 where loops go parallel
+  add("small_gelu", [] {
+    Tensor x = input({64, 256});
+    return [=] { return gelu(x); };
+  });
+  add("small_relu", [] {
+    Tensor x = input({64, 256});
+    return [=] { return relu(x); };
+  });
+  add("small_mul", [] {
+    Tensor a = input({64, 256}), b = input({64, 256});
+    return [=] { return mul(a, b); };
+  });
   add("mul", [] {
     Tensor a = input({1024, 3072}), b = input({1024, 3072});
     return [=] { return mul(a, b); };

@@ -104,6 +104,19 @@ std::vector<std::pair<std::string, Case>> cases() {
     auto x = input({1024, 3072});
     return [=] { return torch::dropout(x, 0.1, true); };
   });
+  // small_*: [64, 256], 16,384 elements
+  add("small_gelu", [] {
+    auto x = input({64, 256});
+    return [=] { return torch::gelu(x); };
+  });
+  add("small_relu", [] {
+    auto x = input({64, 256});
+    return [=] { return torch::relu(x); };
+  });
+  add("small_mul", [] {
+    auto a = input({64, 256}), b = input({64, 256});
+    return [=] { return a * b; };
+  });
   add("mul", [] {
     auto a = input({1024, 3072}), b = input({1024, 3072});
     return [=] { return a * b; };
