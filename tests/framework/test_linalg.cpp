@@ -275,32 +275,38 @@ TEST_CASE(
 // A batch of small products (attention's per head: under 2^22
 // multiply-adds each) goes side by side on two threads, each thread taking
 // whole products on its own (backend/cpu/table.cpp): the values of one
-// thread's, bit for bit, and of sums in float64, every gradient too.
+// thread's, bit for bit, and of sums in float64, every gradient too. At
+// 30K multiply-adds a product and at 336K (from 2^18 the pool's threads
+// shared each product before).
 TEST_CASE("batched matmul on two threads: whole products per thread, one thread's bits") {
   manual_seed(77);
   const int before = num_threads();
-  Tensor a = Tensor::randn({7, 33, 20}).requires_grad_(), b = Tensor::randn({7, 20, 45});
-  b.requires_grad_();
-  Tensor g = Tensor::randn({7, 33, 45});
-  std::vector<std::vector<float>> runs;
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    a.zero_grad();
-    b.zero_grad();
-    Tensor y = matmul(a, b);
-    y.backward(g);
-    CHECK(num_threads() == threads);
-    std::vector<float> all;
-    for (const Tensor& t : {y.detach(), a.grad(), b.grad()}) {
-      const auto v = t.to_vector<float>();
-      all.insert(all.end(), v.begin(), v.end());
+  for (auto bmkn : {std::array<int64_t, 4>{7, 33, 20, 45}, std::array<int64_t, 4>{4, 70, 60, 80}}) {
+    const int64_t B = bmkn[0], m = bmkn[1], k = bmkn[2], n = bmkn[3];
+    CAPTURE(m);
+    Tensor a = Tensor::randn({B, m, k}).requires_grad_(), b = Tensor::randn({B, k, n});
+    b.requires_grad_();
+    Tensor g = Tensor::randn({B, m, n});
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      a.zero_grad();
+      b.zero_grad();
+      Tensor y = matmul(a, b);
+      y.backward(g);
+      CHECK(num_threads() == threads);
+      std::vector<float> all;
+      for (const Tensor& t : {y.detach(), a.grad(), b.grad()}) {
+        const auto v = t.to_vector<float>();
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      runs.push_back(all);
+      check_same(y.detach(), naive_bmm(a.detach(), b.detach()), 1e-4);
+      check_same(a.grad(), naive_bmm(g, transpose(b.detach(), 1, 2)), 1e-4);
+      check_same(b.grad(), naive_bmm(transpose(a.detach(), 1, 2), g), 1e-4);
     }
-    runs.push_back(all);
-    check_same(y.detach(), naive_bmm(a.detach(), b.detach()), 1e-4);
-    check_same(a.grad(), naive_bmm(g, transpose(b.detach(), 1, 2)), 1e-4);
-    check_same(b.grad(), naive_bmm(transpose(a.detach(), 1, 2), g), 1e-4);
+    CHECK(runs[1] == runs[0]);
   }
-  CHECK(runs[1] == runs[0]);
   set_num_threads(before);
 }
 
