@@ -3,6 +3,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <initializer_list>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -27,6 +28,17 @@ inline void check_same(const Tensor& got, const Tensor& want, double eps = 1e-5)
   REQUIRE(got.shape() == want.shape());
   std::vector<float> w = want.to_float_vector();
   check_values(got, std::vector<double>(w.begin(), w.end()), eps);
+}
+
+// The float32 values of tensors one after another, to compare two runs bit
+// for bit (==).
+inline std::vector<float> all_values(std::initializer_list<Tensor> tensors) {
+  std::vector<float> all;
+  for (const Tensor& t : tensors) {
+    const std::vector<float> v = t.to_vector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
 }
 
 // Deterministic, well-separated values: a permutation of 0.1 * (0 .. n-1),

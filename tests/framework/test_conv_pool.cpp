@@ -1191,12 +1191,7 @@ TEST_CASE("oneDNN's convolutions side by side on two threads: float64 sums, the 
       const Tensor got[] = {x.grad(), w.grad(), b.grad()};
       for (size_t t = 0; t < 3; ++t) CHECK(testing::reference_error(got[t], want[t]) < 1e-5);
     }
-    std::vector<float> all;
-    for (const Tensor& t : {y.detach(), x.grad(), w.grad(), b.grad()}) {
-      const auto v = t.to_vector<float>();
-      all.insert(all.end(), v.begin(), v.end());
-    }
-    runs.push_back(all);
+    runs.push_back(testing::all_values({y.detach(), x.grad(), w.grad(), b.grad()}));
   }
   CHECK(runs[1] == runs[0]);
   CHECK(runs[2] == runs[0]);

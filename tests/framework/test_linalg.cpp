@@ -295,12 +295,7 @@ TEST_CASE("batched matmul on two threads: whole products per thread, one thread'
       Tensor y = matmul(a, b);
       y.backward(g);
       CHECK(num_threads() == threads);
-      std::vector<float> all;
-      for (const Tensor& t : {y.detach(), a.grad(), b.grad()}) {
-        const auto v = t.to_vector<float>();
-        all.insert(all.end(), v.begin(), v.end());
-      }
-      runs.push_back(all);
+      runs.push_back(testing::all_values({y.detach(), a.grad(), b.grad()}));
       check_same(y.detach(), naive_bmm(a.detach(), b.detach()), 1e-4);
       check_same(a.grad(), naive_bmm(g, transpose(b.detach(), 1, 2)), 1e-4);
       check_same(b.grad(), naive_bmm(transpose(a.detach(), 1, 2), g), 1e-4);

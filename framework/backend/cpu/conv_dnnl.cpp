@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -349,21 +348,14 @@ void for_each_chunk(const Chunks& k, Body body) {
     for (int64_t c = 0; c < k.count; ++c) body(c, c * k.size, k.size);
     return;
   }
-  std::exception_ptr error;
+  FirstError error;
 #pragma omp parallel
   {
     OneThread one;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < k.count; ++c) {
-      try {
-        body(c, c * k.size, k.size);
-      } catch (...) {
-#pragma omp critical(minidl_conv_chunks)
-        if (!error) error = std::current_exception();
-      }
-    }
+    for (int64_t c = 0; c < k.count; ++c) error.run([&] { body(c, c * k.size, k.size); });
   }
-  if (error) std::rethrow_exception(error);
+  error.rethrow();
 }
 
 // The geometry of samples [n0, n0 + S) of g's batch

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,28 @@ class Scratch {
  private:
   size_t bytes_;
   float* data_;
+};
+
+// The first exception thrown by work inside an OpenMP parallel region, where
+// it may not cross the region's end: run(f) keeps it (f's later throws on
+// any thread are dropped), rethrow() throws it once the region is left.
+class FirstError {
+ public:
+  template <class F>
+  void run(F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+#pragma omp critical(minidl_first_error)
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
 };
 
 // ---- threads, GEMM and transpose (blas.cpp) ----

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <cstring>
-#include <exception>
 
 #include "framework/backend/cpu/cpu.h"
 
@@ -37,17 +36,10 @@ void gemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
     for (int64_t i = 0; i < batch; ++i) one(i);
     return;
   }
-  std::exception_ptr error;
+  FirstError error;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < batch; ++i) {
-    try {
-      one(i);
-    } catch (...) {
-#pragma omp critical(minidl_gemm_batch)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  for (int64_t i = 0; i < batch; ++i) error.run([&] { one(i); });
+  error.rethrow();
 }
 
 }  // namespace
