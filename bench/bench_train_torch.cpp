@@ -487,19 +487,20 @@ Step make_step(const std::string& model, int64_t batch) {
     return std::make_shared<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(lr));
   };
   auto labels = [&](int64_t k) { return torch::randint(0, k, {batch}, torch::kLong); };
-  auto cifar = torch::randn({batch, 3, 32, 32});
+  auto cifar = [&] { return torch::randn({batch, 3, 32, 32}); };
   if (model == "vgg") {
     Vgg net;
-    return supervised_step(net, momentum(net, 0.01, 0), cifar, labels(10), ce, false);
+    return supervised_step(net, momentum(net, 0.01, 0), cifar(), labels(10), ce, false);
   }
   if (model == "mobilenet") {
     MobileNet net;
-    return supervised_step(net, momentum(net, 0.01, 0), cifar, labels(10), ce, false);
+    return supervised_step(net, momentum(net, 0.01, 0), cifar(), labels(10), ce, false);
   }
   if (model == "unet") {
     UNet net;
     auto mse = [](const torch::Tensor& y, const torch::Tensor& x) { return torch::mse_loss(y, x); };
-    return supervised_step(net, adam(net, 1e-3), cifar, cifar, mse, false);
+    const torch::Tensor x = cifar();  // the target is the input
+    return supervised_step(net, adam(net, 1e-3), x, x, mse, false);
   }
   if (model == "encoder") {
     Encoder net;
