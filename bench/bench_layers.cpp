@@ -69,6 +69,14 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({4096, 1000}), l = Tensor::randint(0, 1000, {4096});
     return [=] { return cross_entropy(x, l); };
   });
+  add("cross_entropy_c10", [] {  // few classes, many rows
+    Tensor x = input({16384, 10}), l = Tensor::randint(0, 10, {16384});
+    return [=] { return cross_entropy(x, l); };
+  });
+  add("cross_entropy_seg", [] {  // a class for each pixel: segmentation
+    Tensor x = input({16, 21, 64, 64}), l = Tensor::randint(0, 21, {16, 64, 64});
+    return [=] { return cross_entropy(x, l); };
+  });
   add("sum_dim1", [] {
     Tensor x = input({4096, 1000});
     return [=] { return sum(x, {1}); };

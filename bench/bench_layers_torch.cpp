@@ -64,6 +64,14 @@ std::vector<std::pair<std::string, Case>> cases() {
     auto x = input({4096, 1000}), l = torch::randint(0, 1000, {4096});
     return [=] { return F::cross_entropy(x, l); };
   });
+  add("cross_entropy_c10", [] {
+    auto x = input({16384, 10}), l = torch::randint(0, 10, {16384});
+    return [=] { return F::cross_entropy(x, l); };
+  });
+  add("cross_entropy_seg", [] {
+    auto x = input({16, 21, 64, 64}), l = torch::randint(0, 21, {16, 64, 64});
+    return [=] { return F::cross_entropy(x, l); };
+  });
   add("sum_dim1", [] {
     auto x = input({4096, 1000});
     return [=] { return x.sum({1}); };

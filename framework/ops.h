@@ -123,7 +123,9 @@ Tensor dropout(const Tensor& x, double p);
 // ---- losses (framework/ops/loss.cpp) ----
 // Fused softmax cross entropy: logits [N, C] float32, labels [N] int32/int64
 // in [0, C) -> scalar mean_i(-log_softmax(logits)[i, labels[i]]), computed
-// stably; one pass forward, one pass backward (no intermediate graph).
+// stably; one pass forward, one pass backward (no intermediate graph). Also
+// logits [N, C, d1, ...] with labels [N, d1, ...] (a class for each position,
+// as in segmentation): the softmax over C, the mean over all positions.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 
 // ---- shape and indexing ops, any dim (issue 22) ----
@@ -276,7 +278,8 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, const Tensor& weight =
 // with label_smoothing eps mixing in the uniform distribution:
 // (1 - eps) * nll + eps / C * smooth, smooth = -sum_c weight[c] * logp[n, c]
 // (0 for ignored targets; mean divides by the same weight sum as nll).
-// Without options on [N, C] this is the fused cross_entropy above.
+// Without options (no weight, mean, no smoothing), with no target ignored
+// and the targets on the CPU, this is the fused cross_entropy above.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight,
                      int64_t ignore_index = -100, const std::string& reduction = "mean",
                      double label_smoothing = 0);

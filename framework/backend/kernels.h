@@ -213,14 +213,15 @@ struct Kernels {
   // g [N] -> gx [N, C] (overwritten): g[i] at labels[i], zero elsewhere
   void (*gather_backward)(int64_t n, int64_t c, const float* g, const void* labels,
                           DType label_dtype, float* gx);
-  // logits [N, C] -> loss [1] = mean_i(logsumexp_i - logits[i, labels[i]]);
-  // probs [N, C] = softmax(logits) unless null
-  void (*cross_entropy_forward)(int64_t n, int64_t c, const float* logits, const void* labels,
-                                DType label_dtype, float* loss, float* probs);
-  // probs [N, C] -> in place, d loss / d logits scaled by g [1]:
-  // g / N * (probs - onehot(labels))
-  void (*cross_entropy_backward)(int64_t n, int64_t c, const void* labels, DType label_dtype,
-                                 const float* g, float* probs);
+  // logits [N, C, inner], labels [N, inner] (inner 1: [N, C] and [N]) ->
+  // loss [1] = the mean over positions p of logsumexp_p - logits[p at
+  // labels[p]]; probs [N, C, inner] = softmax over C unless null
+  void (*cross_entropy_forward)(int64_t n, int64_t c, int64_t inner, const float* logits,
+                                const void* labels, DType label_dtype, float* loss, float* probs);
+  // probs [N, C, inner] -> in place, d loss / d logits scaled by g [1]:
+  // g / (N * inner) * (probs - onehot(labels))
+  void (*cross_entropy_backward)(int64_t n, int64_t c, int64_t inner, const void* labels,
+                                 DType label_dtype, const float* g, float* probs);
 
   // p, t [n] -> l [n] = act::bce(p, t); g [n] -> gp [n], gt [n] (either null:
   // not wanted) by act::bce_grad_p and act::bce_grad_t

@@ -22,8 +22,11 @@ void require_index_dtype(const char* op, const Tensor& index, const char* what =
 void check_index(const char* op, const Tensor& index, int64_t size, int64_t dim, const Tensor& x) {
   if (index.device() != Device::CPU) return;
   const Tensor idx = dense(index);
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    const int64_t v = idx.dtype() == kInt64 ? idx.data<int64_t>()[i] : idx.data<int32_t>()[i];
+  const void* at = idx.raw_data_ptr();
+  const bool is64 = idx.dtype() == kInt64;
+  for (int64_t i = 0, n = idx.numel(); i < n; ++i) {
+    const int64_t v =
+        is64 ? static_cast<const int64_t*>(at)[i] : static_cast<const int32_t*>(at)[i];
     MINIDL_CHECK(v >= 0 && v < size, op, ": index ", v, " at position ", i, " out of range [0, ",
                  size, ") for dim ", dim, " of input ", x.shape());
   }

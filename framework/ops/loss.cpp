@@ -9,35 +9,55 @@
 
 namespace minidl {
 
-// logits [N, C], labels [N] -> scalar mean_i(lse_i - logits[i, labels_i]);
-// g_logits[i, c] = g / N * (softmax(logits)[i, c] - [c == labels_i])
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
-  require_f32("cross_entropy", logits, "logits");
-  require_dim("cross_entropy", logits, 2, "logits");
-  MINIDL_CHECK(labels.dtype() == kInt64 || labels.dtype() == kInt32,
-               "cross_entropy: expected "
-               "int32 or int64 labels, got ",
-               dtype_name(labels.dtype()), " ", labels.shape());
-  const int64_t N = logits.size(0), C = logits.size(1);
-  MINIDL_CHECK(N > 0 && C > 0, "cross_entropy: empty logits ", logits.shape());
-  MINIDL_CHECK(labels.shape() == Shape{N}, "cross_entropy: logits ", logits.shape(), " and labels ",
-               labels.shape(), ": expected labels [", N, "]");
-  if (!all_contiguous({logits, labels})) return cross_entropy(contiguous(logits), contiguous(labels));
+namespace {
+
+// logits or log-probabilities [N, C, d...] -> the shape of their targets [N, d...]
+Shape positions(const Tensor& x) {
+  Shape s{x.size(0)};
+  for (int64_t d = 2; d < x.dim(); ++d) s.push_back(x.size(d));
+  return s;
+}
+
+// logits [N, C, d...] (N, C and positions > 0), labels [N, d...] of int32 or
+// int64 in [0, C) -> scalar mean over the positions p of lse_p - logits[p at
+// labels_p]; g_logits = g / positions * (softmax over C - onehot(labels))
+Tensor fused_cross_entropy(const Tensor& logits_in, const Tensor& labels_in) {
+  const Tensor logits = contiguous(logits_in), labels = dense(labels_in);
+  const int64_t N = logits.size(0), C = logits.size(1), inner = logits.numel() / (N * C);
   const Kernels& kern = kernels_for("cross_entropy", logits, {&labels});
   if (labels.device() == Device::CPU) check_labels("cross_entropy", labels, logits, "logits");
   const bool want_grad = needs_grad({&logits});
   Tensor probs = want_grad ? empty_like(logits, logits.shape()) : Tensor();  // for backward
   Tensor out = empty_like(logits, {});
-  kern.cross_entropy_forward(N, C, logits.data_ptr<float>(), labels.raw_data_ptr(), labels.dtype(),
-                             out.data_ptr<float>(), want_grad ? probs.data_ptr<float>() : nullptr);
+  kern.cross_entropy_forward(N, C, inner, logits.data_ptr<float>(), labels.raw_data_ptr(),
+                             labels.dtype(), out.data_ptr<float>(),
+                             want_grad ? probs.data_ptr<float>() : nullptr);
   if (!want_grad) return out;
-  return record(out, "cross_entropy", {logits}, [probs, labels, N, C](const Tensor& g) {
+  return record(out, "cross_entropy", {logits}, [probs, labels, N, C, inner](const Tensor& g) {
     // The node runs at most once (backward frees the graph), so the saved
     // probabilities become the gradient in place.
-    kernels(g.device()).cross_entropy_backward(N, C, labels.raw_data_ptr(), labels.dtype(),
-                                               g.data_ptr<float>(), probs.data_ptr<float>());
+    kernels(g.device())
+        .cross_entropy_backward(N, C, inner, labels.raw_data_ptr(), labels.dtype(),
+                                g.data_ptr<float>(), probs.data_ptr<float>());
     return std::vector<Tensor>{probs};
   });
+}
+
+}  // namespace
+
+// logits [N, C, d...], labels [N, d...] -> the fused loss (above)
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  require_f32("cross_entropy", logits, "logits");
+  MINIDL_CHECK(logits.dim() >= 2, "cross_entropy: expected logits [N, C] or [N, C, d1, ...], got ",
+               logits.shape());
+  MINIDL_CHECK(labels.dtype() == kInt64 || labels.dtype() == kInt32,
+               "cross_entropy: expected "
+               "int32 or int64 labels, got ",
+               dtype_name(labels.dtype()), " ", labels.shape());
+  MINIDL_CHECK(logits.numel() > 0, "cross_entropy: empty logits ", logits.shape());
+  MINIDL_CHECK(labels.shape() == positions(logits), "cross_entropy: logits ", logits.shape(),
+               " and labels ", labels.shape(), ": expected labels ", positions(logits));
+  return fused_cross_entropy(logits, labels);
 }
 
 // ---- math (issue 22) ----
@@ -188,9 +208,7 @@ NllParts nll_parts(const char* op, const Tensor& logp, const Tensor& target, con
                target.shape());
   const bool single = logp.dim() == 1;  // [C] with a 0-d target
   const int64_t n = single ? 1 : logp.size(0), c = single ? logp.size(0) : logp.size(1);
-  Shape want{};
-  if (!single) want.push_back(n);
-  for (int64_t d = 2; d < logp.dim(); ++d) want.push_back(logp.size(d));
+  const Shape want = single ? Shape{} : positions(logp);
   MINIDL_CHECK(target.shape() == want, op, ": input ", logp.shape(), " and target ", target.shape(),
                ": expected target ", want);
   MINIDL_CHECK(c > 0, op, ": input ", logp.shape(), " has no classes");
@@ -202,9 +220,11 @@ NllParts nll_parts(const char* op, const Tensor& logp, const Tensor& target, con
   kernels_for(op, logp, {&target, &weight});
   const int64_t inner = single ? 1 : logp.numel() / std::max<int64_t>(n * c, 1), m = n * inner;
   if (target.device() == Device::CPU) {
+    const Tensor t = dense(target);
+    const void* at = t.raw_data_ptr();
     for (int64_t i = 0; i < m; ++i) {
-      const int64_t v =
-          target.dtype() == kInt64 ? target.data<int64_t>()[i] : target.data<int32_t>()[i];
+      const int64_t v = t.dtype() == kInt64 ? static_cast<const int64_t*>(at)[i]
+                                            : static_cast<const int32_t*>(at)[i];
       MINIDL_CHECK(v == ignore_index || (v >= 0 && v < c), op, ": target ", v, " at position ", i,
                    " out of range [0, ", c, ") for input ", logp.shape(), " (ignore_index ",
                    ignore_index, ")");
@@ -251,10 +271,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   require_f32(op, logits, "logits");
   MINIDL_CHECK(logits.dim() >= 1, op, ": expected logits [N, C] or [N, C, d1, ...], got ",
                logits.shape());
-  if (!weight.defined() && label_smoothing == 0 && reduction == "mean" && logits.dim() == 2 &&
-      target.device() == Device::CPU && target.dim() == 1 && target.numel() == logits.size(0) &&
+  if (!weight.defined() && label_smoothing == 0 && reduction == "mean" && logits.dim() >= 2 &&
+      logits.numel() > 0 && (target.dtype() == kInt64 || target.dtype() == kInt32) &&
+      target.device() == Device::CPU && target.shape() == positions(logits) &&
       sum(eq(target, static_cast<double>(ignore_index))).item() == 0)
-    return cross_entropy(logits, target);  // the fused kernel: nothing to ignore
+    return fused_cross_entropy(logits, target);  // nothing to ignore
   const int64_t dim = logits.dim() == 1 ? 0 : 1;
   NllParts p = nll_parts(op, log_softmax(logits, dim), target, weight, ignore_index);
   Tensor l = neg(mul(p.picked, p.wt));

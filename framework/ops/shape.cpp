@@ -195,10 +195,14 @@ Tensor gather(const Tensor& x, const Tensor& labels) {
 void check_labels(const char* op, const Tensor& labels_in, const Tensor& x, const char* what) {
   const Tensor labels = dense(labels_in);
   const int64_t c = x.size(1);
-  for (int64_t i = 0; i < labels.numel(); ++i) {
-    const int64_t v = labels.dtype() == kInt64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
-    MINIDL_CHECK(v >= 0 && v < c, op, ": label ", v, " at row ", i, " out of range [0, ", c,
-                 ") for ", what, " ", x.shape());
+  const void* at = labels.raw_data_ptr();
+  const bool is64 = labels.dtype() == kInt64;
+  for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
+    const int64_t v =
+        is64 ? static_cast<const int64_t*>(at)[i] : static_cast<const int32_t*>(at)[i];
+    MINIDL_CHECK(
+        v >= 0 && v<c, op, ": label ", v, labels.dim()> 1 ? " at flat position " : " at row ", i,
+        " out of range [0, ", c, ") for ", what, " ", x.shape());
   }
 }
 

@@ -414,6 +414,10 @@ TEST_CASE("cuda: gather and cross_entropy with int32 and int64 labels") {
     check_op("cross_entropy of large logits",
              [](const std::vector<Tensor>& in) { return cross_entropy(in[0] * 1000.0, in[1]); },
              {logits, labels});
+    // a class for each of 5 positions: logits [3, 7, 5], labels [3, 5]
+    check_op("cross_entropy over positions",
+             [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); },
+             {Tensor::randn({3, 7, 5}) * 3.0, Tensor::randint(0, 7, {3, 5}, lt)});
     // The front end checks labels only on the host: on the device a label
     // outside [0, C) gives NaN instead of a read out of bounds.
     Tensor bad = Tensor::of_ints({0, 7, 2}, {3}, lt).cuda();

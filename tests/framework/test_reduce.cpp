@@ -283,3 +283,30 @@ TEST_CASE("sum and max along long rows and down columns, with NaN") {
     CHECK(m[4] == static_cast<float>(row_max[4]));
   }
 }
+
+// Rows of every length from 1 to 40 (under one 16-lane block, a block and a
+// tail, two blocks and a tail): the max of each row exactly, as the max of
+// its values in order; a NaN at any position makes it NaN, and so does a
+// NaN in softmax's row.
+TEST_CASE("max and softmax along short rows of every length, with NaN at each position") {
+  manual_seed(6);
+  for (int64_t n = 1; n <= 40; ++n) {
+    CAPTURE(n);
+    Tensor x = Tensor::randn({3, n});
+    const std::vector<float> v = x.to_vector<float>();
+    const std::vector<float> m = max(x, {1}).to_vector<float>();
+    for (int64_t r = 0; r < 3; ++r)
+      CHECK(m[r] == *std::max_element(v.begin() + r * n, v.begin() + (r + 1) * n));
+    for (int64_t at = 0; at < n; ++at) {
+      CAPTURE(at);
+      std::vector<float> w = v;
+      w[n + at] = std::nanf("");
+      Tensor y = Tensor::from_vector(w, {3, n});
+      const std::vector<float> got = max(y, {1}).to_vector<float>();
+      CHECK(got[0] == m[0]);
+      CHECK(std::isnan(got[1]));
+      CHECK(got[2] == m[2]);
+      CHECK(std::isnan(softmax(y, 1).to_vector<float>()[n + (at + 1) % n]));
+    }
+  }
+}

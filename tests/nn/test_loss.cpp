@@ -279,6 +279,79 @@ TEST_CASE(
                        doctest::Contains("cross_entropy: unknown reduction 'average'"), Error);
 }
 
+// Segmentation's shape: a class for each position of [N, C, d...] logits. The
+// fused op (softmax over C in columns of up to 256 positions: 300 positions
+// take two) against float64 sums, by finite differences, and against the
+// composed path (a weight of ones, which takes nll_loss's route).
+TEST_CASE("cross_entropy on [N, C, d...] in one fused pass: float64 sums, the composed path") {
+  manual_seed(43);
+  for (const Shape& shape : {Shape{2, 5, 3, 100}, Shape{3, 4, 7}}) {
+    for (DType lt : {kInt32, kInt64}) {
+      CAPTURE(shape);
+      CAPTURE(dtype_name(lt));
+      const int64_t N = shape[0], C = shape[1], P = numel_of(shape) / (N * C);  // P per sample
+      Shape at{N};
+      for (size_t d = 2; d < shape.size(); ++d) at.push_back(shape[d]);
+      Tensor x = (Tensor::randn(shape) * 3.0).requires_grad_(true);
+      Tensor labels = Tensor::randint(0, C, at, lt);
+      const std::vector<float> v = x.to_vector<float>();
+      const std::vector<int64_t> l = labels.to(kInt64).to_vector<int64_t>();
+      double total = 0;
+      std::vector<double> want_grad(v.size());
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t j = 0; j < P; ++j) {
+          auto xv = [&](int64_t k) { return double(v[(n * C + k) * P + j]); };
+          double m = xv(0), s = 0;
+          for (int64_t k = 1; k < C; ++k) m = std::max(m, xv(k));
+          for (int64_t k = 0; k < C; ++k) s += std::exp(xv(k) - m);
+          const int64_t y = l[n * P + j];
+          total += m + std::log(s) - xv(y);
+          for (int64_t k = 0; k < C; ++k)
+            want_grad[(n * C + k) * P + j] = (std::exp(xv(k) - m) / s - (k == y)) / (N * P);
+        }
+      Tensor loss = cross_entropy(x, labels);
+      CHECK(std::abs(loss.item() - total / (N * P)) <= 1e-6 * total / (N * P));
+      loss.backward();
+      const std::vector<float> g = x.grad().to_vector<float>();
+      double worst = 0;
+      for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - want_grad[i]));
+      INFO("max gradient difference " << worst);
+      CHECK(worst <= 1e-6 / (N * P));
+      // the options overload without options is the same op: the same bits
+      Tensor x2 = x.detach().requires_grad_(true);
+      Tensor loss2 = cross_entropy(x2, labels, Tensor{});
+      loss2.backward();
+      CHECK(loss2.item() == loss.item());
+      CHECK(x2.grad().to_vector<float>() == g);
+      // the composed path: equal up to rounding
+      Tensor x3 = x.detach().requires_grad_(true);
+      Tensor loss3 = cross_entropy(x3, labels, Tensor::ones({C}));
+      loss3.backward();
+      CHECK(std::abs(loss3.item() - loss.item()) <= 1e-6 * loss.item());
+      const std::vector<float> g3 = x3.grad().to_vector<float>();
+      double apart = 0;
+      for (size_t i = 0; i < g.size(); ++i) apart = std::max(apart, double(std::abs(g3[i] - g[i])));
+      INFO("composed path's gradients apart by " << apart);
+      CHECK(apart <= 1e-6 / (N * P));
+    }
+  }
+  CHECK_LOSS_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        return cross_entropy(in[0], Tensor::of_ints({1, 2, 0, 2, 1, 0}, {2, 3}));
+      },
+      {Tensor::randn({2, 3, 3})});
+  CHECK_THROWS_WITH_AS(
+      cross_entropy(Tensor::zeros({2, 3, 2}), Tensor::of_ints({0, 1, 2, 3}, {2, 2})),
+      doctest::Contains("cross_entropy: label 3 at flat position 3 out of range "
+                        "[0, 3) for logits [2, 3, 2]"),
+      Error);
+  CHECK_THROWS_WITH_AS(
+      cross_entropy(Tensor::zeros({2, 3, 2}), Tensor::of_ints({0, 1, 2, 0, 1, 2}, {2, 3})),
+      doctest::Contains(
+          "cross_entropy: logits [2, 3, 2] and labels [2, 3]: expected labels [2, 2]"),
+      Error);
+}
+
 TEST_CASE("l1, smooth_l1, huber and kl_div by hand, and their cells") {
   Tensor x = Tensor::of({0, 0, 0}), y = Tensor::of({0.5, -2, 1});
   check_close(l1_loss(x, y, "none"), {0.5, 2, 1});

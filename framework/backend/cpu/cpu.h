@@ -154,6 +154,13 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
 // x, y [D] -> softmax (log: log_softmax) of one row; returns log(sum(e^x))
 double softmax_row(bool log, int64_t d, const float* x, float* y);
+// Columns one softmax_slab call takes at most
+constexpr int64_t kSoftmaxSlab = 256;
+// x, y [D, stride], columns [0, w) (w <= kSoftmaxSlab) -> the softmax (log:
+// log_softmax) of each column, as softmax_row's; lse [w] = log(sum(e^x)) of
+// each unless null
+void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, const float* x, float* y,
+                  double* lse = nullptr);
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx);
 void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s, const float* x, float* y);
@@ -176,8 +183,8 @@ void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out);
 void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt,
                      float* gx);
-void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels,
-                           DType lt, float* loss, float* probs);
+void cross_entropy_forward(int64_t n, int64_t c, int64_t inner, const float* logits,
+                           const void* labels, DType lt, float* loss, float* probs);
 void binary_cross_entropy_forward(int64_t n, const float* p, const float* t, float* l);
 void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, const float* t,
                                    float* gp, float* gt);
@@ -185,8 +192,8 @@ void diff_loss_forward(DiffLoss f, float s, float scale, int64_t n, const float*
                        float* l);
 void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
                         const float* g, bool each, float* gx, float* gy);
-void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
-                            float* probs);
+void cross_entropy_backward(int64_t n, int64_t c, int64_t inner, const void* labels, DType lt,
+                            const float* g, float* probs);
 // optim.cpp
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);
 // ---- math (issue 22) ----

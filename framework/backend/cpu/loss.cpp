@@ -33,22 +33,38 @@ void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, D
   for (int64_t i = 0; i < n; ++i) gx[i * c + label(labels, lt, i)] = g[i];
 }
 
-// logits [N, C] -> loss [1], probs [N, C] or null (then each row's in a
-// buffer of the thread's)
-void cross_entropy_forward(int64_t N, int64_t C, const float* px, const void* labels, DType lt,
-                           float* loss, float* pp) {
+// logits [N, C, inner] -> loss [1] (the mean over the N * inner positions),
+// probs [N, C, inner] or null (then a buffer's). inner 1: row by row; else
+// softmax_slab's columns, a vector across the positions.
+void cross_entropy_forward(int64_t N, int64_t C, int64_t inner, const float* px, const void* labels,
+                           DType lt, float* loss, float* pp) {
   double total = 0;
+  if (inner == 1) {
 #pragma omp parallel reduction(+ : total) if (N * C > 65536)
-  {
-    std::vector<float> row_probs(pp ? 0 : C);
+    {
+      std::vector<float> row_probs(pp ? 0 : C);
 #pragma omp for
-    for (int64_t i = 0; i < N; ++i) {
-      const float* row = px + i * C;
-      const double lse = softmax_row(false, C, row, pp ? pp + i * C : row_probs.data());
-      total += lse - row[label(labels, lt, i)];
+      for (int64_t i = 0; i < N; ++i) {
+        const float* row = px + i * C;
+        const double lse = softmax_row(false, C, row, pp ? pp + i * C : row_probs.data());
+        total += lse - row[label(labels, lt, i)];
+      }
+    }
+  } else {
+    Scratch own(pp ? 0 : N * C * inner);
+    float* probs = pp ? pp : own.data();
+    const int64_t slabs = (inner + kSoftmaxSlab - 1) / kSoftmaxSlab;
+#pragma omp parallel for reduction(+ : total) if (N * C * inner > 65536 && N * slabs > 1)
+    for (int64_t it = 0; it < N * slabs; ++it) {
+      const int64_t n = it / slabs, j0 = it % slabs * kSoftmaxSlab;
+      const int64_t w = std::min(kSoftmaxSlab, inner - j0), at = n * C * inner + j0;
+      double lse[kSoftmaxSlab];
+      softmax_slab(false, C, inner, w, px + at, probs + at, lse);
+      for (int64_t j = 0; j < w; ++j)
+        total += lse[j] - px[at + label(labels, lt, n * inner + j0 + j) * inner + j];
     }
   }
-  loss[0] = static_cast<float>(total / N);
+  loss[0] = static_cast<float>(total / (N * inner));
 }
 
 // p, t [n] -> l [n]; g -> gp, gt (each optional): act::bce and its gradients
@@ -116,10 +132,36 @@ void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float
   }
 }
 
-// probs [N, C] -> g / N * (probs - onehot), in place
-void cross_entropy_backward(int64_t N, int64_t C, const void* labels, DType lt, const float* g,
-                            float* gp) {
-  const float scale = static_cast<float>(static_cast<double>(g[0]) / N);
+namespace {
+
+// probs [N, C, inner] (inner > 1) -> scale * (probs - onehot), in place: a
+// vector across each row's positions
+template <class L>
+MINIDL_CLONES void cross_entropy_backward_at(int64_t N, int64_t C, int64_t inner, const L* labels,
+                                             float scale, float* gp) {
+#pragma omp parallel for if (N * C * inner > 65536)
+  for (int64_t r = 0; r < N * C; ++r) {
+    const L k = static_cast<L>(r % C);
+    const L* __restrict lab = labels + r / C * inner;
+    float* __restrict row = gp + r * inner;
+#pragma omp simd
+    for (int64_t j = 0; j < inner; ++j) row[j] = row[j] * scale - (lab[j] == k ? scale : 0.f);
+  }
+}
+
+}  // namespace
+
+// probs [N, C, inner] -> g / (N * inner) * (probs - onehot), in place
+void cross_entropy_backward(int64_t N, int64_t C, int64_t inner, const void* labels, DType lt,
+                            const float* g, float* gp) {
+  const float scale = static_cast<float>(static_cast<double>(g[0]) / (N * inner));
+  if (inner > 1) {
+    if (lt == kInt64)
+      cross_entropy_backward_at(N, C, inner, static_cast<const int64_t*>(labels), scale, gp);
+    else
+      cross_entropy_backward_at(N, C, inner, static_cast<const int32_t*>(labels), scale, gp);
+    return;
+  }
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t c = 0; c < C; ++c) gp[i * C + c] *= scale;
     gp[i * C + label(labels, lt, i)] -= scale;

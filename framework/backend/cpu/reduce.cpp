@@ -112,15 +112,12 @@ MINIDL_CLONES double softmax_row(bool log, int64_t d, const float* x, float* y) 
   return m + std::log(s);
 }
 
-namespace {
-
-// Columns of a [D, inner] slab one softmax call takes at a time (inner > 1).
-constexpr int64_t kSlab = 256;
-
-// x, y [D, inner], columns [0, w) of rows `stride` apart (w <= kSlab) -> the
-// same per column as softmax_row, each step a vector across the columns
+// x, y [D, inner], columns [0, w) of rows `stride` apart (w <= kSoftmaxSlab)
+// -> the same per column as softmax_row, each step a vector across the
+// columns; lse [w] unless null
 MINIDL_CLONES void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, const float* x,
-                                float* y) {
+                                float* y, double* lse) {
+  constexpr int64_t kSlab = kSoftmaxSlab;
   float m[kSlab], last[kSlab];  // last: log(s) or 1 / s
   double s[kSlab] = {};
   std::copy(x, x + w, m);
@@ -135,8 +132,11 @@ MINIDL_CLONES void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, 
 #pragma omp simd
     for (int64_t j = 0; j < w; ++j) s[j] += yk[j] = vec::exp_or_zero(xk[j] - m[j]);
   }
-  for (int64_t j = 0; j < w; ++j)
-    last[j] = static_cast<float>(log ? std::log(s[j]) : 1 / s[j]);
+  for (int64_t j = 0; j < w; ++j) {
+    const double log_s = log || lse ? std::log(s[j]) : 0;
+    last[j] = static_cast<float>(log ? log_s : 1 / s[j]);
+    if (lse) lse[j] = m[j] + log_s;
+  }
   for (int64_t k = 0; k < d; ++k) {
     const float* xk = x + k * stride;
     float* yk = y + k * stride;
@@ -149,6 +149,10 @@ MINIDL_CLONES void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, 
     }
   }
 }
+
+namespace {
+
+constexpr int64_t kSlab = kSoftmaxSlab;
 
 // y, gy, gx [D] -> softmax_backward of the row (sums in double)
 MINIDL_CLONES void softmax_backward_row(bool log, int64_t d, const float* y, const float* gy,

@@ -107,8 +107,8 @@ void avg_pool_backward(const PoolGeometry& g, const float* gy, float* gx);
 // A label outside [0, C) reads nothing: its output (and gradient row) is NaN.
 void gather(int64_t n, int64_t c, const float* x, const void* labels, DType lt, float* out);
 void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, DType lt, float* gx);
-void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels, DType lt,
-                           float* loss, float* probs);
+void cross_entropy_forward(int64_t n, int64_t c, int64_t inner, const float* logits,
+                           const void* labels, DType lt, float* loss, float* probs);
 void binary_cross_entropy_forward(int64_t n, const float* p, const float* t, float* l);
 void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, const float* t,
                                    float* gp, float* gt);
@@ -116,8 +116,8 @@ void diff_loss_forward(DiffLoss f, float s, float scale, int64_t n, const float*
                        float* l);
 void diff_loss_backward(DiffLoss f, float s, float scale, int64_t n, const float* x, const float* y,
                         const float* g, bool each, float* gx, float* gy);
-void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
-                            float* probs);
+void cross_entropy_backward(int64_t n, int64_t c, int64_t inner, const void* labels, DType lt,
+                            const float* g, float* probs);
 
 // ---- optim.cu: every slice of a step in one launch ----
 void update(UpdateRule rule, const UpdateArgs& args, const UpdateSlice* slices, int count);

@@ -29,28 +29,31 @@ __global__ void gather_backward_kernel(int64_t n, int64_t c, const float* g, con
   }
 }
 
-// logits [N, C] -> row_loss [N] = logsumexp_i - logits[i, labels[i]] (double),
-// probs [N, C] = softmax unless null; one warp per row
-__global__ void cross_entropy_rows_kernel(int64_t n, int64_t c, const float* logits,
+// logits [N, C, inner] -> row_loss [N * inner] = logsumexp_p - logits[p at
+// labels[p]] (double) for each position p, probs [N, C, inner] = softmax over
+// C unless null; one warp per position, its C values inner apart
+__global__ void cross_entropy_rows_kernel(int64_t n, int64_t c, int64_t inner, const float* logits,
                                           const void* labels, bool is64, double* row_loss,
                                           float* probs) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t row = thread_index() / 32; row < n; row += warps) {
-    const float* x = logits + row * c;
+  for (int64_t row = thread_index() / 32; row < n * inner; row += warps) {
+    const int64_t at = row / inner * c * inner + row % inner;  // class 0 of position row
+    const float* x = logits + at;
     float m = -INFINITY;
-    for (int64_t k = lane; k < c; k += 32) m = fmaxf(m, x[k]);
+    for (int64_t k = lane; k < c; k += 32) m = fmaxf(m, x[k * inner]);
     m = warp_max(m);
     float s = 0.f;
-    for (int64_t k = lane; k < c; k += 32) s += expf(x[k] - m);
+    for (int64_t k = lane; k < c; k += 32) s += expf(x[k * inner] - m);
     s = warp_sum(s);
     if (lane == 0) {
       const int64_t l = label_at(labels, is64, row);
-      row_loss[row] = l >= 0 && l < c ? m + log(static_cast<double>(s)) - x[l] : NAN;
+      row_loss[row] = l >= 0 && l < c ? m + log(static_cast<double>(s)) - x[l * inner] : NAN;
     }
     if (probs) {
       const float log_s = logf(s);  // exact for large logits too, as on the CPU
-      for (int64_t k = lane; k < c; k += 32) probs[row * c + k] = expf((x[k] - m) - log_s);
+      for (int64_t k = lane; k < c; k += 32)
+        probs[at + k * inner] = expf((x[k * inner] - m) - log_s);
     }
   }
 }
@@ -69,14 +72,16 @@ __global__ void mean_kernel(int64_t n, const double* row_loss, float* loss) {
   if (threadIdx.x == 0) loss[0] = static_cast<float>(partial[0] / n);
 }
 
-// probs [N, C] -> in place, g[0] / N * (probs - onehot(labels))
-__global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const void* labels, bool is64,
-                                              const float* g, float* probs) {
-  const float scale = static_cast<float>(static_cast<double>(g[0]) / n);
-  for (int64_t i = thread_index(); i < n * c; i += thread_count()) {
-    const int64_t l = label_at(labels, is64, i / c);
+// probs [N, C, inner] -> in place, g[0] / (N * inner) * (probs - onehot(labels))
+__global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, int64_t inner,
+                                              const void* labels, bool is64, const float* g,
+                                              float* probs) {
+  const float scale = static_cast<float>(static_cast<double>(g[0]) / (n * inner));
+  for (int64_t i = thread_index(); i < n * c * inner; i += thread_count()) {
+    const int64_t position = i / (c * inner) * inner + i % inner;
+    const int64_t l = label_at(labels, is64, position);
     float v = probs[i] * scale;
-    if (i % c == l) v -= scale;
+    if (i / inner % c == l) v -= scale;
     probs[i] = l < 0 || l >= c ? NAN : v;
   }
 }
@@ -160,13 +165,13 @@ void gather_backward(int64_t n, int64_t c, const float* g, const void* labels, D
   CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_forward(int64_t n, int64_t c, const float* logits, const void* labels, DType lt,
-                           float* loss, float* probs) {
-  Scratch<double> row_loss(n);
-  cross_entropy_rows_kernel<<<blocks_for(n * 32), kThreads, 0, stream()>>>(
-      n, c, logits, labels, lt == kInt64, row_loss.data(), probs);
+void cross_entropy_forward(int64_t n, int64_t c, int64_t inner, const float* logits,
+                           const void* labels, DType lt, float* loss, float* probs) {
+  Scratch<double> row_loss(n * inner);
+  cross_entropy_rows_kernel<<<blocks_for(n * inner * 32), kThreads, 0, stream()>>>(
+      n, c, inner, logits, labels, lt == kInt64, row_loss.data(), probs);
   CUDA_CHECK_LAUNCH();
-  mean_kernel<<<1, kThreads, 0, stream()>>>(n, row_loss.data(), loss);
+  mean_kernel<<<1, kThreads, 0, stream()>>>(n * inner, row_loss.data(), loss);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -183,11 +188,11 @@ void binary_cross_entropy_backward(int64_t n, const float* g, const float* p, co
   CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_backward(int64_t n, int64_t c, const void* labels, DType lt, const float* g,
-                            float* probs) {
-  if (n * c == 0) return;
-  cross_entropy_backward_kernel<<<blocks_for(n * c), kThreads, 0, stream()>>>(
-      n, c, labels, lt == kInt64, g, probs);
+void cross_entropy_backward(int64_t n, int64_t c, int64_t inner, const void* labels, DType lt,
+                            const float* g, float* probs) {
+  if (n * c * inner == 0) return;
+  cross_entropy_backward_kernel<<<blocks_for(n * c * inner), kThreads, 0, stream()>>>(
+      n, c, inner, labels, lt == kInt64, g, probs);
   CUDA_CHECK_LAUNCH();
 }
 
