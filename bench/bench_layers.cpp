@@ -61,6 +61,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({4096, 1000});
     return [=] { return softmax(x, 0); };
   });
+  add("softmax_d16", [] {  // short rows: attention over few keys, few classes
+    Tensor x = input({65536, 16});
+    return [=] { return softmax(x, -1); };
+  });
   add("log_softmax", [] {
     Tensor x = input({4096, 1000});
     return [=] { return log_softmax(x, -1); };

@@ -56,6 +56,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     auto x = input({4096, 1000});
     return [=] { return torch::softmax(x, 0); };
   });
+  add("softmax_d16", [] {
+    auto x = input({65536, 16});
+    return [=] { return torch::softmax(x, -1); };
+  });
   add("log_softmax", [] {
     auto x = input({4096, 1000});
     return [=] { return torch::log_softmax(x, -1); };

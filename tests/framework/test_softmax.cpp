@@ -243,3 +243,51 @@ TEST_CASE("softmax of long rows, down dim 0, and with -inf entries") {
   }
   check_values(softmax(m), reference(masked, 3, 1000, 1), 1e-5);
 }
+
+// Rows of 16 and fewer go through transposed blocks of 256 rows (600 rows:
+// two whole blocks and one of 88). Values and both gradients against float64
+// formulas; one thread and two give the same bits (each row's arithmetic
+// does not depend on its block's thread).
+TEST_CASE("softmax and log_softmax of short rows in blocks: float64 values and gradients") {
+  manual_seed(10);
+  const int before = num_threads();
+  for (int64_t d : {1, 5, 16}) {
+    CAPTURE(d);
+    const int64_t rows = 600;
+    Tensor x = Tensor::randn({rows, d}) * 3.0, g = Tensor::randn({rows, d});
+    const std::vector<float> v = x.to_vector<float>(), gv = g.to_vector<float>();
+    std::vector<double> p(v.size()), lp(v.size()), gp(v.size()), glp(v.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = v.data() + r * d;
+      const double m = *std::max_element(xr, xr + d);
+      double s = 0, dot = 0, sum_g = 0;
+      for (int64_t k = 0; k < d; ++k) s += std::exp(xr[k] - m);
+      for (int64_t k = 0; k < d; ++k) {
+        p[r * d + k] = std::exp(xr[k] - m) / s;
+        lp[r * d + k] = xr[k] - m - std::log(s);
+        dot += gv[r * d + k] * p[r * d + k];
+        sum_g += gv[r * d + k];
+      }
+      for (int64_t k = 0; k < d; ++k) {
+        gp[r * d + k] = p[r * d + k] * (gv[r * d + k] - dot);
+        glp[r * d + k] = gv[r * d + k] - p[r * d + k] * sum_g;
+      }
+    }
+    std::vector<std::vector<float>> runs[2];
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      Tensor a = x.detach().requires_grad_(true), b = x.detach().requires_grad_(true);
+      Tensor y = softmax(a, 1), ly = log_softmax(b, 1);
+      y.backward(g);
+      ly.backward(g);
+      check_values(y, p, 1e-6);
+      check_values(ly, lp, 1e-5);
+      check_values(a.grad(), gp, 1e-5);
+      check_values(b.grad(), glp, 1e-5);
+      runs[t - 1] = {y.to_vector<float>(), ly.to_vector<float>(), a.grad().to_vector<float>(),
+                     b.grad().to_vector<float>()};
+    }
+    set_num_threads(before);
+    for (int i = 0; i < 4; ++i) CHECK(runs[0][i] == runs[1][i]);
+  }
+}
