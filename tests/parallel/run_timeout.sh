@@ -23,14 +23,14 @@ case $mode in
   *) echo "run_timeout: unknown mode $mode"; exit 2 ;;
 esac
 start=$(date +%s.%N)
-output=$(MINIDL_TIMEOUT=$timeout_s timeout 60 "$mpiexec" --oversubscribe -np "$np" "${options[@]}" \
+output=$(MINIDL_TIMEOUT=$timeout_s timeout -k 10 60 "$mpiexec" --oversubscribe -np "$np" "${options[@]}" \
          "$program" "$mode" 2>&1)
 rc=$?
 elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 echo "$output"
 echo "run_timeout: $np ranks, $mode over $transport: exit status $rc after ${elapsed} s (MINIDL_TIMEOUT=$timeout_s, limit ${max} s)"
 fail() { echo "run_timeout: FAILED: $*"; exit 1; }
-[ "$rc" -eq 124 ] && fail "the job hung (killed by timeout)"
+{ [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && fail "the job hung (killed by timeout after 60 s, or 10 s later by SIGKILL)"
 [ "$rc" -eq 0 ] && fail "the job exited 0"
 if [ "$mode" = startup ]; then  # no collective yet: the start-up guard's line
   grep -Eq "^minidl: rank [0-9]+: MPI start-up \(MPI_Init_thread and the world's set-up\) has taken longer than MINIDL_TIMEOUT=$timeout_s s\. A rank is stopped or stuck" <<<"$output" ||
