@@ -152,8 +152,9 @@ void max_backward(int64_t outer, int64_t r, int64_t inner, const float* x, const
                   const float* g, float* gx);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
-// x, y [D] -> softmax (log: log_softmax) of one row; returns log(sum(e^x))
-double softmax_row(bool log, int64_t d, const float* x, float* y);
+// x, y [D] -> softmax (log: log_softmax) of one row; lse = log(sum(e^x))
+// unless null
+void softmax_row(bool log, int64_t d, const float* x, float* y, double* lse = nullptr);
 // Columns one softmax_slab call takes at most
 constexpr int64_t kSoftmaxSlab = 256;
 // x, y [D, stride], columns [0, w) (w <= kSoftmaxSlab) -> the softmax (log:

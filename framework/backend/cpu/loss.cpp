@@ -46,7 +46,8 @@ void cross_entropy_forward(int64_t N, int64_t C, int64_t inner, const float* px,
 #pragma omp for
       for (int64_t i = 0; i < N; ++i) {
         const float* row = px + i * C;
-        const double lse = softmax_row(false, C, row, pp ? pp + i * C : row_probs.data());
+        double lse;
+        softmax_row(false, C, row, pp ? pp + i * C : row_probs.data(), &lse);
         total += lse - row[label(labels, lt, i)];
       }
     }

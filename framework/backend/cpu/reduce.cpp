@@ -91,25 +91,26 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {
     out[i] = std::max_element(x + i * cols, x + (i + 1) * cols) - (x + i * cols);
 }
 
-// x, y [D] -> softmax (log: log_softmax) of the row; returns log(sum(e^x)).
-// Max, then e = e^(x - max) with its sum s in double, then y = e / s, or
-// (x - max) - log(s): not x - (max + log(s)), which rounds to max's
-// precision (0.001 at 1e4) and would shift every output by that error.
-MINIDL_CLONES double softmax_row(bool log, int64_t d, const float* x, float* y) {
+// x, y [D] -> softmax (log: log_softmax) of the row; lse = log(sum(e^x))
+// unless null. Max, then e = e^(x - max) with its sum s in double, then y =
+// e / s, or (x - max) - log(s): not x - (max + log(s)), which rounds to max's
+// precision (0.001 at 1e4) and would shift every output by that error. The
+// log only where wanted: on a row of 16 it was half a softmax's time.
+MINIDL_CLONES void softmax_row(bool log, int64_t d, const float* x, float* y, double* lse) {
   const float m = vec::max_of(x, d);
   double s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t k = 0; k < d; ++k) s += y[k] = vec::exp_or_zero(x[k] - m);
+  const double log_s = log || lse ? std::log(s) : 0;
+  if (lse) *lse = m + log_s;
   if (log) {
-    const auto log_s = static_cast<float>(std::log(s));
 #pragma omp simd
-    for (int64_t k = 0; k < d; ++k) y[k] = (x[k] - m) - log_s;
+    for (int64_t k = 0; k < d; ++k) y[k] = (x[k] - m) - static_cast<float>(log_s);
   } else {
     const auto inv = static_cast<float>(1 / s);
 #pragma omp simd
     for (int64_t k = 0; k < d; ++k) y[k] *= inv;
   }
-  return m + std::log(s);
 }
 
 // x, y [D, inner], columns [0, w) of rows `stride` apart (w <= kSoftmaxSlab)
