@@ -1,5 +1,7 @@
 #include "nn/loss.h"
 
+#include <limits>
+
 #include "framework/ops.h"
 
 namespace minidl::nn {
@@ -59,7 +61,7 @@ CrossEntropyLoss::CrossEntropyLoss(const CrossEntropyLossOptions& o)
   if (o.weight.defined()) weight_ = register_buffer("weight", o.weight);
 }
 
-// logits [N, C], labels [N] int or [N, C] float -> [N] or scalar
+// logits [N, C, d...], labels [N, d...] int or [N, C, d...] float -> [N, d...] or scalar
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels) {
   if (has_options_) {
     MINIDL_CHECK(!is_floating(labels.dtype()),
@@ -69,20 +71,25 @@ Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels) {
     return cross_entropy(logits, labels, weight_, ignore_index_, reduction_name(reduction()),
                          label_smoothing_);
   }
-  MINIDL_CHECK(logits.dim() == 2, "CrossEntropyLoss: expected logits [N, C], got ", logits.shape());
-  const int64_t n = logits.size(0);
+  MINIDL_CHECK(logits.dim() >= 2,
+               "CrossEntropyLoss: expected logits [N, C] or [N, C, d1, ...], got ", logits.shape());
+  Shape positions{logits.size(0)};  // a label's shape [N, d...]
+  for (int64_t d = 2; d < logits.dim(); ++d) positions.push_back(logits.size(d));
   if (!is_floating(labels.dtype())) {
-    MINIDL_CHECK(labels.shape() == Shape{n}, "CrossEntropyLoss: logits ", logits.shape(),
-                 " and labels ", labels.shape(), ": expected labels [", n, "]");
+    MINIDL_CHECK(labels.shape() == positions, "CrossEntropyLoss: logits ", logits.shape(),
+                 " and labels ", labels.shape(), ": expected labels ", positions);
     if (reduction() == Reduction::Mean) return cross_entropy(logits, labels);
     if (reduction() == Reduction::Sum)
-      return mul(cross_entropy(logits, labels), scalar_like(n, logits));
-    return neg(gather(log_softmax(logits, 1), labels));
+      return mul(cross_entropy(logits, labels), scalar_like(labels.numel(), logits));
+    if (logits.dim() == 2) return neg(gather(log_softmax(logits, 1), labels));
+    // no label ignored: every negative one is out of range
+    return cross_entropy(logits, labels, {}, std::numeric_limits<int64_t>::min(), "none");
   }
   MINIDL_CHECK(labels.shape() == logits.shape(), "CrossEntropyLoss: logits ", logits.shape(),
                " and float targets ", labels.shape(),
-               ": expected targets [N, C] (one-hot or "
-               "probabilities) of the same shape, or int labels [N]");
+               ": expected targets [N, C, d...] (one-hot or "
+               "probabilities) of the same shape, or int labels ",
+               positions);
   Tensor t = labels.dtype() == logits.dtype() ? labels : cast(labels, logits.dtype());
   return reduce(neg(sum(mul(t, log_softmax(logits, 1)), {1})));
 }

@@ -48,11 +48,14 @@ class MSELoss : public Loss {
 //   labels [N] int32/int64 in [0, C):   l_i = -log_softmax(logits)[i, labels_i]
 //   targets [N, C] float (one-hot or probabilities): l_i = -sum_c t_ic log_softmax(logits)_ic
 // computed from the logits with a stable log_softmax (finite for logits of
-// 1e4). none -> [N]; mean -> mean over N; sum -> scalar.
+// 1e4). none -> [N]; mean -> mean over N; sum -> scalar. Logits [N, C, d1,
+// ...] (a class for each position, as in segmentation) take labels [N, d1,
+// ...] or targets of their own shape: the softmax over C, none -> [N, d1,
+// ...], mean over all positions.
 // Integer labels with mean or sum use the fused framework op cross_entropy()
 // (one pass forward, one pass backward).
-// Errors (minidl::Error): logits not 2-D, labels of the wrong shape or dtype,
-// a label out of range (names the row).
+// Errors (minidl::Error): logits under 2-D, labels of the wrong shape or
+// dtype, a label out of range (names its row or position).
 //
 // With options (PyTorch's CrossEntropyLossOptions), integer labels only:
 // logits [N, C] or [N, C, d1, ...], labels [N] or [N, d1, ...]; class weight

@@ -154,7 +154,8 @@ TEST_CASE("fused cross_entropy equals the log_softmax + gather composition") {
 TEST_CASE("CrossEntropyLoss errors name the shapes and the bad label") {
   nn::CrossEntropyLoss ce;
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({3}), Tensor::of_ints({0})),
-                       doctest::Contains("expected logits [N, C], got [3]"), Error);
+                       doctest::Contains("expected logits [N, C] or [N, C, d1, ...], got [3]"),
+                       Error);
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::of_ints({0, 1, 2})),
                        doctest::Contains("logits [2, 3] and labels [3]: expected labels [2]"),
                        Error);
@@ -165,6 +166,30 @@ TEST_CASE("CrossEntropyLoss errors name the shapes and the bad label") {
       doctest::Contains("label -1 at row 0"), Error);
   CHECK_THROWS_WITH_AS(ce(Tensor::zeros({2, 3}), Tensor::zeros({2, 4})),
                        doctest::Contains("float targets [2, 4]"), Error);
+}
+
+// nn::CrossEntropyLoss without options on [N, C, d] logits, as PyTorch's: the
+// [N * d, C] rows' losses, each reduction; one-hot float targets alike.
+TEST_CASE("CrossEntropyLoss on [N, C, d] logits equals its rows") {
+  manual_seed(44);
+  Tensor x = Tensor::randn({2, 3, 4}) * 2.0, l = Tensor::randint(0, 3, {2, 4});
+  Tensor rows = contiguous(transpose(x, 1, 2)).reshape({8, 3}), flat = l.reshape({8});
+  const std::vector<float> got = nn::CrossEntropyLoss("none")(rows, flat).to_vector<float>();
+  const std::vector<double> each(got.begin(), got.end());
+  check_close(nn::CrossEntropyLoss("none")(x, l).reshape({8}), each, 1e-6);
+  double total = 0;
+  for (double v : each) total += v;
+  check_close(nn::CrossEntropyLoss()(x, l), {float(total / 8)}, 1e-6);
+  check_close(nn::CrossEntropyLoss("sum")(x, l), {float(total)}, 1e-5);
+  Tensor one_hot =  // [2, 3, 4]
+      contiguous(transpose(cast(minidl::one_hot(flat, 3), kFloat32).reshape({2, 4, 3}), 1, 2));
+  check_close(nn::CrossEntropyLoss()(x, one_hot), {float(total / 8)}, 1e-6);
+  CHECK_THROWS_WITH_AS(
+      nn::CrossEntropyLoss("none")(x, Tensor::full({2, 4}, -1, kInt64)),
+      doctest::Contains("cross_entropy: target -1 at position 0 out of range [0, 3)"), Error);
+  CHECK_THROWS_WITH_AS(
+      nn::CrossEntropyLoss()(x, Tensor::zeros({2, 3}, kInt64)),
+      doctest::Contains("logits [2, 3, 4] and labels [2, 3]: expected labels [2, 4]"), Error);
 }
 
 TEST_CASE("SoftmaxCrossEntropyWithLogits follows MindSpore's sparse flag") {
