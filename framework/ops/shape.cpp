@@ -197,12 +197,12 @@ void check_labels(const char* op, const Tensor& labels_in, const Tensor& x, cons
   const int64_t c = x.size(1);
   const void* at = labels.raw_data_ptr();
   const bool is64 = labels.dtype() == kInt64;
+  const char* where = labels.dim() > 1 ? " at flat position " : " at row ";
   for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
     const int64_t v =
         is64 ? static_cast<const int64_t*>(at)[i] : static_cast<const int32_t*>(at)[i];
-    MINIDL_CHECK(
-        v >= 0 && v<c, op, ": label ", v, labels.dim()> 1 ? " at flat position " : " at row ", i,
-        " out of range [0, ", c, ") for ", what, " ", x.shape());
+    MINIDL_CHECK(v >= 0 && v < c, op, ": label ", v, where, i, " out of range [0, ", c, ") for ",
+                 what, " ", x.shape());
   }
 }
 

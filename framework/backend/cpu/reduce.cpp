@@ -118,9 +118,8 @@ MINIDL_CLONES void softmax_row(bool log, int64_t d, const float* x, float* y, do
 // columns; lse [w] unless null
 MINIDL_CLONES void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, const float* x,
                                 float* y, double* lse) {
-  constexpr int64_t kSlab = kSoftmaxSlab;
-  float m[kSlab], last[kSlab];  // last: log(s) or 1 / s
-  double s[kSlab] = {};
+  float m[kSoftmaxSlab], last[kSoftmaxSlab];  // last: log(s) or 1 / s
+  double s[kSoftmaxSlab] = {};
   std::copy(x, x + w, m);
   for (int64_t k = 1; k < d; ++k) {
     const float* xk = x + k * stride;
