@@ -158,6 +158,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({64, 128, 14, 14});
     return [=] { return upsample_nearest2d(x, {28, 28}); };
   });
+  add("bilinear2x", [] {
+    Tensor x = input({16, 64, 32, 32});
+    return [=] { return upsample_bilinear2d(x, {64, 64}); };
+  });
   add("layer_norm768", [] {
     auto ln = std::make_shared<nn::LayerNorm>(768);
     Tensor x = input({8192, 768});

@@ -155,6 +155,13 @@ std::vector<std::pair<std::string, Case>> cases() {
       return torch::upsample_nearest2d(x, std::vector<int64_t>{28, 28}, c10::nullopt, c10::nullopt);
     };
   });
+  add("bilinear2x", [] {
+    auto x = input({16, 64, 32, 32});
+    return [=] {
+      return torch::upsample_bilinear2d(x, std::vector<int64_t>{64, 64}, false, c10::nullopt,
+                                        c10::nullopt);
+    };
+  });
   add("layer_norm768", [] {
     torch::nn::LayerNorm ln(torch::nn::LayerNormOptions({768}));
     auto x = input({8192, 768});

@@ -328,13 +328,26 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 // float with s = 1 / scales.h when scales.h > 0, else H / OH (PyTorch's
 // nearest_idx); columns alike. The gradient sums over the copies.
 Tensor upsample_nearest2d(const Tensor& x, Size2 output_size, std::array<double, 2> scales = {});
-// PyTorch's interpolate for 4-D input and mode "nearest" (the only mode):
+// x [N, C, H, W] -> [N, C, OH, OW] = output_size, bilinear (PyTorch's
+// upsample_bilinear2d): output row i reads input rows i0 = floor(s) and
+// i0 + 1 (i0 alone at the last row) with weights 1 - (s - i0) and s - i0,
+// s = i (H - 1) / (OH - 1) with align_corners (0 when OH == 1), else
+// max(0, (i + 0.5) r - 0.5) with r = 1 / scales.h when scales.h > 0, else
+// H / OH; OH == H reads row i with weight 1. Columns alike; r and the
+// weights are float, s double, as PyTorch 1.13 computes them on the CPU.
+// As there, both taps are always multiplied: an inf input makes NaN where a
+// weight 0 meets it. The gradient is the transpose (kernels.h).
+Tensor upsample_bilinear2d(const Tensor& x, Size2 output_size, bool align_corners = false,
+                           std::array<double, 2> scales = {});
+// PyTorch's interpolate for 4-D input, mode "nearest" or "bilinear":
 // exactly one of size and scale_factor; the size from scale_factor is
 // floor(H * scale_factor.h) (W alike), and the scale is passed on.
+// align_corners (false when unset) only with "bilinear".
 struct InterpolateArgs {
   std::optional<Size2> size = std::nullopt;
   std::optional<std::array<double, 2>> scale_factor = std::nullopt;
   std::string mode = "nearest";
+  std::optional<bool> align_corners = std::nullopt;
 };
 Tensor interpolate(const Tensor& x, const InterpolateArgs& args);
 

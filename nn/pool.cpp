@@ -11,8 +11,11 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 size) : output_size(size) {
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
 Upsample::Upsample(UpsampleOptions o) : options(std::move(o)) {
-  MINIDL_CHECK(options.mode == "nearest", "Upsample: mode '", options.mode,
-               "' is not supported (only \"nearest\")");
+  MINIDL_CHECK(options.mode == "nearest" || options.mode == "bilinear", "Upsample: mode '",
+               options.mode, "' is not supported (expected \"nearest\" or \"bilinear\")");
+  MINIDL_CHECK(options.mode == "bilinear" || !options.align_corners.has_value(),
+               "Upsample: align_corners can only be set with mode \"bilinear\", got mode '",
+               options.mode, "'");
   MINIDL_CHECK(options.size.has_value() != options.scale_factor.has_value(),
                "Upsample: expected exactly one of size and scale_factor");
   if (options.size)
@@ -26,8 +29,10 @@ Upsample::Upsample(UpsampleOptions o) : options(std::move(o)) {
 
 // x [N, C, H, W] -> [N, C, OH, OW]
 Tensor Upsample::forward(const Tensor& x) {
-  return interpolate(x, {.size = options.size, .scale_factor = options.scale_factor,
-                         .mode = options.mode});
+  return interpolate(x, {.size = options.size,
+                         .scale_factor = options.scale_factor,
+                         .mode = options.mode,
+                         .align_corners = options.align_corners});
 }
 
 }  // namespace minidl::nn

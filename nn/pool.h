@@ -23,12 +23,14 @@ class AdaptiveAvgPool2d : public Cell {
 struct UpsampleOptions {
   std::optional<Size2> size = std::nullopt;  // exactly one of size and scale_factor
   std::optional<std::array<double, 2>> scale_factor = std::nullopt;
-  std::string mode = "nearest";  // the only mode
+  std::string mode = "nearest";                      // or "bilinear"
+  std::optional<bool> align_corners = std::nullopt;  // "bilinear" only; unset is false
 };
 
 // x [N, C, H, W] -> [N, C, OH, OW] by interpolate (framework/ops.h): nearest
-// neighbours at `size`, or at floor(H * scale_factor) x floor(W * scale_factor).
-// Options other than one of size and scale_factor with mode "nearest" throw
+// neighbours or bilinear at `size`, or at floor(H * scale_factor) x
+// floor(W * scale_factor). Options other than one of size and scale_factor,
+// mode "nearest" or "bilinear", and align_corners with "bilinear" only throw
 // minidl::Error at construction.
 class Upsample : public Cell {
  public:

@@ -112,6 +112,17 @@ struct Select {
   int64_t size[kMaxDims] = {}, stride_c[kMaxDims] = {}, stride_a[kMaxDims] = {},
           stride_b[kMaxDims] = {};
 };
+// One axis of a linear resize from `in` to `out` (made by the op, this
+// device's memory): output o blends inputs i0[o] <= i1[o] <= i0[o] + 1 with
+// weights 1 - l1[o] and l1[o]; input i is read by outputs first[i] ..
+// last[i] - 1 and no other (all four int32 arrays nondecreasing).
+struct LinearAxis {
+  const int32_t* i0 = nullptr;     // [out]
+  const int32_t* i1 = nullptr;     // [out]
+  const int32_t* first = nullptr;  // [in]
+  const int32_t* last = nullptr;   // [in]
+  const float* l1 = nullptr;       // [out]
+};
 
 struct Kernels {
   // ---- data movement, any dtype ----
@@ -284,6 +295,18 @@ struct Kernels {
   void (*upsample_nearest_backward)(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                                     const int32_t* row_first, const int32_t* col_first,
                                     const float* gy, float* gx);
+  // Bilinear resizing x [NC, H, W] -> y [NC, OH, OW], PyTorch's order:
+  // y[p, i, j] = v(i0h[i], j) (1 - l1h[i]) + v(i1h[i], j) l1h[i], with
+  // v(r, j) = x[p, r, i0w[j]] (1 - l1w[j]) + x[p, r, i1w[j]] l1w[j]
+  void (*upsample_bilinear_forward)(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                    LinearAxis rows, LinearAxis cols, const float* x, float* y);
+  // gy [NC, OH, OW] -> gx [NC, H, W] (overwritten), the forward's transpose:
+  // t_i[c] sums (1 - l1w[j]) gy[p, i, j] over j with i0w[j] == c and
+  // l1w[j] gy[p, i, j] over j with i1w[j] == c, in that order for j
+  // ascending; gx[p, r, c] sums (1 - l1h[i]) t_i[c] and l1h[i] t_i[c] over i
+  // ascending alike (a tap with i0 == i1 adds twice)
+  void (*upsample_bilinear_backward)(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                     LinearAxis rows, LinearAxis cols, const float* gy, float* gx);
   // ---- batch norm (issue 23) ----
   // Per channel c of x [N, C, S] (S: the product of the dims after C, 1 for
   // [N, C]). training: mean, invstd [C] = the batch's mean over N*S values and

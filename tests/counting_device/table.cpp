@@ -75,6 +75,8 @@ Kernels counted_table() {
   // ---- convolution family and resizing (issue 22) ----
   count<&Kernels::upsample_nearest_forward>(k, "upsample_nearest_forward");
   count<&Kernels::upsample_nearest_backward>(k, "upsample_nearest_backward");
+  count<&Kernels::upsample_bilinear_forward>(k, "upsample_bilinear_forward");
+  count<&Kernels::upsample_bilinear_backward>(k, "upsample_bilinear_backward");
   // ---- batch norm (issue 23) ----
   count<&Kernels::batch_norm_forward>(k, "batch_norm_forward");
   count<&Kernels::batch_norm_backward>(k, "batch_norm_backward");

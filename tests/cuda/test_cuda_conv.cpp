@@ -76,7 +76,7 @@ TEST_CASE("cuda: conv2d with dilation and groups, conv_transpose2d and conv1d by
   cuda::set_conv_algorithm(cuda::ConvAlgorithm::Auto);
 }
 
-TEST_CASE("cuda: nearest upsampling and adaptive average pooling") {
+TEST_CASE("cuda: nearest and bilinear upsampling and adaptive average pooling") {
   manual_seed(23);
   Tensor x = Tensor::randn({2, 3, 4, 5});
   for (Size2 size : {Size2{8, 10}, Size2{7, 3}, Size2{4, 5}, Size2{1, 12}}) {
@@ -86,6 +86,11 @@ TEST_CASE("cuda: nearest upsampling and adaptive average pooling") {
              {x});
     check_op("adaptive_avg_pool2d", [size](const Inputs& in) { return adaptive_avg_pool2d(in[0], size); },
              {x});
+    for (bool corners : {false, true})
+      check_op(
+          "upsample_bilinear2d",
+          [size, corners](const Inputs& in) { return upsample_bilinear2d(in[0], size, corners); },
+          {x});
   }
   check_op("interpolate scale_factor",
            [](const Inputs& in) {

@@ -945,6 +945,93 @@ TEST_CASE("upsample_nearest2d by integer factors equals the index formula, bit f
   }
 }
 
+// 1-D, 2 -> 4 without align_corners: sources max(0, (i + 0.5) / 2 - 0.5) =
+// 0, 0.25, 0.75, 1.25 (the last reads input 1 alone): [a, a + (b - a) / 4,
+// a + 3 (b - a) / 4, b]; each input's weights sum to 2 (4 in 2-D).
+TEST_CASE("upsample_bilinear2d and interpolate (hand-computed) and gradients") {
+  Tensor x = Tensor::of({1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor y = interpolate(x, {.scale_factor = std::array<double, 2>{2, 2}, .mode = "bilinear"});
+  CHECK(y.shape() == Shape{1, 1, 4, 4});
+  check_values(y, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  // align_corners, 2 -> 3: sources 0, 0.5, 1; size 1: source 0
+  check_values(upsample_bilinear2d(x, {3, 1}, /*align_corners=*/true), {1, 2, 3});
+  check_values(interpolate(x, {.size = Size2{2, 3}, .mode = "bilinear", .align_corners = true}),
+               {1, 1.5, 2, 3, 3.5, 4});
+  // 2 -> 1 without align_corners: source max(0, 0.5 * 2 - 0.5) = 0.5
+  check_values(upsample_bilinear2d(x, {1, 1}), {2.5});
+  Tensor xg = x.detach().requires_grad_();
+  upsample_bilinear2d(xg, {4, 4}).sum().backward();
+  check_values(xg.grad(), {4, 4, 4, 4});
+  Tensor xs = x.detach().requires_grad_();
+  upsample_bilinear2d(xs, {3, 1}, /*align_corners=*/true).sum().backward();
+  check_values(xs.grad(), {1.5, 0, 1.5, 0});
+  manual_seed(79);
+  Tensor xr = Tensor::randn({2, 2, 3, 4});
+  for (bool corners : {false, true}) {
+    CAPTURE(corners);
+    CHECK_GRADCHECK(
+        [corners](const Inputs& in) {
+          return upsample_bilinear2d(in[0], {5, 7}, corners);
+        },
+        {xr});
+    CHECK_GRADCHECK(
+        [corners](const Inputs& in) {
+          return upsample_bilinear2d(in[0], {2, 3}, corners);
+        },
+        {xr});
+  }
+}
+
+// The CPU's tasks (16 output rows forward, 16 input rows backward) against
+// the formula in float64, over shapes that cut rows across tasks, up and down.
+TEST_CASE("upsample_bilinear2d equals its formula in float64 across the CPU's row blocks") {
+  manual_seed(80);
+  struct Case {
+    int64_t H, W, OH, OW;
+    bool corners;
+  };
+  for (Case k : {Case{7, 5, 37, 11, false}, Case{40, 9, 17, 20, true}, Case{33, 3, 70, 3, false},
+                 Case{20, 30, 20, 61, true}}) {
+    CAPTURE(k.OH);
+    const int64_t NC = 3;
+    Tensor x = Tensor::randn({1, NC, k.H, k.W}).requires_grad_();
+    Tensor g = Tensor::randn({1, NC, k.OH, k.OW});
+    Tensor y = upsample_bilinear2d(x, {k.OH, k.OW}, k.corners);
+    y.backward(g);
+    // taps in float64: (lower input, weight of the upper one)
+    auto taps = [&](int64_t in, int64_t out, int64_t o) {
+      if (in == out) return std::pair<int64_t, double>{o, 0.0};
+      const double s = k.corners ? (out > 1 ? double(in - 1) / double(out - 1) * o : 0.0)
+                                 : std::max(0.0, double(in) / double(out) * (o + 0.5) - 0.5);
+      return std::pair<int64_t, double>{std::min<int64_t>(int64_t(s), in - 1), s - std::floor(s)};
+    };
+    const auto xv = x.to_float_vector(), yv = y.to_float_vector(), gv = g.to_float_vector();
+    std::vector<double> want_gx(xv.size(), 0.0);
+    double err = 0, err_grad = 0;
+    for (int64_t p = 0; p < NC; ++p)
+      for (int64_t i = 0; i < k.OH; ++i)
+        for (int64_t j = 0; j < k.OW; ++j) {
+          const auto [r, a] = taps(k.H, k.OH, i);
+          const auto [c, b] = taps(k.W, k.OW, j);
+          const int64_t r1 = std::min(r + 1, k.H - 1), c1 = std::min(c + 1, k.W - 1);
+          auto at = [&](int64_t rr, int64_t cc) { return (p * k.H + rr) * k.W + cc; };
+          const double want = (1 - a) * ((1 - b) * xv[at(r, c)] + b * xv[at(r, c1)]) +
+                              a * ((1 - b) * xv[at(r1, c)] + b * xv[at(r1, c1)]);
+          err = std::max(err, std::abs(want - yv[(p * k.OH + i) * k.OW + j]));
+          const double gij = gv[(p * k.OH + i) * k.OW + j];
+          want_gx[at(r, c)] += (1 - a) * (1 - b) * gij, want_gx[at(r, c1)] += (1 - a) * b * gij;
+          want_gx[at(r1, c)] += a * (1 - b) * gij, want_gx[at(r1, c1)] += a * b * gij;
+        }
+    const auto gx = x.grad().to_float_vector();
+    for (size_t q = 0; q < gx.size(); ++q)
+      err_grad = std::max(err_grad, std::abs(want_gx[q] - gx[q]));
+    MESSAGE("bilinear ", k.H, "x", k.W, " -> ", k.OH, "x", k.OW, ": max error ", err, ", gradient ",
+            err_grad);
+    CHECK(err < 1e-4);  // float ratios and weights against double ones
+    CHECK(err_grad < 1e-4);
+  }
+}
+
 TEST_CASE("conv2d_relu_max_pool2d with dilation or groups equals the three ops") {
   manual_seed(78);
   Tensor x = Tensor::randn({16, 2, 8, 8}), w = Tensor::randn({4, 1, 3, 3}), b = Tensor::randn({4});
@@ -995,8 +1082,17 @@ TEST_CASE("convolution family and resizing: bad arguments throw naming the op an
   CHECK_ERROR(upsample_nearest2d(x, {2, -1}),
               "upsample_nearest2d: expected an output size >= 1, got (2, -1)");
   CHECK_ERROR(interpolate(x, {}), "interpolate: expected exactly one of size and scale_factor");
-  CHECK_ERROR(interpolate(x, {.size = Size2{2}, .mode = "bilinear"}),
-              "interpolate: mode 'bilinear' is not supported (only \"nearest\")");
+  CHECK_ERROR(
+      interpolate(x, {.size = Size2{2}, .mode = "bicubic"}),
+      "interpolate: mode 'bicubic' is not supported (expected \"nearest\" or \"bilinear\")");
+  CHECK_ERROR(
+      interpolate(x, {.size = Size2{2}, .align_corners = false}),
+      "interpolate: align_corners can only be set with mode \"bilinear\", got mode 'nearest'");
+  CHECK_ERROR(
+      upsample_bilinear2d(x, {0, 2}),
+      "upsample_bilinear2d: expected an output size >= 1, got (0, 2) for input [1, 3, 5, 5]");
+  CHECK_ERROR(upsample_bilinear2d(Tensor::zeros({3, 5, 5}), 2),
+              "upsample_bilinear2d: expected a 4-D input, got shape [3, 5, 5]");
   CHECK_ERROR(interpolate(x, {.scale_factor = std::array<double, 2>{0, 2}}),
               "interpolate: expected a positive scale_factor, got (0, 2)");
 }

@@ -42,6 +42,8 @@ std::map<std::string, RefOp> conv_reference_ops() {
          InterpolateArgs args;
          if (a.contains("size")) args.size = size2(a["size"]);
          else args.scale_factor = std::array<double, 2>{a["scale_factor"][0], a["scale_factor"][1]};
+         if (a.contains("mode")) args.mode = a["mode"].get<std::string>();
+         if (a.contains("align_corners")) args.align_corners = a["align_corners"].get<bool>();
          return Outputs{interpolate(x[0], args)};
        }},
   };

@@ -119,8 +119,17 @@ TEST_CASE("AdaptiveAvgPool2d and Upsample by hand, with gradients") {
   CHECK_GRADCHECK_RESULT(gradcheck([&](const std::vector<Tensor>& in) { return up2(in[0]); }, {r}));
   CHECK_THROWS_WITH_AS(nn::Upsample({}), doctest::Contains("Upsample: expected exactly one of size "
                                                            "and scale_factor"), Error);
-  CHECK_THROWS_WITH_AS(nn::Upsample({.size = Size2{2}, .mode = "bilinear"}),
-                       doctest::Contains("Upsample: mode 'bilinear' is not supported"), Error);
+  // bilinear, align_corners: 2 -> 3 reads sources 0, 0.5, 1 each way
+  nn::Upsample corners{{.size = Size2{3, 3}, .mode = "bilinear", .align_corners = true}};
+  check_close(corners(small), {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4});
+  CHECK_GRADCHECK_RESULT(
+      gradcheck([&](const std::vector<Tensor>& in) { return corners(in[0]); }, {r}));
+  CHECK_THROWS_WITH_AS(nn::Upsample({.size = Size2{2}, .mode = "bicubic"}),
+                       doctest::Contains("Upsample: mode 'bicubic' is not supported"), Error);
+  CHECK_THROWS_WITH_AS(nn::Upsample({.size = Size2{2}, .align_corners = true}),
+                       doctest::Contains("Upsample: align_corners can only be set with mode "
+                                         "\"bilinear\", got mode 'nearest'"),
+                       Error);
   CHECK_THROWS_WITH_AS(nn::AdaptiveAvgPool2d(0), doctest::Contains("AdaptiveAvgPool2d: expected an "
                                                                    "output size >= 1, got 0"), Error);
 }

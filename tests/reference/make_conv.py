@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reference cases for the convolution family and resizing (issue 22):
 conv2d (rectangular stride, padding, dilation, groups), conv_transpose2d,
-conv1d, adaptive_avg_pool2d and nearest interpolation
+conv1d, adaptive_avg_pool2d and nearest and bilinear interpolation
 (tests/framework/test_torch_conv.cpp)."""
 import torch
 import torch.nn.functional as F
@@ -68,4 +68,14 @@ for name, shape, kw in [("interpolate_size", (2, 2, 3, 4), {"size": [5, 7]}),
                         ("interpolate_scale_fraction", (1, 2, 3, 5), {"scale_factor": [1.7, 2.5]})]:
     args = {k: tuple(v) for k, v in kw.items()}
     c.add(name, "interpolate", lambda x, a=args: F.interpolate(x, mode="nearest", **a), [r(*shape)], kw)
+for name, shape, kw in [("bilinear_size", (2, 2, 3, 4), {"size": [5, 7]}),
+                        ("bilinear_size_down", (1, 2, 7, 6), {"size": [3, 4]}),
+                        ("bilinear_scale2", (1, 3, 4, 3), {"scale_factor": [2.0, 2.0]}),
+                        ("bilinear_scale_fraction", (1, 2, 3, 5), {"scale_factor": [1.7, 2.5]}),
+                        ("bilinear_corners", (2, 1, 4, 3), {"size": [7, 8], "align_corners": True}),
+                        ("bilinear_corners_down", (1, 2, 9, 5), {"size": [4, 1], "align_corners": True}),
+                        ("bilinear_same_and_one", (1, 2, 5, 4), {"size": [5, 1]})]:
+    args = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+    c.add(name, "interpolate", lambda x, a=args: F.interpolate(x, mode="bilinear", **a), [r(*shape)],
+          dict(kw, mode="bilinear"))
 c.write()

@@ -95,6 +95,7 @@ inline GraphOps emulate_graphs(Allocator& a, Kernels& t) {
   record<&Kernels::compare>(t);
   // ---- convolution family and resizing (issue 22) ----
   record<&Kernels::upsample_nearest_forward>(t), record<&Kernels::upsample_nearest_backward>(t);
+  record<&Kernels::upsample_bilinear_forward>(t), record<&Kernels::upsample_bilinear_backward>(t);
   // ---- batch norm (issue 23) ----
   record<&Kernels::batch_norm_forward>(t), record<&Kernels::batch_norm_backward>(t);
   record<&Kernels::layer_norm_forward>(t), record<&Kernels::layer_norm_backward>(t);

@@ -179,6 +179,8 @@ void install_cuda_on_cpu() {
       // ---- convolution family and resizing (issue 22) ----
       .upsample_nearest_forward = k::upsample_nearest_forward,
       .upsample_nearest_backward = k::upsample_nearest_backward,
+      .upsample_bilinear_forward = k::upsample_bilinear_forward,
+      .upsample_bilinear_backward = k::upsample_bilinear_backward,
       // ---- batch norm (issue 23) ----
       .batch_norm_forward = k::batch_norm_forward,
       .batch_norm_backward = k::batch_norm_backward,

@@ -395,4 +395,86 @@ MINIDL_CLONES void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, i
     }
 }
 
+// ---- bilinear resizing ----
+
+namespace {
+
+constexpr int64_t kResizeRows = 16;  // output rows (forward), input rows (backward) a task
+
+// out [OW] = row [W] resized along w: row[i0[j]] (1 - l1[j]) + row[i1[j]] l1[j]
+void resize_row(int64_t ow, const LinearAxis& c, const float* row, float* out) {
+  for (int64_t j = 0; j < ow; ++j) out[j] = row[c.i0[j]] * (1.f - c.l1[j]) + row[c.i1[j]] * c.l1[j];
+}
+
+// out [W] += a t [W]
+void add_scaled(int64_t w, float a, const float* __restrict t, float* __restrict out) {
+  for (int64_t c = 0; c < w; ++c) out[c] += a * t[c];
+}
+
+}  // namespace
+
+// x [NC, H, W] -> y [NC, OH, OW]: tasks of 16 output rows of a plane; the two
+// input rows in use are kept resized along w, so each is resized about once
+MINIDL_CLONES void upsample_bilinear_forward(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                             int64_t ow, LinearAxis rows, LinearAxis cols,
+                                             const float* x, float* y) {
+  const int64_t blocks = (oh + kResizeRows - 1) / kResizeRows;
+#pragma omp parallel if (nc * oh * ow > 65536)
+  {
+    std::vector<float> buffer(2 * ow);
+#pragma omp for collapse(2)
+    for (int64_t p = 0; p < nc; ++p)
+      for (int64_t b = 0; b < blocks; ++b) {
+        float *v0 = buffer.data(), *v1 = buffer.data() + ow;
+        int64_t r0 = -1, r1 = -1;  // the input rows v0 and v1 hold
+        for (int64_t i = b * kResizeRows; i < std::min(oh, (b + 1) * kResizeRows); ++i) {
+          const int64_t top = rows.i0[i], bottom = rows.i1[i];
+          if (top == r1) std::swap(v0, v1), std::swap(r0, r1);
+          if (top != r0) resize_row(ow, cols, x + (p * h + top) * w, v0), r0 = top;
+          if (bottom != r0 && bottom != r1)
+            resize_row(ow, cols, x + (p * h + bottom) * w, v1), r1 = bottom;
+          const float* __restrict a = v0;
+          const float* __restrict c = bottom == r0 ? v0 : v1;
+          const float l1 = rows.l1[i], l0 = 1.f - l1;
+          float* __restrict out = y + (p * oh + i) * ow;
+          for (int64_t j = 0; j < ow; ++j) out[j] = a[j] * l0 + c[j] * l1;
+        }
+      }
+  }
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W]: tasks of 16 input rows of a plane, each
+// walking the output rows that read them (first .. last) in order: row i of
+// gy resized back along w into t, then added into the task's rows i0h[i] and
+// i1h[i]. No atomics; the sums' order does not depend on the tasks.
+MINIDL_CLONES void upsample_bilinear_backward(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                              int64_t ow, LinearAxis rows, LinearAxis cols,
+                                              const float* gy, float* gx) {
+  const int64_t blocks = (h + kResizeRows - 1) / kResizeRows;
+#pragma omp parallel if (nc * oh * ow > 65536)
+  {
+    std::vector<float> buffer(w);
+    float* __restrict t = buffer.data();
+#pragma omp for collapse(2)
+    for (int64_t p = 0; p < nc; ++p)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t r0 = b * kResizeRows, r1 = std::min(h, r0 + kResizeRows);
+        float* plane = gx + p * h * w;
+        std::fill(plane + r0 * w, plane + r1 * w, 0.f);
+        for (int64_t i = rows.first[r0]; i < rows.last[r1 - 1]; ++i) {
+          const float* g = gy + (p * oh + i) * ow;
+          std::fill(t, t + w, 0.f);
+          for (int64_t j = 0; j < ow; ++j) {
+            t[cols.i0[j]] += (1.f - cols.l1[j]) * g[j];
+            t[cols.i1[j]] += cols.l1[j] * g[j];
+          }
+          const float l1 = rows.l1[i], l0 = 1.f - l1;
+          const int64_t top = rows.i0[i], bottom = rows.i1[i];
+          if (top >= r0 && top < r1) add_scaled(w, l0, t, plane + top * w);
+          if (bottom >= r0 && bottom < r1) add_scaled(w, l1, t, plane + bottom * w);
+        }
+      }
+  }
+}
+
 }  // namespace minidl::cpu

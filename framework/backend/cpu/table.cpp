@@ -105,6 +105,8 @@ const Backend& backend() {
       // ---- convolution family and resizing (issue 22) ----
       .upsample_nearest_forward = upsample_nearest_forward,
       .upsample_nearest_backward = upsample_nearest_backward,
+      .upsample_bilinear_forward = upsample_bilinear_forward,
+      .upsample_bilinear_backward = upsample_bilinear_backward,
       // ---- batch norm (issue 23) ----
       .batch_norm_forward = batch_norm_forward,
       .batch_norm_backward = batch_norm_backward,

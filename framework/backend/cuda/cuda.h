@@ -143,6 +143,10 @@ void upsample_nearest_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int6
 void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
                                const int32_t* row_first, const int32_t* col_first, const float* gy,
                                float* gx);
+void upsample_bilinear_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               LinearAxis rows, LinearAxis cols, const float* x, float* y);
+void upsample_bilinear_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                LinearAxis rows, LinearAxis cols, const float* gy, float* gx);
 
 // ---- batch norm (issue 23): norm.{cpp,cu} ----
 void batch_norm_forward(bool training, int64_t n, int64_t c, int64_t s, const float* x,

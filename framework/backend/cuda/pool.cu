@@ -168,4 +168,66 @@ void upsample_nearest_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int
   CUDA_CHECK_LAUNCH();
 }
 
+// ---- bilinear resizing ----
+namespace {
+
+// x [NC, H, W] -> y [NC, OH, OW], one thread per output, the CPU's order
+__global__ void upsample_bilinear_forward_kernel(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                                 int64_t ow, LinearAxis rows, LinearAxis cols,
+                                                 const float* x, float* y) {
+  for (int64_t k = thread_index(); k < nc * oh * ow; k += thread_count()) {
+    const int64_t j = k % ow, i = k / ow % oh, p = k / (ow * oh);
+    const float* top = x + (p * h + rows.i0[i]) * w;
+    const float* bottom = x + (p * h + rows.i1[i]) * w;
+    const float l1 = cols.l1[j], l0 = 1.f - l1;
+    const float v0 = top[cols.i0[j]] * l0 + top[cols.i1[j]] * l1;
+    const float v1 = bottom[cols.i0[j]] * l0 + bottom[cols.i1[j]] * l1;
+    y[k] = v0 * (1.f - rows.l1[i]) + v1 * rows.l1[i];
+  }
+}
+
+// The weight output o of `axis` gives input r, as the terms the CPU adds:
+// (1 - l1) where i0 == r, then l1 where i1 == r
+__device__ float tap_sum(const LinearAxis& axis, int64_t o, int64_t r, float v, float sum) {
+  if (axis.i0[o] == r) sum += (1.f - axis.l1[o]) * v;
+  if (axis.i1[o] == r) sum += axis.l1[o] * v;
+  return sum;
+}
+
+// gy [NC, OH, OW] -> gx [NC, H, W], one thread per input gathering the
+// outputs that read it in the CPU's order; no atomics
+__global__ void upsample_bilinear_backward_kernel(int64_t nc, int64_t h, int64_t w, int64_t oh,
+                                                  int64_t ow, LinearAxis rows, LinearAxis cols,
+                                                  const float* gy, float* gx) {
+  for (int64_t k = thread_index(); k < nc * h * w; k += thread_count()) {
+    const int64_t c = k % w, r = k / w % h, p = k / (w * h);
+    float sum = 0.f;
+    for (int64_t i = rows.first[r]; i < rows.last[r]; ++i) {
+      float t = 0.f;
+      for (int64_t j = cols.first[c]; j < cols.last[c]; ++j)
+        t = tap_sum(cols, j, c, gy[(p * oh + i) * ow + j], t);
+      sum = tap_sum(rows, i, r, t, sum);
+    }
+    gx[k] = sum;
+  }
+}
+
+}  // namespace
+
+void upsample_bilinear_forward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               LinearAxis rows, LinearAxis cols, const float* x, float* y) {
+  if (nc * oh * ow == 0) return;
+  upsample_bilinear_forward_kernel<<<blocks_for(nc * oh * ow), kThreads, 0, stream()>>>(
+      nc, h, w, oh, ow, rows, cols, x, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void upsample_bilinear_backward(int64_t nc, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                LinearAxis rows, LinearAxis cols, const float* gy, float* gx) {
+  if (nc * h * w == 0) return;
+  upsample_bilinear_backward_kernel<<<blocks_for(nc * h * w), kThreads, 0, stream()>>>(
+      nc, h, w, oh, ow, rows, cols, gy, gx);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace minidl::cuda
