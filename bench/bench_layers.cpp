@@ -53,6 +53,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     Tensor x = input({128, 512, 7, 7});
     return [=] { return mean(x, {2, 3}); };
   });
+  add("mean_nhwc_c", [] {  // the channels' mean of an NCHW tensor seen as NHWC
+    Tensor x = input({32, 256, 28, 28});
+    return [=] { return mean(permute(x, {0, 2, 3, 1}), {-1}); };
+  });
   add("softmax", [] {
     Tensor x = input({4096, 1000});
     return [=] { return softmax(x, -1); };
@@ -149,6 +153,10 @@ std::vector<std::pair<std::string, Case>> cases() {
   add("permute0213", [] {
     Tensor x = input({64, 128, 12, 64});
     return [=] { return contiguous(permute(x, {0, 2, 1, 3})); };
+  });
+  add("permute0231", [] {  // NCHW to NHWC
+    Tensor x = input({32, 256, 28, 28});
+    return [=] { return contiguous(permute(x, {0, 2, 3, 1})); };
   });
   add("cat_dim1", [] {
     Tensor a = input({64, 256, 14, 14}), b = input({64, 256, 14, 14});

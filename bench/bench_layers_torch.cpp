@@ -48,6 +48,10 @@ std::vector<std::pair<std::string, Case>> cases() {
     auto x = input({128, 512, 7, 7});
     return [=] { return x.mean({2, 3}); };
   });
+  add("mean_nhwc_c", [] {
+    auto x = input({32, 256, 28, 28});
+    return [=] { return x.permute({0, 2, 3, 1}).mean({-1}); };
+  });
   add("softmax", [] {
     auto x = input({4096, 1000});
     return [=] { return torch::softmax(x, -1); };
@@ -144,6 +148,10 @@ std::vector<std::pair<std::string, Case>> cases() {
   add("permute0213", [] {
     auto x = input({64, 128, 12, 64});
     return [=] { return x.permute({0, 2, 1, 3}).contiguous(); };
+  });
+  add("permute0231", [] {
+    auto x = input({32, 256, 28, 28});
+    return [=] { return x.permute({0, 2, 3, 1}).contiguous(); };
   });
   add("cat_dim1", [] {
     auto a = input({64, 256, 14, 14}), b = input({64, 256, 14, 14});

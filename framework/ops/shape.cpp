@@ -219,6 +219,21 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 // ---- shape ops (issue 22) ----
+namespace {
+
+// Whether a merged map's source is its (contiguous) destination's last two
+// dims swapped: [batch.., rows, cols] row-major read as [batch.., cols, rows]
+bool is_batched_transpose(const StridedCopy& m) {
+  const int n = m.nd;
+  if (n < 2 || m.src_stride[n - 2] != 1 || m.src_stride[n - 1] != m.size[n - 2]) return false;
+  int64_t dense = m.size[n - 1] * m.size[n - 2];
+  for (int d = n - 3; d >= 0; dense *= m.size[d--])
+    if (m.src_stride[d] != dense) return false;
+  return true;
+}
+
+}  // namespace
+
 void copy_view(const Tensor& src, const Tensor& dst) {
   assert(src.shape() == dst.shape() && src.dtype() == dst.dtype());
   const Shape& size = dst.shape();
@@ -232,17 +247,6 @@ void copy_view(const Tensor& src, const Tensor& dst) {
   const char* from = view_ptr(src);
   char* to = view_ptr(dst);
   const int64_t nd = dst.dim();
-  auto swapped = [nd](auto v) {  // the last two dims exchanged
-    std::swap(v[nd - 1], v[nd - 2]);
-    return v;
-  };
-  if (nd >= 2 && src.dtype() == kFloat32 && dst.is_contiguous() && !src.is_contiguous() &&
-      alias(src, swapped(size), swapped(src_st), 0).is_contiguous()) {
-    // [batch, rows, cols] read as [batch, cols, rows]: the tiled transpose kernel
-    const int64_t rows = size[nd - 1], cols = size[nd - 2];
-    return kern.transpose(dst.numel() / (rows * cols), rows, cols,
-                          reinterpret_cast<const float*>(from), reinterpret_cast<float*>(to));
-  }
   StridedCopy m;  // dims of size 1 dropped, neighbours contiguous on both sides merged
   for (int64_t d = 0; d < nd; ++d) {
     if (size[d] == 1) continue;
@@ -258,6 +262,13 @@ void copy_view(const Tensor& src, const Tensor& dst) {
     m.size[m.nd] = size[d];
     m.src_stride[m.nd] = src_st[d];
     m.dst_stride[m.nd++] = dst_st[d];
+  }
+  if (src.dtype() == kFloat32 && dst.is_contiguous() && is_batched_transpose(m)) {
+    // [batch, rows, cols] read as [batch, cols, rows] (after merging: NHWC
+    // into NCHW too): the tiled transpose kernel
+    const int64_t rows = m.size[m.nd - 1], cols = m.size[m.nd - 2];
+    return kern.transpose(dst.numel() / (rows * cols), rows, cols,
+                          reinterpret_cast<const float*>(from), reinterpret_cast<float*>(to));
   }
   kern.strided_copy(dtype_size(src.dtype()), m, from, to);
 }

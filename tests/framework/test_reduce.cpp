@@ -310,3 +310,41 @@ TEST_CASE("max and softmax along short rows of every length, with NaN at each po
     }
   }
 }
+
+// A permuted view is reduced in its memory's order, without a copy: sums
+// equal the copy's up to rounding (relative size printed), max exactly, and
+// the gradients (expanded back through the permute) exactly.
+TEST_CASE("reductions of permuted views equal those of their contiguous copies") {
+  manual_seed(81);
+  Tensor base = Tensor::randn({3, 20, 5, 7});
+  struct Case {
+    std::vector<int64_t> perm, dims;
+  };
+  double worst = 0;
+  for (const Case& k :
+       {Case{{0, 2, 3, 1}, {-1}}, Case{{0, 2, 3, 1}, {1, 2}}, Case{{3, 1, 0, 2}, {0, 3}},
+        Case{{1, 0, 2, 3}, {}}, Case{{0, 1, 3, 2}, {2}}}) {
+    CAPTURE(k.perm);
+    CAPTURE(k.dims);
+    Tensor x = base.detach().requires_grad_();
+    Tensor view = x.permute(k.perm), copy = contiguous(view.detach());
+    CHECK(!view.is_contiguous());
+    for (bool keepdim : {false, true}) {
+      const auto got = sum(view, k.dims, keepdim), want = sum(copy, k.dims, keepdim);
+      REQUIRE(got.shape() == want.shape());
+      const auto g = got.to_float_vector(), w = want.to_float_vector();
+      for (size_t i = 0; i < g.size(); ++i)  // relative to the sum's size, at least 1
+        worst =
+            std::max(worst, std::abs(double(g[i]) - w[i]) / std::max(1.0, std::abs(double(w[i]))));
+      CHECK(max(view, k.dims, keepdim).to_float_vector() ==
+            max(copy, k.dims, keepdim).to_float_vector());
+      CHECK(mean(view, k.dims, keepdim).shape() == want.shape());
+    }
+    Tensor xc = base.detach().requires_grad_();
+    (mean(view, k.dims) * 3.0).sum().backward();
+    (mean(contiguous(xc.permute(k.perm)), k.dims) * 3.0).sum().backward();
+    CHECK(x.grad().to_float_vector() == xc.grad().to_float_vector());
+  }
+  MESSAGE("sums of permuted views against their copies: max relative difference ", worst);
+  CHECK(worst < 1e-5);
+}

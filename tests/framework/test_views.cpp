@@ -111,6 +111,34 @@ TEST_CASE("contiguous of a transposed view: full and edge tiles, batched") {
   }
 }
 
+// A permute whose merged dims are a transpose (NCHW <-> NHWC, with dims of
+// size 1 between) goes by the same tiles: element by element, both ways,
+// and the gradient back through it.
+TEST_CASE("contiguous of NCHW seen as NHWC and back: batched transposes") {
+  for (const Shape& s :
+       {Shape{2, 19, 5, 7}, Shape{3, 16, 4, 4}, Shape{2, 1, 3, 33}, Shape{1, 20, 1, 17}}) {
+    CAPTURE(s);
+    const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+    Tensor x = Tensor::arange(numel_of(s)).reshape(s);
+    const auto nhwc = contiguous(x.permute({0, 2, 3, 1})).to_float_vector();
+    int wrong = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          for (int64_t c = 0; c < C; ++c)
+            wrong += nhwc[((n * H + h) * W + w) * C + c] !=
+                     static_cast<float>(((n * C + c) * H + h) * W + w);
+    CHECK(wrong == 0);
+    Tensor back = Tensor::from_vector(nhwc, {N, H, W, C}).permute({0, 3, 1, 2});
+    CHECK(contiguous(back).to_float_vector() == x.to_float_vector());
+  }
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return contiguous(in[0].permute({0, 2, 3, 1})) * 2.0;
+      },
+      {distinct({2, 3, 2, 5})});
+}
+
 TEST_CASE("reshape of a view is a view where the strides allow, else a copy") {
   Tensor x = Tensor::arange(24).reshape({2, 3, 4});
   Tensor p = x.permute({1, 0, 2});  // [3, 2, 4] strides (4, 12, 1)
