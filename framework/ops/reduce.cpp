@@ -55,33 +55,29 @@ Tensor reduce_block(const Tensor& x, int64_t first, int64_t last, ReduceOp op) {
   return out;
 }
 
-// x's dims in the order they lie in memory, when x is a permuted view of a
-// row-major tensor (a transpose or permute of one), else empty
+// x's dims by stride, largest first: the order they lie in memory when x
+// is a permuted view of a row-major tensor
 std::vector<int64_t> memory_order(const Tensor& x) {
-  if (x.is_contiguous() || x.numel() == 0) return {};
-  const Shape& s = x.shape();
   const std::vector<int64_t> st = x.strides();
-  std::vector<int64_t> order(s.size());
+  std::vector<int64_t> order(st.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return st[a] > st[b]; });
-  int64_t expected = 1;  // row-major strides in that order (a dim of size 1 may have any)
-  for (auto d = order.rbegin(); d != order.rend(); ++d) {
-    if (s[*d] != 1 && st[*d] != expected) return {};
-    expected *= s[*d];
-  }
   return order;
 }
 
 // Reduces the dims in blocks of adjacent dims, last block first; keeps dims.
-// A permuted view is reduced in its memory's order, without a copy, and the
-// result (dims kept) viewed back in x's order.
+// A permuted view of a row-major tensor is reduced in its memory's order,
+// without a copy, and the result (dims kept) viewed back in x's order.
 Tensor reduce_dims(const Tensor& x, const std::vector<int64_t>& dims, ReduceOp op) {
-  if (const auto order = memory_order(x); !order.empty()) {
-    std::vector<int64_t> back(order.size()), in_memory;  // back: x's dim -> its place in memory
-    for (size_t k = 0; k < order.size(); ++k) back[order[k]] = static_cast<int64_t>(k);
-    for (int64_t d : dims) in_memory.push_back(back[d]);
-    std::sort(in_memory.begin(), in_memory.end());
-    return permute(reduce_dims(permute(x.detach(), order), in_memory, op), back);
+  if (!x.is_contiguous()) {
+    const std::vector<int64_t> order = memory_order(x);
+    if (Tensor in_memory = permute(x.detach(), order); in_memory.is_contiguous()) {
+      std::vector<int64_t> back(order.size()), reduced;  // back: x's dim -> its place in memory
+      for (size_t k = 0; k < order.size(); ++k) back[order[k]] = static_cast<int64_t>(k);
+      for (int64_t d : dims) reduced.push_back(back[d]);
+      std::sort(reduced.begin(), reduced.end());
+      return permute(reduce_dims(in_memory, reduced, op), back);
+    }
   }
   Tensor cur = x;
   for (size_t j = dims.size(); j > 0;) {
