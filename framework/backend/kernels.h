@@ -156,9 +156,10 @@ struct Kernels {
   // x [outer, D, inner] -> y, softmax (or log_softmax) along D, stable
   void (*softmax)(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
   // y (the forward's output), gy [outer, D, inner] -> gx: softmax's
-  // y * (gy - sum(gy * y) / sum(y)), log_softmax's gy - exp(y) * sum(gy), in
-  // double (on a row with a probability near one, gy - sum cancels: float32
-  // sums leave errors of 1e-5 of the largest element)
+  // y * (gy - sum(gy * y) / sum(y)), log_softmax's gy - exp(y) * sum(gy), the
+  // sums in double and gy - sum within a few roundings of its float64 value
+  // (on a row with a probability near one, gy - sum cancels: float32 sums
+  // leave errors of 1e-5 of the largest element)
   void (*softmax_backward)(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                            const float* gy, float* gx);
   // Attention's scores in one pass each way. x [rows, S] -> y = softmax(x *

@@ -152,13 +152,15 @@ void max_backward(int64_t outer, int64_t r, int64_t inner, const float* x, const
                   const float* g, float* gx);
 void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out);
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y);
-// x, y [D] -> softmax (log: log_softmax) of one row; lse = log(sum(e^x))
-// unless null
-void softmax_row(bool log, int64_t d, const float* x, float* y, double* lse = nullptr);
+// x [rows, D] -> y: the softmax (log: log_softmax) of each row x * scale,
+// y's rows y_stride apart (D; 0: one row, each written over the last); lse
+// [rows] = log(sum(e^(x * scale))) unless null
+void softmax_rows(bool log, int64_t rows, int64_t d, const float* x, float* y, int64_t y_stride,
+                  double* lse = nullptr, float scale = 1.f);
 // Columns one softmax_slab call takes at most
 constexpr int64_t kSoftmaxSlab = 256;
 // x, y [D, stride], columns [0, w) (w <= kSoftmaxSlab) -> the softmax (log:
-// log_softmax) of each column, as softmax_row's; lse [w] = log(sum(e^x)) of
+// log_softmax) of each column, as softmax_rows'; lse [w] = log(sum(e^x)) of
 // each unless null
 void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, const float* x, float* y,
                   double* lse = nullptr);

@@ -40,15 +40,18 @@ void cross_entropy_forward(int64_t N, int64_t C, int64_t inner, const float* px,
                            DType lt, float* loss, float* pp) {
   double total = 0;
   if (inner == 1) {
+    constexpr int64_t kRows = 64;  // a block's, in one softmax_rows call
 #pragma omp parallel reduction(+ : total) if (N * C > 65536)
     {
       std::vector<float> row_probs(pp ? 0 : C);
+      double lse[kRows];
 #pragma omp for
-      for (int64_t i = 0; i < N; ++i) {
-        const float* row = px + i * C;
-        double lse;
-        softmax_row(false, C, row, pp ? pp + i * C : row_probs.data(), &lse);
-        total += lse - row[label(labels, lt, i)];
+      for (int64_t i0 = 0; i0 < N; i0 += kRows) {
+        const int64_t n = std::min(kRows, N - i0);
+        softmax_rows(false, n, C, px + i0 * C, pp ? pp + i0 * C : row_probs.data(), pp ? C : 0,
+                     lse);
+        for (int64_t i = i0; i < i0 + n; ++i)
+          total += lse[i - i0] - px[i * C + label(labels, lt, i)];
       }
     }
   } else {

@@ -91,30 +91,72 @@ void argmax(int64_t rows, int64_t cols, const float* x, int64_t* out) {
     out[i] = std::max_element(x + i * cols, x + (i + 1) * cols) - (x + i * cols);
 }
 
-// x, y [D] -> softmax (log: log_softmax) of the row; lse = log(sum(e^x))
-// unless null. Max, then e = e^(x - max) with its sum s in double, then y =
-// e / s, or (x - max) - log(s): not x - (max + log(s)), which rounds to max's
-// precision (0.001 at 1e4) and would shift every output by that error. The
-// log only where wanted: on a row of 16 it was half a softmax's time.
-MINIDL_CLONES void softmax_row(bool log, int64_t d, const float* x, float* y, double* lse) {
-  const float m = vec::max_of(x, d);
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < d; ++k) s += y[k] = vec::exp_or_zero(x[k] - m);
-  const double log_s = log || lse ? std::log(s) : 0;
-  if (lse) *lse = m + log_s;
-  if (log) {
-#pragma omp simd
-    for (int64_t k = 0; k < d; ++k) y[k] = (x[k] - m) - static_cast<float>(log_s);
-  } else {
-    const auto inv = static_cast<float>(1 / s);
-#pragma omp simd
-    for (int64_t k = 0; k < d; ++k) y[k] *= inv;
+// Rows up to this long sum their e^x in float32 lanes (Sum below): at most
+// 8 additions each, within 1e-7 or so of the sum in double, which cost a
+// third of a row of 16's time (four conversions a chunk)
+constexpr int64_t kFloatSum = 64;
+
+// x, y [D] -> softmax (log: log_softmax) of the row x * scale; lse =
+// log(sum(e^(x * scale))) unless null. Max, then e = e^(x - max) with its
+// sum s (Sum: vec::SumF32 or vec::SumF64), then y = e / s, or (x - max) -
+// log(s): not x - (max + log(s)), which rounds to max's precision (0.001 at
+// 1e4) and would shift every output by that error. The log only where
+// wanted. In chunks of eight (vec::F32x8, the last as vec::load_last's),
+// each reduction's lanes combined in registers. The last chunk's outputs are
+// computed before the whole chunks' are stored and stored after them, so
+// that y may be x. Always inlined into loops over rows: a call per row of 16
+// took as long again, its constants reloaded each time.
+template <class Sum>
+MINIDL_LANES void softmax_lanes(bool log, int64_t d, const float* x, float* y, double* lse,
+                                float scale) {
+  const int64_t whole = d / 8 * 8;
+  const bool part = whole < d;
+  vec::F32x8 m = vec::splat<vec::F32x8>(x[0] * scale), m2 = m;  // two chains
+  int64_t k = 0;
+  for (; k + 16 <= whole; k += 16) {
+    m = vec::max2(m, vec::load8(x + k) * scale);
+    m2 = vec::max2(m2, vec::load8(x + k + 8) * scale);
   }
+  if (k < whole) m = vec::max2(m, vec::load8(x + k) * scale);
+  if (part) m2 = vec::max2(m2, vec::load_last(x, d) * scale);
+  m = vec::all_max(vec::max2(m, m2));
+  Sum s;
+  vec::F32x8 last_x{}, last_e{};
+  if (part) {
+    last_x = vec::load_last(x, d) * scale - m;
+    last_e = vec::exp_or_zero(last_x);
+    s.add(vec::new_lanes(last_e, d));
+  }
+  for (int64_t k = 0; k < whole; k += 8) {
+    const vec::F32x8 e = vec::exp_or_zero(vec::load8(x + k) * scale - m);
+    s.add(e);
+    if (!log) vec::store8(y + k, e);
+  }
+  const double sum = s.total(), log_s = log || lse ? std::log(sum) : 0;
+  if (lse) *lse = m[0] + log_s;
+  const auto c = static_cast<float>(log ? log_s : 1 / sum);
+  for (int64_t k = 0; k < whole; k += 8)
+    vec::store8(y + k, log ? (vec::load8(x + k) * scale - m) - c : vec::load8(y + k) * c);
+  if (part) vec::store_last(y, d, log ? last_x - c : last_e * c);
+}
+
+MINIDL_LANES void softmax_row(bool log, int64_t d, const float* x, float* y, double* lse,
+                              float scale) {
+  if (d <= kFloatSum)
+    softmax_lanes<vec::SumF32>(log, d, x, y, lse, scale);
+  else
+    softmax_lanes<vec::SumF64>(log, d, x, y, lse, scale);
+}
+
+// x [rows, D] -> y: softmax_row of each row, y's rows y_stride apart
+MINIDL_CLONES void softmax_rows(bool log, int64_t rows, int64_t d, const float* x, float* y,
+                                int64_t y_stride, double* lse, float scale) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_row(log, d, x + r * d, y + r * y_stride, lse ? lse + r : nullptr, scale);
 }
 
 // x, y [D, inner], columns [0, w) of rows `stride` apart (w <= kSoftmaxSlab)
-// -> the same per column as softmax_row, each step a vector across the
+// -> the same per column as softmax_lanes, each step a vector across the
 // columns; lse [w] unless null
 MINIDL_CLONES void softmax_slab(bool log, int64_t d, int64_t stride, int64_t w, const float* x,
                                 float* y, double* lse) {
@@ -154,25 +196,56 @@ namespace {
 
 constexpr int64_t kSlab = kSoftmaxSlab;
 
-// y, gy, gx [D] -> softmax_backward of the row (sums in double)
-MINIDL_CLONES void softmax_backward_row(bool log, int64_t d, const float* y, const float* gy,
-                                        float* gx) {
-  double sum_g = 0, sum_gy = 0, sum_y = 0;
-#pragma omp simd reduction(+ : sum_g, sum_gy, sum_y)
-  for (int64_t k = 0; k < d; ++k) {
-    sum_g += gy[k];
-    sum_gy += double(gy[k]) * y[k];
-    sum_y += y[k];
+// y, gy, gx [D] -> softmax_backward of the row, times scale, in chunks of
+// eight as softmax_lanes's; gx may be gy. The sums in double (see
+// kernels.h), then c = hi + lo in two floats, and gx in float32: softmax's
+// gy - c as (gy - hi) - lo, exact where gy and hi are close (the
+// cancellation) and elsewhere rounded relative to the result, so within a
+// few roundings of its float64 value; log_softmax's gy - e^y c as (gy - e^y
+// hi) - e^y lo, whose float32 product adds a rounding to the one e^y has
+// anyway. In double lanes the outputs took 30-60% longer (rows of 1000).
+MINIDL_LANES void softmax_backward_lanes(bool log, int64_t d, const float* y, const float* gy,
+                                         float* gx, float scale) {
+  const int64_t whole = d / 8 * 8;
+  const bool part = whole < d;
+  vec::SumF64 sum_g, sum_gy, sum_y;  // log: sum(gy); else sum(gy * y) and sum(y)
+  // (always inlined, as vec_math.h's F32x8 functions: a lambda is compiled
+  // for the baseline, not for this function's AVX clones)
+  auto add = [&](vec::F32x8 v, vec::F32x8 g) __attribute__((always_inline)) {
+    if (log) {
+      sum_g.add(g);
+    } else {
+      sum_gy.add_product(g, v);
+      sum_y.add(v);
+    }
+  };
+  for (int64_t k = 0; k < whole; k += 8) add(vec::load8(y + k), vec::load8(gy + k));
+  vec::F32x8 last_y{}, last_g{};
+  if (part) {
+    last_y = vec::load_last(y, d);
+    last_g = vec::load_last(gy, d);
+    add(vec::new_lanes(last_y, d), vec::new_lanes(last_g, d));
   }
-  const double dot = sum_gy / sum_y;
-  if (log) {
-#pragma omp simd
-    for (int64_t k = 0; k < d; ++k)
-      gx[k] = static_cast<float>(gy[k] - double(vec::exp_or_zero(y[k])) * sum_g);
-  } else {
-#pragma omp simd
-    for (int64_t k = 0; k < d; ++k) gx[k] = static_cast<float>(y[k] * (gy[k] - dot));
-  }
+  const double c = log ? sum_g.total() : sum_gy.total() / sum_y.total();
+  const auto hi = static_cast<float>(c), lo = static_cast<float>(c - hi);
+  auto out = [&](vec::F32x8 v, vec::F32x8 g) __attribute__((always_inline)) {
+    if (log) {
+      const vec::F32x8 e = vec::exp_or_zero(v);
+      return ((g - e * hi) - e * lo) * scale;
+    }
+    return v * ((g - hi) - lo) * scale;
+  };
+  const vec::F32x8 last = part ? out(last_y, last_g) : vec::F32x8{};
+  for (int64_t k = 0; k < whole; k += 8)
+    vec::store8(gx + k, out(vec::load8(y + k), vec::load8(gy + k)));
+  if (part) vec::store_last(gx, d, last);
+}
+
+// y, gy, gx [rows, D] -> softmax_backward_lanes of each row
+MINIDL_CLONES void softmax_backward_rows(bool log, int64_t rows, int64_t d, const float* y,
+                                         const float* gy, float* gx) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_backward_lanes(log, d, y + r * d, gy + r * d, gx + r * d, 1.f);
 }
 
 // y, gy, gx [D, inner], columns [0, w) of rows `stride` apart -> the same
@@ -204,8 +277,8 @@ MINIDL_CLONES void softmax_backward_slab(bool log, int64_t d, int64_t stride, in
   }
 }
 
-// Calls f(offset, w) for each row (inner == 1: offset o * D, w = 1) or slab
-// of up to kSlab columns of [outer, D, inner], in parallel
+// Calls f(offset, w) for each slab of up to kSlab columns of [outer, D,
+// inner], in parallel
 template <class F>
 void for_each_slab(int64_t outer, int64_t d, int64_t inner, F f) {
   const int64_t slabs = (inner + kSlab - 1) / kSlab, items = outer * slabs;
@@ -216,45 +289,40 @@ void for_each_slab(int64_t outer, int64_t d, int64_t inner, F f) {
   }
 }
 
-// Rows of at most kShortRow go kSlab at a time through transposed copies
-// [D, kSlab], so that the slab functions' vectors run across rows. Row by row,
-// a row's fixed work (its max's and sums' reductions) outweighs the row's:
-// softmax forward and backward on rows of 16 took 2.0 ms against the blocks'
-// 1.4, on rows of 4 6.2-7.0 against 3.0-3.5 (262,144 elements, one thread,
-// 2026-11-29); from 24 they tie, and at 48 and 64 row by row is faster.
-constexpr int64_t kShortRow = 16;
-
-// Calls f(row0, w, buffer) for blocks of up to kSlab rows of [rows, D] (D <=
-// kShortRow), in parallel; buffer: the thread's, three [D, kSlab]
+// Calls f(row0, n) for blocks of n rows of [rows, D], about 8,192 elements
+// each (at most kSlab rows), in parallel. Rows shorter than a chunk of
+// eight (vec::load_last's copy each time: rows of 4 took three times as
+// long) go through transposed copies [D, n] instead, so that the slab
+// functions' vectors run across rows.
 template <class F>
 void for_each_row_block(int64_t rows, int64_t d, F f) {
-  const int64_t blocks = (rows + kSlab - 1) / kSlab;
-#pragma omp parallel if (rows * d > 65536 && blocks > 1)
-  {
-    std::vector<float> buffer(3 * d * kSlab);
-#pragma omp for
-    for (int64_t b = 0; b < blocks; ++b)
-      f(b * kSlab, std::min(kSlab, rows - b * kSlab), buffer.data());
-  }
+  const int64_t per = std::clamp<int64_t>(8192 / std::max<int64_t>(d, 1), 1, kSlab);
+  const int64_t blocks = (rows + per - 1) / per;
+#pragma omp parallel for if (rows * d > 65536 && blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) f(b * per, std::min(per, rows - b * per));
 }
 
 }  // namespace
 
 // x [outer, D, inner] -> y
 void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, float* y) {
-  if (inner == 1 && d <= kShortRow) {
-    for_each_row_block(outer, d, [&](int64_t r0, int64_t w, float* buffer) {
-      float *xt = buffer, *yt = buffer + d * w;
-      transpose(x + r0 * d, w, d, xt);  // [w, D] -> [D, w]
-      softmax_slab(log, d, w, w, xt, yt);
-      transpose(yt, d, w, y + r0 * d);
+  if (inner == 1 && d < 8) {
+    for_each_row_block(outer, d, [&](int64_t r0, int64_t n) {
+      float xt[7 * kSlab], yt[7 * kSlab];
+      transpose(x + r0 * d, n, d, xt);  // [n, D] -> [D, n]
+      softmax_slab(log, d, n, n, xt, yt);
+      transpose(yt, d, n, y + r0 * d);
     });
     return;
   }
-  for_each_slab(outer, d, inner, [&](int64_t at, int64_t w) {
-    if (inner == 1) softmax_row(log, d, x + at, y + at);
-    else softmax_slab(log, d, inner, w, x + at, y + at);
-  });
+  if (inner == 1) {
+    for_each_row_block(outer, d, [&](int64_t r0, int64_t n) {
+      softmax_rows(log, n, d, x + r0 * d, y + r0 * d, d, nullptr, 1.f);
+    });
+    return;
+  }
+  for_each_slab(outer, d, inner,
+                [&](int64_t at, int64_t w) { softmax_slab(log, d, inner, w, x + at, y + at); });
 }
 
 // y, gy [outer, D, inner] -> gx. Softmax's sum(gy * y) is taken over sum(y)
@@ -263,43 +331,36 @@ void softmax(bool log, int64_t outer, int64_t d, int64_t inner, const float* x, 
 // rounding would otherwise shift every gx of the row by a few 1e-8.
 void softmax_backward(bool log, int64_t outer, int64_t d, int64_t inner, const float* y,
                       const float* gy, float* gx) {
-  if (inner == 1 && d <= kShortRow) {
-    for_each_row_block(outer, d, [&](int64_t r0, int64_t w, float* buffer) {
-      float *yt = buffer, *gt = buffer + d * w, *xt = buffer + 2 * d * w;
-      transpose(y + r0 * d, w, d, yt);
-      transpose(gy + r0 * d, w, d, gt);
-      softmax_backward_slab(log, d, w, w, yt, gt, xt);
-      transpose(xt, d, w, gx + r0 * d);
+  if (inner == 1 && d < 8) {
+    for_each_row_block(outer, d, [&](int64_t r0, int64_t n) {
+      float yt[7 * kSlab], gt[7 * kSlab], xt[7 * kSlab];
+      transpose(y + r0 * d, n, d, yt);
+      transpose(gy + r0 * d, n, d, gt);
+      softmax_backward_slab(log, d, n, n, yt, gt, xt);
+      transpose(xt, d, n, gx + r0 * d);
+    });
+    return;
+  }
+  if (inner == 1) {
+    for_each_row_block(outer, d, [&](int64_t r0, int64_t n) {
+      softmax_backward_rows(log, n, d, y + r0 * d, gy + r0 * d, gx + r0 * d);
     });
     return;
   }
   for_each_slab(outer, d, inner, [&](int64_t at, int64_t w) {
-    if (inner == 1) softmax_backward_row(log, d, y + at, gy + at, gx + at);
-    else softmax_backward_slab(log, d, inner, w, y + at, gy + at, gx + at);
+    softmax_backward_slab(log, d, inner, w, y + at, gy + at, gx + at);
   });
 }
 
 // x [rows, S] -> y: row r's first n columns (n = S, or i + 1 for row i = r %
-// causal of a causal stack) in softmax(x * scale), the rest 0. e^(v - max)
-// by vec::exp_or_zero (vectorized), summed in double, then scaled by 1 / sum.
+// causal of a causal stack) in softmax(x * scale), the rest 0
 MINIDL_CLONES void scaled_softmax(float scale, int64_t causal, int64_t rows, int64_t s,
                                   const float* x, float* y) {
 #pragma omp parallel for if (rows * s > 65536)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xs = x + r * s;
-    float* ys = y + r * s;
     const int64_t n = causal > 0 ? std::min(s, r % causal + 1) : s;
-    float m = xs[0] * scale;  // max(x) * scale where scale > 0 (rounding keeps the order)
-    if (scale > 0) m = vec::max_of(xs, n) * scale;
-    else
-      for (int64_t k = 1; k < n; ++k) m = std::max(m, xs[k] * scale);
-    double sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t k = 0; k < n; ++k) sum += ys[k] = vec::exp_or_zero(xs[k] * scale - m);
-    const auto inv = static_cast<float>(1 / sum);
-#pragma omp simd
-    for (int64_t k = 0; k < n; ++k) ys[k] *= inv;
-    std::fill(ys + n, ys + s, 0.f);
+    softmax_row(false, n, x + r * s, y + r * s, nullptr, scale);
+    std::fill(y + r * s + n, y + (r + 1) * s, 0.f);
   }
 }
 
@@ -309,17 +370,9 @@ MINIDL_CLONES void scaled_softmax_backward(float scale, int64_t causal, int64_t 
                                            const float* y, const float* gy, float* gx) {
 #pragma omp parallel for if (rows * s > 65536)
   for (int64_t r = 0; r < rows; ++r) {
-    const float *ys = y + r * s, *gs = gy + r * s;
-    float* out = gx + r * s;
     const int64_t n = causal > 0 ? std::min(s, r % causal + 1) : s;
-    double sum_gy = 0, sum_y = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      sum_gy += double(gs[k]) * ys[k];
-      sum_y += ys[k];
-    }
-    const double dot = sum_gy / sum_y;
-    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(ys[k] * (gs[k] - dot)) * scale;
-    std::fill(out + n, out + s, 0.f);
+    softmax_backward_lanes(false, n, y + r * s, gy + r * s, gx + r * s, scale);
+    std::fill(gx + r * s + n, gx + (r + 1) * s, 0.f);
   }
 }
 

@@ -5,42 +5,82 @@
 // ops, its activations and the LSTM and GRU cells use them; CUDA's keep the
 // device's own functions.
 #pragma once
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "framework/backend/activations.h"
 
 namespace minidl::cpu::vec {
 
+// Eight floats in one vector register (GCC's vector extension: one AVX
+// register, two SSE ones in the baseline build), for a loop along a short
+// row, where OpenMP's simd loops spent more time on their reductions'
+// set-up and their horizontal steps through memory than on the row: see
+// reduce.cpp's softmax rows. exp_parts, two_to, exp_or_zero and max2 take
+// a float or an F32x8, with the same steps lane by lane. (GCC notes, in
+// each file that includes this one, that an F32x8 passed by value in the
+// baseline build has another ABI than with AVX: silenced, since no call
+// crosses the two, as below.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+//
+// Every function that takes or gives an F32x8 is always inlined: one left
+// out of line would be compiled for the baseline while an AVX caller passes
+// its vectors in AVX registers (a crash in a test program at -O2, and at
+// -O0 a lambda taking F32x8s computed garbage). Lambdas that take them say
+// __attribute__((always_inline)).
+#define MINIDL_LANES [[gnu::always_inline]] inline
+using F32x8 = float __attribute__((vector_size(32)));
+using I32x8 = int32_t __attribute__((vector_size(32)));
+using U32x8 = uint32_t __attribute__((vector_size(32)));
+using F64x4 = double __attribute__((vector_size(32)));
+
 // cond ? a : b, both already computed, by bit operations (act::pick, which
 // the CPU and CUDA activations share). With a plain ?: the compiler computes
 // an operand only on its side, and since floating-point operations may trap
-// it cannot run both: the loop then does not vectorize.
+// it cannot run both: the loop then does not vectorize. Lane by lane for
+// F32x8, cond a comparison's mask.
 inline float select(bool cond, float a, float b) { return act::pick(cond, a, b); }
+MINIDL_LANES F32x8 select(I32x8 cond, F32x8 a, F32x8 b) { return cond ? a : b; }
+
+// c in every lane of V (float or F32x8)
+template <class V>
+MINIDL_LANES V splat(float c) {
+  return V{} + c;
+}
+
+// A float's bits and back, as uint32_t or U32x8
+inline uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
+MINIDL_LANES U32x8 bits(F32x8 x) { return std::bit_cast<U32x8>(x); }
+inline float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
+MINIDL_LANES F32x8 from_bits(U32x8 b) { return std::bit_cast<F32x8>(b); }
 
 // e^x's two factors: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts,
 // Cody and Waite), e^r by its Taylor polynomial to r^7, and n, rounded by
 // adding and removing 1.5 * 2^23, kept as n + 1.5 * 2^23 (whose low bits
 // hold n as an integer).
+template <class V>
 struct ExpParts {
-  float shifted_n, e_r;
+  V shifted_n, e_r;
 };
-inline ExpParts exp_parts(float x) {
-  const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;
-  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
-  const float p = ((((((1.f / 5040 * r + 1.f / 720) * r + 1.f / 120) * r + 1.f / 24) * r +
-                      1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f;
+template <class V>
+MINIDL_LANES ExpParts<V> exp_parts(V x) {
+  const V n = (x * 1.44269504f + 12582912.f) - 12582912.f;
+  const V r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
+  const V p = ((((((1.f / 5040 * r + 1.f / 720) * r + 1.f / 120) * r + 1.f / 24) * r +
+                  1.f / 6) * r + 0.5f) * r + 1.f) * r + 1.f;
   return {n + 12582912.f, p};
 }
 
 // 2^n for n in [-126, 127], from exp_parts' shifted n (unsigned arithmetic:
 // an n out of range gives a wrong power, never undefined behaviour)
-inline float two_to(float shifted_n) {
-  const uint32_t n = std::bit_cast<uint32_t>(shifted_n) - 0x4B400000u;
-  return std::bit_cast<float>((n + 127u) << 23);
+template <class V>
+MINIDL_LANES V two_to(V shifted_n) {
+  const auto n = bits(shifted_n) - 0x4B400000u;
+  return from_bits((n + 127u) << 23);
 }
 
 // e^x, within 1e-7 relative of e^x for x in [-87, 88]; +inf above 88.73,
@@ -49,7 +89,7 @@ inline float two_to(float shifted_n) {
 // n may pass the exponent's range.
 inline float exp(float x) {
   x = select(x < -104.f, -104.f, select(x > 89.f, 89.f, x));
-  const ExpParts e = exp_parts(x);
+  const ExpParts<float> e = exp_parts(x);
   const int32_t n = std::bit_cast<int32_t>(e.shifted_n) - 0x4B400000;
   const int32_t half = n / 2;
   auto power = [](int32_t k) { return std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23); };
@@ -80,13 +120,92 @@ inline float log(float x) {
 // a softmax's -inf entries (masked out) give exact zeros. Over [-87, 88] it
 // equals exp(x) bit for bit, in fewer steps: 2^n in one scaling (n stays in
 // the exponent's range there), one clamp. NaN kept.
-inline float exp_or_zero(float x) {
-  const ExpParts e = exp_parts(select(x > 88.f, 88.f, x));
-  return select(x < -87.f, 0.f, e.e_r * two_to(e.shifted_n));
+template <class V>
+MINIDL_LANES V exp_or_zero(V x) {
+  const ExpParts<V> e = exp_parts(select(x > 88.f, splat<V>(88.f), x));
+  return select(x < -87.f, splat<V>(0.f), e.e_r * two_to(e.shifted_n));
 }
 
 // The larger of a and b, NaN from either side, by select (vectorizes)
-inline float max2(float a, float b) { return select((b > a) | (b != b), b, a); }
+template <class V>
+MINIDL_LANES V max2(V a, V b) {
+  return select((b > a) | (b != b), b, a);
+}
+
+// Eight floats at p, and back
+MINIDL_LANES F32x8 load8(const float* p) {
+  F32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+MINIDL_LANES void store8(float* p, F32x8 v) { std::memcpy(p, &v, sizeof v); }
+
+// A row x [D] goes by whole chunks of eight, then, where D % 8 != 0, a last
+// chunk: the eight ending at D when D >= 8 (its first 8 - D % 8 lanes repeat
+// the chunk before, which a max takes twice harmlessly and a store writes
+// with the same values), else x[0, D) padded with x[0]. Element by element
+// into a vector, a row of 10 took ten times a row of 16.
+MINIDL_LANES F32x8 load_last(const float* x, int64_t d) {
+  if (d >= 8) return load8(x + d - 8);
+  float t[8];
+  std::fill(t, t + 8, x[0]);
+  std::copy(x, x + d, t);
+  return load8(t);
+}
+MINIDL_LANES void store_last(float* x, int64_t d, F32x8 v) {
+  if (d >= 8) return store8(x + d - 8, v);
+  float t[8];
+  store8(t, v);
+  std::copy(t, t + d, x);
+}
+// v with the last chunk's repeated or padding lanes set to 0, for a sum
+MINIDL_LANES F32x8 new_lanes(F32x8 v, int64_t d) {
+  const I32x8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  const auto n = static_cast<int32_t>(d % 8);
+  return select(d >= 8 ? lane >= 8 - n : lane < n, v, F32x8{});
+}
+
+// The max (sum) of v's lanes in every lane: three exchanges of halves, in
+// registers
+MINIDL_LANES F32x8 all_max(F32x8 v) {
+  v = max2(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3));
+  v = max2(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5));
+  return max2(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6));
+}
+MINIDL_LANES F32x8 all_sum(F32x8 v) {
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+  return v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+}
+
+// An F32x8's first (low) and last (high) four lanes in double, and back
+MINIDL_LANES F64x4 low(F32x8 v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), F64x4);
+}
+MINIDL_LANES F64x4 high(F32x8 v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), F64x4);
+}
+MINIDL_LANES F32x8 narrow(F64x4 lo, F64x4 hi) {
+  using F32x4 = float __attribute__((vector_size(16)));
+  const F32x4 a = __builtin_convertvector(lo, F32x4), b = __builtin_convertvector(hi, F32x4);
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
+// A running sum of F32x8s in eight float lanes (SumF32) or in double, in
+// four lanes (SumF64)
+struct SumF32 {
+  F32x8 lanes{};
+  MINIDL_LANES void add(F32x8 v) { lanes += v; }
+  MINIDL_LANES double total() const { return all_sum(lanes)[0]; }
+};
+struct SumF64 {
+  F64x4 lanes{};
+  MINIDL_LANES void add(F32x8 v) { lanes += low(v) + high(v); }
+  MINIDL_LANES void add_product(F32x8 a, F32x8 b) {  // a * b, exact in double
+    lanes += low(a) * low(b) + high(a) * high(b);
+  }
+  MINIDL_LANES double total() const { return (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]); }
+};
 
 // max of x[0..n), n >= 1, NaN if any, in 16 running maxima: neither a max
 // reduction nor std::max vectorizes (GCC keeps their order, for NaN); max2 does.
