@@ -178,17 +178,12 @@ MINIDL_LANES F32x8 all_sum(F32x8 v) {
   return v + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
 }
 
-// An F32x8's first (low) and last (high) four lanes in double, and back
+// An F32x8's first (low) and last (high) four lanes in double
 MINIDL_LANES F64x4 low(F32x8 v) {
   return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), F64x4);
 }
 MINIDL_LANES F64x4 high(F32x8 v) {
   return __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), F64x4);
-}
-MINIDL_LANES F32x8 narrow(F64x4 lo, F64x4 hi) {
-  using F32x4 = float __attribute__((vector_size(16)));
-  const F32x4 a = __builtin_convertvector(lo, F32x4), b = __builtin_convertvector(hi, F32x4);
-  return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7);
 }
 
 // A running sum of F32x8s in eight float lanes (SumF32) or in double, in
