@@ -111,15 +111,7 @@ MINIDL_LANES void softmax_lanes(bool log, int64_t d, const float* x, float* y, d
                                 float scale) {
   const int64_t whole = d / 8 * 8;
   const bool part = whole < d;
-  vec::F32x8 m = vec::splat<vec::F32x8>(x[0] * scale), m2 = m;  // two chains
-  int64_t k = 0;
-  for (; k + 16 <= whole; k += 16) {
-    m = vec::max2(m, vec::load8(x + k) * scale);
-    m2 = vec::max2(m2, vec::load8(x + k + 8) * scale);
-  }
-  if (k < whole) m = vec::max2(m, vec::load8(x + k) * scale);
-  if (part) m2 = vec::max2(m2, vec::load_last(x, d) * scale);
-  m = vec::all_max(vec::max2(m, m2));
+  const auto m = vec::splat<vec::F32x8>(vec::max_of(x, d, scale));
   Sum s;
   vec::F32x8 last_x{}, last_e{};
   if (part) {

@@ -202,25 +202,22 @@ struct SumF64 {
   MINIDL_LANES double total() const { return (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]); }
 };
 
-// max of x[0..n), n >= 1, NaN if any, in 16 running maxima: neither a max
-// reduction nor std::max vectorizes (GCC keeps their order, for NaN); max2 does.
-// The last n % 16 go into the first lanes and the 16 halve in four vector
-// steps: a chain of 15 scalar max2 took 80 ns a call, most of a 21-wide
-// softmax row's time.
-inline float max_of(const float* x, int64_t n) {
-  float m[16];
-  std::fill(m, m + 16, x[0]);
+// max of x[0..n) * scale, n >= 1, NaN if any: two running F32x8 maxima
+// (two chains of max2), the last chunk as load_last's, combined by all_max.
+// Neither a max reduction nor std::max vectorizes (GCC keeps their order,
+// for NaN); max2 does. A chain of 15 scalar max2 took 80 ns a call, most of
+// a 21-wide softmax row's time.
+MINIDL_LANES float max_of(const float* x, int64_t n, float scale = 1.f) {
+  const int64_t whole = n / 8 * 8;
+  F32x8 m = splat<F32x8>(x[0] * scale), m2 = m;
   int64_t k = 0;
-  for (; k + 16 <= n; k += 16)
-#pragma omp simd
-    for (int j = 0; j < 16; ++j) m[j] = max2(m[j], x[k + j]);
-  const int64_t rest = n - k;
-#pragma omp simd
-  for (int j = 0; j < 16; ++j) m[j] = max2(m[j], j < rest ? x[k + j] : x[0]);
-  for (int w = 8; w >= 1; w /= 2)
-#pragma omp simd
-    for (int j = 0; j < w; ++j) m[j] = max2(m[j], m[j + w]);
-  return m[0];
+  for (; k + 16 <= whole; k += 16) {
+    m = max2(m, load8(x + k) * scale);
+    m2 = max2(m2, load8(x + k + 8) * scale);
+  }
+  if (k < whole) m = max2(m, load8(x + k) * scale);
+  if (whole < n) m2 = max2(m2, load_last(x, n) * scale);
+  return all_max(max2(m, m2))[0];
 }
 
 // Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt(2)) / 2. erfc(z), z >= 0, is
